@@ -1,0 +1,1 @@
+//! Data sets and checkpoints of mase-rs.

@@ -1,0 +1,237 @@
+//! The graph: fx-style nodes in execution order.
+
+use crate::meta::{GraphMeta, NodeMeta};
+use crate::naming::Namer;
+use crate::op::{Op, ParamSpec};
+use crate::shape::ValueInfo;
+use crate::{IrError, Result};
+use serde::{Deserialize, Serialize};
+
+/// Index of a node in its graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeId(pub usize);
+
+/// torch.fx's `node.op`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Placeholder,
+    GetAttr,
+    CallFunction,
+    CallMethod,
+    CallModule,
+    Output,
+}
+
+impl NodeKind {
+    /// The fx spelling (`call_module`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Placeholder => "placeholder",
+            NodeKind::GetAttr => "get_attr",
+            NodeKind::CallFunction => "call_function",
+            NodeKind::CallMethod => "call_method",
+            NodeKind::CallModule => "call_module",
+            NodeKind::Output => "output",
+        }
+    }
+
+    pub const ALL: [NodeKind; 6] =
+        [NodeKind::Placeholder, NodeKind::GetAttr, NodeKind::CallFunction, NodeKind::CallMethod, NodeKind::CallModule, NodeKind::Output];
+}
+
+/// One node: a value computed by `op` from the values of `inputs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Unique, torch.fx-compatible name (`seq_blocks_2`).
+    pub name: String,
+    pub kind: NodeKind,
+    /// fx target: the module path for `call_module` (`seq_blocks.2`), the qualified function for
+    /// `call_function` (`torch.nn.functional.relu`), the method name for `call_method`, the
+    /// argument name for `placeholder`, the attribute path for `get_attr`.
+    pub target: String,
+    pub inputs: Vec<NodeId>,
+    pub op: Op,
+    #[serde(default)]
+    pub meta: NodeMeta,
+}
+
+impl Node {
+    /// State-dict names and specs of the tensors this node owns (`seq_blocks.2.weight`, ...).
+    pub fn params(&self) -> Vec<(String, ParamSpec)> {
+        match self.kind {
+            NodeKind::CallModule => self.op.param_specs().into_iter().map(|s| (format!("{}.{}", self.target, s.name), s)).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GraphRepr {
+    nodes: Vec<Node>,
+    #[serde(default)]
+    meta: GraphMeta,
+}
+
+impl From<GraphRepr> for Graph {
+    fn from(r: GraphRepr) -> Graph {
+        let mut namer = Namer::new();
+        for n in &r.nodes {
+            namer.reserve(&n.name);
+        }
+        Graph { nodes: r.nodes, meta: r.meta, namer }
+    }
+}
+
+/// A static computation graph; nodes are stored in topological order.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "GraphRepr")]
+pub struct Graph {
+    nodes: Vec<Node>,
+    pub meta: GraphMeta,
+    #[serde(skip)]
+    namer: Namer,
+}
+
+impl PartialEq for Graph {
+    fn eq(&self, other: &Graph) -> bool {
+        self.nodes == other.nodes && self.meta == other.meta
+    }
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    fn push(&mut self, candidate: &str, kind: NodeKind, target: String, op: Op, inputs: &[NodeId]) -> NodeId {
+        let name = self.namer.create(candidate);
+        let id = NodeId(self.nodes.len());
+        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, meta: NodeMeta::default() });
+        id
+    }
+
+    /// A graph input called `name`.
+    pub fn placeholder(&mut self, name: &str) -> NodeId {
+        self.push(name, NodeKind::Placeholder, name.to_string(), Op::Input, &[])
+    }
+
+    /// A module call; `target` is the module path (`seq_blocks.0`), whose parameters are
+    /// `<target>.weight` etc. in the parameter store.
+    pub fn call_module(&mut self, target: &str, op: Op, inputs: &[NodeId]) -> NodeId {
+        self.push(target, NodeKind::CallModule, target.to_string(), op, inputs)
+    }
+
+    /// A function call; the node is named after the last component of `target`
+    /// (`torch.nn.functional.relu` -> `relu`, `operator.add` -> `add`).
+    pub fn call_function(&mut self, target: &str, op: Op, inputs: &[NodeId]) -> NodeId {
+        let short = target.rsplit('.').next().unwrap_or(target).trim_matches('_');
+        self.push(&crate::snake_case(short), NodeKind::CallFunction, target.to_string(), op, inputs)
+    }
+
+    /// A tensor method call (`view`, `size`, `flatten`).
+    pub fn call_method(&mut self, method: &str, op: Op, inputs: &[NodeId]) -> NodeId {
+        self.push(&crate::snake_case(method), NodeKind::CallMethod, method.to_string(), op, inputs)
+    }
+
+    /// A constant tensor stored in the parameter store under `target`.
+    pub fn get_attr(&mut self, target: &str) -> NodeId {
+        self.push(target, NodeKind::GetAttr, target.to_string(), Op::Constant, &[])
+    }
+
+    /// The graph output.
+    pub fn output(&mut self, value: NodeId) -> NodeId {
+        self.push("output", NodeKind::Output, "output".to_string(), Op::Output, &[value])
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn nodes_mut(&mut self) -> &mut [Node] {
+        &mut self.nodes
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id.0]
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.nodes.len()).map(NodeId)
+    }
+
+    /// The node called `name`.
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name).map(NodeId)
+    }
+
+    /// The node called `name`, or an error naming it.
+    pub fn require(&self, name: &str) -> Result<NodeId> {
+        self.find(name).ok_or_else(|| IrError::UnknownNode(name.to_string()))
+    }
+
+    pub fn inputs(&self) -> Vec<NodeId> {
+        self.ids().filter(|&i| self.node(i).kind == NodeKind::Placeholder).collect()
+    }
+
+    /// The single output node.
+    pub fn output_node(&self) -> Result<NodeId> {
+        let outs: Vec<NodeId> = self.ids().filter(|&i| self.node(i).kind == NodeKind::Output).collect();
+        match outs.len() {
+            0 => Err(IrError::NoOutput),
+            1 => Ok(outs[0]),
+            n => Err(IrError::ManyOutputs(n)),
+        }
+    }
+
+    /// Nodes that consume `id`, in graph order, each once.
+    pub fn users(&self, id: NodeId) -> Vec<NodeId> {
+        self.ids().filter(|&u| self.node(u).inputs.contains(&id)).collect()
+    }
+
+    /// Every parameter and buffer the graph needs, with its state-dict name, in node order.
+    pub fn param_specs(&self) -> Vec<(String, ParamSpec)> {
+        self.nodes.iter().flat_map(|n| n.params()).collect()
+    }
+
+    /// Shapes of every node's value for concrete input shapes (one per placeholder, in order).
+    /// Constants take the shape of their tensor in `constant_shape`.
+    pub fn infer_shapes(&self, input_shapes: &[Vec<usize>], constant_shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Vec<ValueInfo>> {
+        let mut out: Vec<ValueInfo> = Vec::with_capacity(self.nodes.len());
+        let mut next_input = 0;
+        for n in &self.nodes {
+            let v = match n.op {
+                Op::Input => {
+                    let s = input_shapes.get(next_input).ok_or_else(|| IrError::Invalid {
+                        node: n.name.clone(),
+                        reason: format!("graph has more inputs than the {} shape(s) given", input_shapes.len()),
+                    })?;
+                    next_input += 1;
+                    ValueInfo::Tensor(s.clone())
+                }
+                Op::Constant => ValueInfo::Tensor(constant_shape(&n.target).ok_or_else(|| IrError::Param {
+                    name: n.target.clone(),
+                    reason: format!("constant read by node `{}` is missing", n.name),
+                })?),
+                _ => {
+                    let ins: Vec<ValueInfo> = n.inputs.iter().map(|i| out[i.0].clone()).collect();
+                    n.op.infer(&n.name, &ins)?
+                }
+            };
+            out.push(v);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,28 @@
+//! The graph IR of mase-rs.
+//!
+//! A [`Graph`] is a list of [`Node`]s in topological (execution) order, as in torch.fx. Each node has
+//! an fx [`NodeKind`] (placeholder, call_module, ...), a `target`, the [`NodeId`]s of its inputs, an
+//! [`Op`] that says what it computes, and MASE's per-node metadata ([`NodeMeta`]). Parameters and
+//! buffers live beside the graph in a [`ParamStore`] keyed by PyTorch state-dict names
+//! (`seq_blocks.2.weight`), so checkpoints and configs written for MASE map one to one.
+
+mod error;
+mod graph;
+mod meta;
+mod naming;
+mod op;
+mod params;
+mod printer;
+mod shape;
+mod tensor;
+mod validate;
+
+pub use error::{IrError, Result};
+pub use graph::{Graph, Node, NodeId, NodeKind};
+pub use meta::{ArgMeta, CommonMeta, GraphMeta, NodeMeta, TensorMeta};
+pub use naming::{snake_case, Namer};
+pub use op::{ConvSpec, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpec};
+pub use params::{ParamEntry, ParamStore};
+pub use shape::{broadcast_shapes, ValueInfo};
+pub use tensor::Tensor;
+pub use validate::validate;

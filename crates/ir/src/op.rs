@@ -1,0 +1,362 @@
+//! What a node computes. One enum variant per operator the runtime implements; the fx kind and
+//! target of the node say how torch.fx would have spelled it (module, function or method).
+
+use crate::shape::{self, ValueInfo};
+use crate::{IrError, Result};
+use serde::{Deserialize, Serialize};
+
+/// Geometry of a 1-D or 2-D convolution. Vectors have one entry per spatial dimension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConvSpec {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub padding: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub groups: usize,
+    pub bias: bool,
+}
+
+impl ConvSpec {
+    /// A PyTorch `Conv{1,2}d(in, out, k, stride, padding)` with dilation 1 and one group.
+    pub fn new(dims: usize, in_channels: usize, out_channels: usize, k: usize, stride: usize, padding: usize) -> ConvSpec {
+        ConvSpec {
+            in_channels,
+            out_channels,
+            kernel: vec![k; dims],
+            stride: vec![stride; dims],
+            padding: vec![padding; dims],
+            dilation: vec![1; dims],
+            groups: 1,
+            bias: true,
+        }
+    }
+}
+
+/// Batch normalisation settings with PyTorch's meaning of `momentum`
+/// (`running = (1 - momentum) * running + momentum * batch`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NormSpec {
+    pub num_features: usize,
+    pub eps: f32,
+    pub momentum: f32,
+    pub affine: bool,
+}
+
+impl NormSpec {
+    pub fn new(num_features: usize) -> NormSpec {
+        NormSpec { num_features, eps: 1e-5, momentum: 0.1, affine: true }
+    }
+}
+
+/// Window of a max or average pool. Vectors have one entry per spatial dimension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolSpec {
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub padding: Vec<usize>,
+}
+
+impl PoolSpec {
+    /// PyTorch's default: the stride equals the kernel size.
+    pub fn new(dims: usize, kernel: usize) -> PoolSpec {
+        PoolSpec { kernel: vec![kernel; dims], stride: vec![kernel; dims], padding: vec![0; dims] }
+    }
+}
+
+/// One entry of a `view`/`reshape` target shape: a constant (with `-1` meaning "infer") or the
+/// integer value of the node's input number `k` (as in `x.view(x.size(0), -1)`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimArg {
+    Const(i64),
+    Input(usize),
+}
+
+/// How a parameter is initialised when a model is built from scratch (PyTorch defaults).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Init {
+    /// U(-1/sqrt(fan_in), 1/sqrt(fan_in)): kaiming_uniform with a = sqrt(5) for weights, and the
+    /// bias rule of `nn.Linear` / `nn.ConvNd`, which give the same bound.
+    Uniform { fan_in: usize },
+    Ones,
+    Zeros,
+}
+
+/// A parameter or buffer that an op owns, named relative to its module (`weight`, `running_mean`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub shape: Vec<usize>,
+    pub trainable: bool,
+    pub init: Init,
+}
+
+/// The operators of the IR.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// A graph input (fx `placeholder`).
+    Input,
+    /// The graph result (fx `output`); its single input is returned.
+    Output,
+    /// A tensor read from the parameter store at the node's target (fx `get_attr`).
+    Constant,
+    Linear { in_features: usize, out_features: usize, bias: bool },
+    Conv1d(ConvSpec),
+    Conv2d(ConvSpec),
+    BatchNorm1d(NormSpec),
+    BatchNorm2d(NormSpec),
+    Relu,
+    Relu6,
+    LeakyRelu { negative_slope: f32 },
+    Sigmoid,
+    Tanh,
+    Selu,
+    /// GELU with the exact erf form (`approximate = "none"`) or the tanh approximation.
+    Gelu { tanh: bool },
+    Softmax { dim: i64 },
+    LogSoftmax { dim: i64 },
+    MaxPool1d(PoolSpec),
+    MaxPool2d(PoolSpec),
+    AvgPool1d(PoolSpec),
+    AvgPool2d(PoolSpec),
+    AdaptiveAvgPool1d { output_size: usize },
+    AdaptiveAvgPool2d { output_size: [usize; 2] },
+    Flatten { start_dim: i64, end_dim: i64 },
+    /// `view` / `reshape`.
+    Reshape { shape: Vec<DimArg> },
+    Transpose { dim0: i64, dim1: i64 },
+    Permute { dims: Vec<i64> },
+    /// `x.size(dim)`: an integer, used by `view`.
+    Size { dim: i64 },
+    Add,
+    Sub,
+    Mul,
+    MatMul,
+    Dropout { p: f32 },
+}
+
+impl Op {
+    /// MASE's `mase_op` name (spec mase-ir-passes.md §2).
+    pub fn mase_op(&self) -> &'static str {
+        match self {
+            Op::Input => "placeholder",
+            Op::Output => "output",
+            Op::Constant => "constant",
+            Op::Linear { .. } => "linear",
+            Op::Conv1d(_) => "conv1d",
+            Op::Conv2d(_) => "conv2d",
+            Op::BatchNorm1d(_) => "batch_norm1d",
+            Op::BatchNorm2d(_) => "batch_norm2d",
+            Op::Relu => "relu",
+            Op::Relu6 => "relu6",
+            Op::LeakyRelu { .. } => "leaky_relu",
+            Op::Sigmoid => "sigmoid",
+            Op::Tanh => "tanh",
+            Op::Selu => "selu",
+            Op::Gelu { .. } => "gelu",
+            Op::Softmax { .. } => "softmax",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::MaxPool1d(_) => "max_pool1d",
+            Op::MaxPool2d(_) => "max_pool2d",
+            Op::AvgPool1d(_) => "avg_pool1d",
+            Op::AvgPool2d(_) => "avg_pool2d",
+            Op::AdaptiveAvgPool1d { .. } => "adaptive_avg_pool1d",
+            Op::AdaptiveAvgPool2d { .. } => "adaptive_avg_pool2d",
+            Op::Flatten { .. } => "flatten",
+            Op::Reshape { .. } => "view",
+            Op::Transpose { .. } => "transpose",
+            Op::Permute { .. } => "permute",
+            Op::Size { .. } => "size",
+            Op::Add => "add",
+            Op::Sub => "sub",
+            Op::Mul => "mul",
+            Op::MatMul => "matmul",
+            Op::Dropout { .. } => "dropout",
+        }
+    }
+
+    /// The PyTorch module class that implements this op, for ops that are modules.
+    pub fn module_class(&self) -> Option<&'static str> {
+        Some(match self {
+            Op::Linear { .. } => "Linear",
+            Op::Conv1d(_) => "Conv1d",
+            Op::Conv2d(_) => "Conv2d",
+            Op::BatchNorm1d(_) => "BatchNorm1d",
+            Op::BatchNorm2d(_) => "BatchNorm2d",
+            Op::Relu => "ReLU",
+            Op::Relu6 => "ReLU6",
+            Op::LeakyRelu { .. } => "LeakyReLU",
+            Op::Sigmoid => "Sigmoid",
+            Op::Tanh => "Tanh",
+            Op::Selu => "SELU",
+            Op::Gelu { .. } => "GELU",
+            Op::Softmax { .. } => "Softmax",
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::MaxPool1d(_) => "MaxPool1d",
+            Op::MaxPool2d(_) => "MaxPool2d",
+            Op::AvgPool1d(_) => "AvgPool1d",
+            Op::AvgPool2d(_) => "AvgPool2d",
+            Op::AdaptiveAvgPool1d { .. } => "AdaptiveAvgPool1d",
+            Op::AdaptiveAvgPool2d { .. } => "AdaptiveAvgPool2d",
+            Op::Flatten { .. } => "Flatten",
+            Op::Dropout { .. } => "Dropout",
+            _ => return None,
+        })
+    }
+
+    /// `repr(module)` as PyTorch prints it, used by report_graph's "Layer types".
+    pub fn module_repr(&self) -> Option<String> {
+        let fmt_t = |v: &[usize]| match v {
+            [a] => format!("({a},)"),
+            _ => format!("({})", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
+        };
+        let class = self.module_class()?;
+        Some(match self {
+            Op::Linear { in_features, out_features, bias } => {
+                format!("Linear(in_features={in_features}, out_features={out_features}, bias={})", py_bool(*bias))
+            }
+            Op::Conv1d(c) | Op::Conv2d(c) => {
+                let mut s = format!("{class}({}, {}, kernel_size={}, stride={}", c.in_channels, c.out_channels, fmt_t(&c.kernel), fmt_t(&c.stride));
+                if c.padding.iter().any(|&p| p != 0) {
+                    s += &format!(", padding={}", fmt_t(&c.padding));
+                }
+                if c.dilation.iter().any(|&d| d != 1) {
+                    s += &format!(", dilation={}", fmt_t(&c.dilation));
+                }
+                if c.groups != 1 {
+                    s += &format!(", groups={}", c.groups);
+                }
+                if !c.bias {
+                    s += ", bias=False";
+                }
+                s + ")"
+            }
+            Op::BatchNorm1d(n) | Op::BatchNorm2d(n) => format!(
+                "{class}({}, eps={}, momentum={}, affine={}, track_running_stats=True)",
+                n.num_features,
+                py_float(n.eps),
+                py_float(n.momentum),
+                py_bool(n.affine)
+            ),
+            Op::LeakyRelu { negative_slope } => format!("LeakyReLU(negative_slope={})", py_float(*negative_slope)),
+            Op::Gelu { tanh } => format!("GELU(approximate='{}')", if *tanh { "tanh" } else { "none" }),
+            Op::Softmax { dim } | Op::LogSoftmax { dim } => format!("{class}(dim={dim})"),
+            Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
+                let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
+                format!("{class}(kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False)", one(&p.kernel), one(&p.stride), one(&p.padding))
+            }
+            Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
+                let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
+                format!("{class}(kernel_size={}, stride={}, padding={})", one(&p.kernel), one(&p.stride), one(&p.padding))
+            }
+            Op::AdaptiveAvgPool1d { output_size } => format!("AdaptiveAvgPool1d(output_size={output_size})"),
+            Op::AdaptiveAvgPool2d { output_size } => format!("AdaptiveAvgPool2d(output_size=({}, {}))", output_size[0], output_size[1]),
+            Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
+            Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
+            Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
+            _ => return None,
+        })
+    }
+
+    /// Parameters and buffers this op owns, in PyTorch's `state_dict` order.
+    pub fn param_specs(&self) -> Vec<ParamSpec> {
+        let p = |name, shape: Vec<usize>, trainable, init| ParamSpec { name, shape, trainable, init };
+        match self {
+            Op::Linear { in_features, out_features, bias } => {
+                let mut v = vec![p("weight", vec![*out_features, *in_features], true, Init::Uniform { fan_in: *in_features })];
+                if *bias {
+                    v.push(p("bias", vec![*out_features], true, Init::Uniform { fan_in: *in_features }));
+                }
+                v
+            }
+            Op::Conv1d(c) | Op::Conv2d(c) => {
+                let per_group = c.in_channels / c.groups.max(1);
+                let fan_in = per_group * c.kernel.iter().product::<usize>();
+                let mut shape = vec![c.out_channels, per_group];
+                shape.extend(&c.kernel);
+                let mut v = vec![p("weight", shape, true, Init::Uniform { fan_in })];
+                if c.bias {
+                    v.push(p("bias", vec![c.out_channels], true, Init::Uniform { fan_in }));
+                }
+                v
+            }
+            Op::BatchNorm1d(n) | Op::BatchNorm2d(n) => {
+                let c = n.num_features;
+                let mut v = Vec::new();
+                if n.affine {
+                    v.push(p("weight", vec![c], true, Init::Ones));
+                    v.push(p("bias", vec![c], true, Init::Zeros));
+                }
+                v.push(p("running_mean", vec![c], false, Init::Zeros));
+                v.push(p("running_var", vec![c], false, Init::Ones));
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Number of inputs the op takes (`None` where it varies, as for `view`).
+    pub fn arity(&self) -> Option<usize> {
+        match self {
+            Op::Input | Op::Constant => Some(0),
+            Op::Add | Op::Sub | Op::Mul | Op::MatMul => Some(2),
+            Op::Reshape { .. } => None,
+            _ => Some(1),
+        }
+    }
+
+    /// Output value of the op for inputs of the given kinds and shapes.
+    pub fn infer(&self, node: &str, inputs: &[ValueInfo]) -> Result<ValueInfo> {
+        shape::infer(self, node, inputs)
+    }
+
+    /// Whether the op has state or behaviour that differs between training and evaluation.
+    pub fn is_train_sensitive(&self) -> bool {
+        matches!(self, Op::BatchNorm1d(_) | Op::BatchNorm2d(_) | Op::Dropout { .. })
+    }
+
+    pub(crate) fn err(&self, node: &str, inputs: &[ValueInfo], reason: impl Into<String>) -> IrError {
+        IrError::ShapeMismatch {
+            node: node.to_string(),
+            op: self.mase_op().to_string(),
+            shapes: inputs.iter().map(|v| v.shape().to_vec()).collect(),
+            reason: reason.into(),
+        }
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// Formats a float the way Python's `repr` does for the usual hyper-parameter values.
+pub(crate) fn py_float(x: f32) -> String {
+    let v = x as f64;
+    // f32 -> f64 widening shows binary noise (0.1 -> 0.10000000149); print the shortest f32 form.
+    let s = format!("{x}");
+    if v.abs() >= 1e-4 || v == 0.0 {
+        if s.contains('.') || s.contains('e') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        let e = format!("{x:e}");
+        // Python writes 1e-05, Rust 1e-5.
+        match e.split_once('e') {
+            Some((m, exp)) => {
+                let n: i32 = exp.parse().unwrap_or(0);
+                format!("{m}e{}{:02}", if n < 0 { "-" } else { "+" }, n.abs())
+            }
+            None => e,
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Shape inference: what each op produces for given input shapes.
+
+use crate::op::{ConvSpec, DimArg, Op, PoolSpec};
+use crate::Result;
+
+/// What flows along an edge: a tensor of known shape, or an integer (the result of `x.size(d)`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueInfo {
+    Tensor(Vec<usize>),
+    Int(i64),
+}
+
+impl ValueInfo {
+    /// The tensor shape, or `[]` for an integer.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            ValueInfo::Tensor(s) => s,
+            ValueInfo::Int(_) => &[],
+        }
+    }
+
+    pub fn is_tensor(&self) -> bool {
+        matches!(self, ValueInfo::Tensor(_))
+    }
+}
+
+/// Numpy/PyTorch broadcasting of two shapes, or `None` when they are incompatible.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Some(out)
+}
+
+/// Resolves a possibly negative dimension index against a rank.
+pub(crate) fn norm_dim(dim: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let d = if dim < 0 { dim + r } else { dim };
+    (0..r.max(1)).contains(&d).then_some(d as usize)
+}
+
+fn window_out(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
+    let eff = d * (k - 1) + 1;
+    let padded = len + 2 * p;
+    if padded < eff || s == 0 {
+        return None;
+    }
+    Some((padded - eff) / s + 1)
+}
+
+pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInfo> {
+    let err = |reason: String| op.err(node, inputs, reason);
+    if let Some(n) = op.arity() {
+        if inputs.len() != n {
+            return Err(crate::IrError::Arity { node: node.into(), op: op.mase_op().into(), expected: n.to_string(), got: inputs.len() });
+        }
+    }
+    let tensor_in = |i: usize| -> Result<&[usize]> {
+        match &inputs[i] {
+            ValueInfo::Tensor(s) => Ok(s),
+            ValueInfo::Int(_) => Err(err(format!("input {i} is an integer, expected a tensor"))),
+        }
+    };
+    let t = |s: Vec<usize>| Ok(ValueInfo::Tensor(s));
+    match op {
+        Op::Input | Op::Constant => Err(err("inputs and constants take their shape from outside the graph".into())),
+        Op::Output => Ok(inputs[0].clone()),
+        Op::Linear { in_features, out_features, .. } => {
+            let x = tensor_in(0)?;
+            match x.last() {
+                Some(&f) if f == *in_features => {
+                    let mut s = x.to_vec();
+                    *s.last_mut().expect("non-empty") = *out_features;
+                    t(s)
+                }
+                _ => Err(err(format!("last dimension must be in_features = {in_features}"))),
+            }
+        }
+        Op::Conv1d(c) => conv(c, tensor_in(0)?, 1).map_err(err).map(ValueInfo::Tensor),
+        Op::Conv2d(c) => conv(c, tensor_in(0)?, 2).map_err(err).map(ValueInfo::Tensor),
+        Op::BatchNorm1d(n) => {
+            let x = tensor_in(0)?;
+            if !(x.len() == 2 || x.len() == 3) || x[1] != n.num_features {
+                return Err(err(format!("expected [N, {}] or [N, {}, L]", n.num_features, n.num_features)));
+            }
+            t(x.to_vec())
+        }
+        Op::BatchNorm2d(n) => {
+            let x = tensor_in(0)?;
+            if x.len() != 4 || x[1] != n.num_features {
+                return Err(err(format!("expected [N, {}, H, W]", n.num_features)));
+            }
+            t(x.to_vec())
+        }
+        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } | Op::Dropout { .. } => {
+            t(tensor_in(0)?.to_vec())
+        }
+        Op::Softmax { dim } | Op::LogSoftmax { dim } => {
+            let x = tensor_in(0)?;
+            norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
+            t(x.to_vec())
+        }
+        Op::MaxPool1d(p) | Op::AvgPool1d(p) => pool(p, tensor_in(0)?, 1).map_err(err).map(ValueInfo::Tensor),
+        Op::MaxPool2d(p) | Op::AvgPool2d(p) => pool(p, tensor_in(0)?, 2).map_err(err).map(ValueInfo::Tensor),
+        Op::AdaptiveAvgPool1d { output_size } => {
+            let x = tensor_in(0)?;
+            if x.len() != 3 {
+                return Err(err("expected [N, C, L]".into()));
+            }
+            t(vec![x[0], x[1], *output_size])
+        }
+        Op::AdaptiveAvgPool2d { output_size } => {
+            let x = tensor_in(0)?;
+            if x.len() != 4 {
+                return Err(err("expected [N, C, H, W]".into()));
+            }
+            t(vec![x[0], x[1], output_size[0], output_size[1]])
+        }
+        Op::Flatten { start_dim, end_dim } => {
+            let x = tensor_in(0)?;
+            let rank = x.len().max(1);
+            let (s, e) = match (norm_dim(*start_dim, rank), norm_dim(*end_dim, rank)) {
+                (Some(s), Some(e)) if s <= e => (s, e),
+                _ => return Err(err(format!("bad dims start={start_dim} end={end_dim}"))),
+            };
+            if x.is_empty() {
+                return t(vec![1]);
+            }
+            let mut out = x[..s].to_vec();
+            out.push(x[s..=e].iter().product());
+            out.extend(&x[e + 1..]);
+            t(out)
+        }
+        Op::Reshape { shape } => {
+            let x = tensor_in(0)?;
+            let numel: usize = x.iter().product();
+            let mut dims = Vec::with_capacity(shape.len());
+            for d in shape {
+                dims.push(match d {
+                    DimArg::Const(v) => *v,
+                    DimArg::Input(k) => match inputs.get(*k) {
+                        Some(ValueInfo::Int(v)) => *v,
+                        _ => return Err(err(format!("shape entry refers to input {k}, which is not an integer"))),
+                    },
+                });
+            }
+            resolve_reshape(&dims, numel).map_err(err).map(ValueInfo::Tensor)
+        }
+        Op::Transpose { dim0, dim1 } => {
+            let x = tensor_in(0)?;
+            let (a, b) = match (norm_dim(*dim0, x.len()), norm_dim(*dim1, x.len())) {
+                (Some(a), Some(b)) => (a, b),
+                _ => return Err(err(format!("dims {dim0}, {dim1} out of range"))),
+            };
+            let mut s = x.to_vec();
+            s.swap(a, b);
+            t(s)
+        }
+        Op::Permute { dims } => {
+            let x = tensor_in(0)?;
+            let mut seen = vec![false; x.len()];
+            let mut s = Vec::with_capacity(x.len());
+            if dims.len() != x.len() {
+                return Err(err(format!("permutation {dims:?} has the wrong length")));
+            }
+            for &d in dims {
+                match norm_dim(d, x.len()) {
+                    Some(d) if !seen[d] => {
+                        seen[d] = true;
+                        s.push(x[d]);
+                    }
+                    _ => return Err(err(format!("{dims:?} is not a permutation"))),
+                }
+            }
+            t(s)
+        }
+        Op::Size { dim } => {
+            let x = tensor_in(0)?;
+            let d = norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
+            Ok(ValueInfo::Int(x[d] as i64))
+        }
+        Op::Add | Op::Sub | Op::Mul => {
+            let (a, b) = (tensor_in(0)?, tensor_in(1)?);
+            broadcast_shapes(a, b).map(ValueInfo::Tensor).ok_or_else(|| err("shapes do not broadcast".into()))
+        }
+        Op::MatMul => {
+            let (a, b) = (tensor_in(0)?, tensor_in(1)?);
+            if a.len() < 2 || b.len() < 2 {
+                return Err(err("matmul needs operands of rank 2 or more".into()));
+            }
+            let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
+            let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+            if k != k2 {
+                return Err(err(format!("inner dimensions {k} and {k2} differ")));
+            }
+            let batch = broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or_else(|| err("batch dimensions do not broadcast".into()))?;
+            let mut s = batch;
+            s.push(m);
+            s.push(n);
+            t(s)
+        }
+    }
+}
+
+fn conv(c: &ConvSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize>, String> {
+    if x.len() != dims + 2 {
+        return Err(format!("expected a rank-{} input [N, C, ...]", dims + 2));
+    }
+    if x[1] != c.in_channels {
+        return Err(format!("channel dimension must be in_channels = {}", c.in_channels));
+    }
+    if c.groups == 0 || c.in_channels % c.groups != 0 || c.out_channels % c.groups != 0 {
+        return Err(format!("groups = {} must divide in and out channels", c.groups));
+    }
+    let mut out = vec![x[0], c.out_channels];
+    for d in 0..dims {
+        out.push(window_out(x[2 + d], c.kernel[d], c.stride[d], c.padding[d], c.dilation[d]).ok_or("kernel larger than padded input")?);
+    }
+    Ok(out)
+}
+
+fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize>, String> {
+    if x.len() != dims + 2 {
+        return Err(format!("expected a rank-{} input [N, C, ...]", dims + 2));
+    }
+    let mut out = vec![x[0], x[1]];
+    for d in 0..dims {
+        if p.padding[d] * 2 > p.kernel[d] {
+            return Err("padding must be at most half the kernel size".into());
+        }
+        out.push(window_out(x[2 + d], p.kernel[d], p.stride[d], p.padding[d], 1).ok_or("window larger than padded input")?);
+    }
+    Ok(out)
+}
+
+fn resolve_reshape(dims: &[i64], numel: usize) -> std::result::Result<Vec<usize>, String> {
+    let mut infer_at = None;
+    let mut known = 1usize;
+    for (i, &d) in dims.iter().enumerate() {
+        match d {
+            -1 if infer_at.is_none() => infer_at = Some(i),
+            -1 => return Err("only one dimension can be -1".into()),
+            d if d < 0 => return Err(format!("invalid dimension {d}")),
+            d => known *= d as usize,
+        }
+    }
+    let mut out: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+    match infer_at {
+        Some(i) => {
+            if known == 0 || numel % known != 0 {
+                return Err(format!("cannot view {numel} elements as {dims:?}"));
+            }
+            out[i] = numel / known;
+        }
+        None if known != numel => return Err(format!("cannot view {numel} elements as {dims:?}")),
+        None => {}
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::NormSpec;
+
+    fn shape_of(op: Op, inputs: &[&[usize]]) -> Result<Vec<usize>> {
+        let v: Vec<ValueInfo> = inputs.iter().map(|s| ValueInfo::Tensor(s.to_vec())).collect();
+        op.infer("n", &v).map(|v| v.shape().to_vec())
+    }
+
+    #[test]
+    fn shapes_follow_pytorch() {
+        let cases: Vec<(Op, Vec<&[usize]>, Vec<usize>)> = vec![
+            (Op::Linear { in_features: 16, out_features: 5, bias: true }, vec![&[8, 16]], vec![8, 5]),
+            (Op::Conv2d(ConvSpec::new(2, 3, 128, 3, 1, 1)), vec![&[2, 3, 32, 32]], vec![2, 128, 32, 32]),
+            (Op::Conv2d(ConvSpec::new(2, 3, 8, 3, 2, 0)), vec![&[2, 3, 9, 9]], vec![2, 8, 4, 4]),
+            (Op::Conv1d(ConvSpec::new(1, 16, 32, 4, 1, 2)), vec![&[2, 16, 10]], vec![2, 32, 11]),
+            (Op::MaxPool2d(PoolSpec::new(2, 2)), vec![&[2, 8, 7, 7]], vec![2, 8, 3, 3]),
+            (Op::BatchNorm1d(NormSpec::new(16)), vec![&[4, 16]], vec![4, 16]),
+            (Op::Flatten { start_dim: 1, end_dim: -1 }, vec![&[2, 3, 4, 5]], vec![2, 60]),
+            (Op::Reshape { shape: vec![DimArg::Const(2), DimArg::Const(-1)] }, vec![&[2, 3, 4]], vec![2, 12]),
+            (Op::Transpose { dim0: 1, dim1: -1 }, vec![&[2, 3, 4]], vec![2, 4, 3]),
+            (Op::Permute { dims: vec![0, 2, 1] }, vec![&[2, 3, 4]], vec![2, 4, 3]),
+            (Op::Add, vec![&[4, 1, 3], &[5, 1]], vec![4, 5, 3]),
+            (Op::MatMul, vec![&[7, 2, 3], &[3, 4]], vec![7, 2, 4]),
+            (Op::AdaptiveAvgPool2d { output_size: [1, 1] }, vec![&[2, 8, 5, 5]], vec![2, 8, 1, 1]),
+        ];
+        for (op, ins, want) in cases {
+            assert_eq!(shape_of(op.clone(), &ins).unwrap(), want, "{op:?}");
+        }
+    }
+
+    #[test]
+    fn bad_shapes_name_the_node() {
+        let e = shape_of(Op::Linear { in_features: 16, out_features: 5, bias: true }, &[&[8, 15]]).unwrap_err();
+        assert!(e.to_string().contains("in_features = 16"), "{e}");
+        assert!(shape_of(Op::Add, &[&[3], &[4]]).is_err());
+        assert!(shape_of(Op::Reshape { shape: vec![DimArg::Const(5), DimArg::Const(-1)] }, &[&[2, 3]]).is_err());
+    }
+
+    #[test]
+    fn view_takes_size_inputs() {
+        let op = Op::Reshape { shape: vec![DimArg::Input(1), DimArg::Const(-1)] };
+        let out = op.infer("view", &[ValueInfo::Tensor(vec![8, 1, 28, 28]), ValueInfo::Int(8)]).unwrap();
+        assert_eq!(out, ValueInfo::Tensor(vec![8, 784]));
+    }
+}

@@ -1,0 +1,1 @@
+//! Static-graph executor of mase-rs.

@@ -1,0 +1,1 @@
+//! Model zoo of mase-rs.
