@@ -1,1 +1,39 @@
-fn main() {}
+//! `ch`: the mase-rs command line.
+
+mod actions;
+mod args;
+mod config;
+mod output;
+mod session;
+
+use args::{Action, Cli};
+use clap::Parser;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                std::process::exit(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
+            }
+            // clap explains errors over several lines with usage; keep the first, which names the flag.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments").trim();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {first} (see `ch --help`)");
+            std::process::exit(2);
+        }
+    };
+    let result = match &cli.action {
+        Action::Train(a) => actions::train::run(a),
+        Action::Test(a) => actions::test::run(a),
+        Action::Info => actions::info::run(),
+    };
+    if let Err(e) = result {
+        // `{:#}` joins the context chain into one line.
+        eprintln!("error: {}", config::one_line(&format!("{e:#}")));
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,169 @@
+"""PyTorch eager side of mase-rs's benchmark: the same models, data shapes and protocol as
+`mase-bench` (crates/bench), printing one JSON line per case with the same keys.
+
+usage: pytorch_ref.py [--threads N] [--models a,b,...] [--steps N] [--vgg-steps N] [--rows N]
+
+Protocol (identical in crates/bench/src/protocol.rs):
+- a training step is zero_grad, forward, cross-entropy, backward, Adam(lr=1e-3) step, in train mode;
+- tabular and MNIST models: batch 256 over a seeded synthetic data set of `--rows` rows, cycled in
+  order; 10 warm-up steps, then `--steps` timed steps; then `--steps` timed eval batches
+  (eval mode, torch.no_grad());
+- vgg7: one fixed CIFAR-shaped batch of 32 and one of 128; one warm-up step, then `--vgg-steps`
+  timed steps and as many timed eval batches;
+- the figures are medians: train_step_us, eval_batch_us, and samples/s = batch / median.
+
+The models copy the layer lists of mase-rs's zoo (crates/zoo), with the same module paths.
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-three-layer", "tfc", "vgg7"]
+
+
+def arg(name, default):
+    a = sys.argv
+    return type(default)(a[a.index(name) + 1]) if name in a else default
+
+
+class Seq(nn.Module):
+    """`x -> seq_blocks(x)`, the shape of every jsc model and of tfc."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.seq_blocks = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.seq_blocks(x)
+
+
+class Vgg7(nn.Module):
+    """MASE's CIFAR VGG7 as in crates/zoo/src/vision.rs (BatchNorm2d momentum 0.9)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers = []
+        for ci, co, pool in [(3, 128, 0), (128, 128, 1), (128, 256, 0), (256, 256, 1), (256, 512, 0), (512, 512, 1)]:
+            layers += [nn.Conv2d(ci, co, 3, padding=1), nn.BatchNorm2d(co, momentum=0.9), nn.ReLU()]
+            if pool:
+                layers.append(nn.MaxPool2d(2))
+        self.feature_layers = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(8192, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU())
+        self.last_layer = nn.Linear(1024, classes)
+
+    def forward(self, x):
+        return self.last_layer(self.classifier(self.feature_layers(x).view(-1, 8192)))
+
+
+def build(name):
+    L, BN, R = nn.Linear, nn.BatchNorm1d, nn.ReLU
+    if name == "jsc-tiny":
+        return Seq([BN(16), R(), L(16, 5), R()])
+    if name == "jsc-toy":
+        return Seq([BN(16), R(), L(16, 8), BN(8), R(), L(8, 8), BN(8), R(), L(8, 5), BN(5), R()])
+    if name == "jsc-three-layer":
+        return Seq([L(16, 64), R(), L(64, 32), R(), L(32, 32), R(), L(32, 5)])
+    if name == "tfc":
+        return Seq([nn.Flatten(), L(784, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 10)])
+    if name == "vgg7":
+        return Vgg7()
+    raise SystemExit(f"unknown model {name}; known: {', '.join(ALL_MODELS)}")
+
+
+def jsc_dataset(n, seed=7):
+    """The synthetic jet-shaped rows of shared/reference/torch_bench.py."""
+    r = np.random.default_rng(seed)
+    proj = r.standard_normal((16, 5)).astype(np.float32)
+    z = r.standard_normal((n, 16)).astype(np.float32)
+    x = z * (0.5 + np.arange(16, dtype=np.float32) * 0.3) + (np.arange(16, dtype=np.float32) - 8.0) * 0.7
+    return torch.from_numpy(x), torch.from_numpy((z @ proj).argmax(1).astype(np.int64))
+
+
+def mnist_dataset(n, seed=7):
+    """MNIST-shaped rows: [n, 1, 28, 28] pixels in [0, 1], labels 0..9."""
+    r = np.random.default_rng(seed)
+    x = r.random((n, 1, 28, 28), dtype=np.float32)
+    return torch.from_numpy(x), torch.from_numpy(r.integers(0, 10, n).astype(np.int64))
+
+
+def median(v):
+    return float(np.median(v))
+
+
+def report(name, model, batch, threads, ts, es, loss):
+    t, e = median(ts), median(es)
+    print(json.dumps({
+        "framework": "torch", "torch": torch.__version__, "model": name, "batch": batch, "threads": threads,
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "train_step_us": t, "eval_batch_us": e,
+        "train_samples_per_s": batch / t * 1e6, "eval_samples_per_s": batch / e * 1e6,
+        "final_loss": loss,
+    }), flush=True)
+
+
+def run_case(name, x, y, batch, warmup, steps, threads):
+    torch.manual_seed(42)
+    m = build(name)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    nb = x.shape[0] // batch
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(m(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def rows(s):
+        b = s % nb
+        return x[b * batch:(b + 1) * batch], y[b * batch:(b + 1) * batch]
+
+    m.train()
+    for s in range(warmup):
+        step(*rows(s))
+    ts, loss = [], torch.tensor(float("nan"))
+    for s in range(steps):
+        xb, yb = rows(warmup + s)
+        t = time.perf_counter()
+        loss = step(xb, yb)
+        ts.append((time.perf_counter() - t) * 1e6)
+    m.eval()
+    es = []
+    with torch.no_grad():
+        for s in range(steps):
+            xb, _ = rows(s)
+            t = time.perf_counter()
+            m(xb)
+            es.append((time.perf_counter() - t) * 1e6)
+    report(name, m, batch, threads, ts, es, float(loss.detach()))
+
+
+def main():
+    threads = arg("--threads", 1)
+    steps, vgg_steps, rows = arg("--steps", 500), arg("--vgg-steps", 3), arg("--rows", 65536)
+    models = arg("--models", ",".join(ALL_MODELS)).split(",")
+    torch.set_num_threads(threads)
+    for name in models:
+        if name in ("jsc-tiny", "jsc-toy", "jsc-three-layer"):
+            x, y = jsc_dataset(rows)
+            run_case(name, x, y, 256, 10, steps, threads)
+        elif name == "tfc":
+            x, y = mnist_dataset(rows // 8)
+            run_case(name, x, y, 256, 10, steps, threads)
+        elif name == "vgg7":
+            for batch in (32, 128):
+                g = torch.Generator().manual_seed(1)
+                x = torch.randn(batch, 3, 32, 32, generator=g)
+                y = torch.randint(0, 10, (batch,), generator=g)
+                run_case(name, x, y, batch, 1, vgg_steps, threads)
+        else:
+            build(name)
+
+
+if __name__ == "__main__":
+    main()

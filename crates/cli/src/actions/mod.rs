@@ -1,0 +1,3 @@
+pub mod info;
+pub mod test;
+pub mod train;

@@ -1,0 +1,53 @@
+//! `ch test MODEL DATASET --load CKPT`: loss and accuracy of a checkpoint on the test split.
+
+use crate::args::RunArgs;
+use crate::config::merge;
+use crate::output::{Human, ProjectDirs};
+use crate::session::{self, evaluate};
+use anyhow::{anyhow, bail, Context, Result};
+use mase_runtime::{ExecOptions, Executor};
+use serde_json::{json, Value};
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let merged = merge(args)?;
+    let human = Human { json: args.json };
+    for w in &merged.warnings {
+        human.warn(w);
+    }
+    let s = merged.settings;
+    let path = s.load_name.clone().ok_or_else(|| anyhow!("expected a checkpoint via --load"))?;
+    let ck = session::read_checkpoint(&path)?;
+    let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
+    let saved_data = ck.meta.get("dataset").and_then(Value::as_str).map(str::to_string);
+    let dataset = s.dataset.clone().or(saved_data).ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
+    let splits = session::load_data(&s, &dataset)?;
+    // The checkpoint carries its graph; a model named on the command line must be the one it holds.
+    if let Some(m) = s.model.as_deref() {
+        let named = std::path::Path::new(m).file_stem().and_then(|x| x.to_str()).unwrap_or(m);
+        if !saved_model.is_empty() && named != saved_model {
+            bail!("checkpoint {}: it holds model `{saved_model}`, not `{m}`", path.display());
+        }
+    }
+    let label = if saved_model.is_empty() { s.model.clone().unwrap_or_else(|| "model".into()) } else { saved_model };
+    let mut exec = Executor::new(&ck.graph, &ck.params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    human.info(format!("Testing model '{label}'..."));
+    let r = evaluate(&mut exec, &splits.test, s.batch_size)?;
+    human.line(format!("test_loss {:.6}  test_acc {:.4}  ({} samples of '{dataset}' test split)", r.loss, r.accuracy, splits.test.len()));
+    let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
+    let out_dir = dirs.checkpoints();
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let result = json!({
+        "action": "test",
+        "model": label,
+        "dataset": dataset,
+        "checkpoint": path,
+        "test_loss": r.loss,
+        "test_acc": r.accuracy,
+        "samples": splits.test.len(),
+    });
+    std::fs::write(out_dir.join("test_metrics.json"), serde_json::to_string_pretty(&result)?)
+        .with_context(|| format!("cannot write {}", out_dir.join("test_metrics.json").display()))?;
+    human.info("Testing is completed");
+    human.result(&result);
+    Ok(())
+}

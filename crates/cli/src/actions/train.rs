@@ -1,0 +1,252 @@
+//! `ch train MODEL DATASET`: MASE's training loop (spec mase-flow.md §5) with resumable,
+//! self-describing checkpoints.
+
+use crate::args::RunArgs;
+use crate::config::{merge, Settings};
+use crate::output::{Human, ProjectDirs};
+use crate::session::{self, evaluate};
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use mase_io::Checkpoint;
+use mase_ir::Rng;
+use mase_runtime::{cosine_lr, init_params, ExecOptions, Executor};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One row of the per-epoch table and of `metrics.csv`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub train_acc: f64,
+    pub val_loss: f64,
+    pub val_acc: f64,
+    pub lr: f64,
+    pub seconds: f64,
+}
+
+/// Streams used to draw the epoch shuffles and the initial weights; fixed so that a resumed run
+/// shuffles exactly as an uninterrupted one.
+const INIT_STREAM: u64 = 1;
+const SHUFFLE_STREAM: u64 = 1_000;
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let merged = merge(args)?;
+    let human = Human { json: args.json };
+    for w in &merged.warnings {
+        human.warn(w);
+    }
+    let s = merged.settings;
+    let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
+    let splits = session::load_data(&s, &dataset)?;
+    let ctx = session::model_context(&splits);
+    let (graph, label) = session::resolve_graph(&s, &ctx)?;
+    let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
+    let ckpt_dir = dirs.training_ckpts();
+    std::fs::create_dir_all(&ckpt_dir).with_context(|| format!("cannot create {}", ckpt_dir.display()))?;
+
+    let seed_rng = Rng::new(s.seed);
+    let mut params = init_params(&graph, &mut seed_rng.fork(INIT_STREAM));
+    let mut opt = session::make_optimizer(&s);
+    let mut history: Vec<EpochRecord> = Vec::new();
+    let mut best_val = f64::INFINITY;
+    let mut global_step = 0u64;
+
+    let resume_path = args.resume_from.clone().or_else(|| args.resume.then(|| ckpt_dir.join("last.ckpt")));
+    if let Some(path) = &resume_path {
+        let ck = session::read_checkpoint(path)?;
+        if ck.graph != graph {
+            bail!("checkpoint {}: it holds a different model than `{label}`; resume with the same model and data set", path.display());
+        }
+        params = ck.params.clone();
+        let meta = &ck.meta;
+        history = serde_json::from_value(meta.get("history").cloned().unwrap_or(Value::Null))
+            .with_context(|| format!("checkpoint {}: bad `history`", path.display()))?;
+        best_val = meta.get("best_val_loss").and_then(Value::as_f64).unwrap_or(f64::INFINITY);
+        global_step = meta.get("global_step").and_then(Value::as_u64).unwrap_or(0);
+        let opt_meta = meta.get("optimizer").cloned().unwrap_or(Value::Null);
+        let saved_name = opt_meta.get("name").and_then(Value::as_str).unwrap_or("");
+        let want = serde_json::to_value(s.optimizer)?;
+        if Some(saved_name) != want.as_str() {
+            bail!("checkpoint {}: trained with optimizer `{saved_name}`, this run asks for {want}", path.display());
+        }
+        opt.load_state(session::optimizer_from_checkpoint(&opt_meta, &ck.optimizer_tensors)?)?;
+        human.info(format!("Resuming from {} after epoch {}", path.display(), history.len()));
+    } else if let Some(path) = &s.load_name {
+        let ck = session::read_checkpoint(path)?;
+        session::check_params_fit(&graph, &ck.params, path)?;
+        params = ck.params;
+        human.info(format!("'{}' checkpoint loaded before training", s.load_type));
+    }
+
+    let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    human.info(format!("Training model '{label}'..."));
+    human.line(format!(
+        "Model '{label}': {} trainable parameters; data set '{dataset}': {} train / {} val / {} test samples ({})",
+        mase_zoo::trainable_params(&graph),
+        splits.train.len(),
+        splits.val.len(),
+        splits.test.len(),
+        splits.info.splits_note
+    ));
+    if s.debug {
+        human.info("debug: one training batch and one validation batch, no checkpoints (Lightning's fast_dev_run)");
+    }
+    human.line(format!("{:>5} {:>11} {:>10} {:>10} {:>9} {:>10} {:>7}", "epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "secs"));
+    for r in &history {
+        print_row(&human, r);
+    }
+
+    let mut shape = vec![0];
+    shape.extend(&splits.train.sample_shape);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    let mut stopped = false;
+    let start_epoch = history.len();
+    for epoch in start_epoch..s.max_epochs {
+        if stopped {
+            break;
+        }
+        let lr = cosine_lr(s.learning_rate as f32, s.eta_min as f32, epoch, s.max_epochs);
+        opt.lr = lr;
+        let t0 = Instant::now();
+        let mut order = mase_io::batch_order(splits.train.len(), s.batch_size, Some(&mut seed_rng.fork(SHUFFLE_STREAM + epoch as u64)));
+        if s.debug {
+            order.truncate(1);
+        }
+        let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
+        let (mut loss_sum, mut seen, mut correct, mut n_batches) = (0.0f64, 0usize, 0usize, 0usize);
+        for idx in &order {
+            splits.train.gather(idx, &mut x, &mut y);
+            shape[0] = idx.len();
+            let st = exec.train_step(&x, &shape, &y, &mut opt)?;
+            if !st.loss.is_finite() {
+                bail!("training diverged at epoch {epoch}, step {global_step}: loss is {}; lower the learning rate", st.loss);
+            }
+            loss_sum += st.loss as f64;
+            n_batches += 1;
+            seen += st.count;
+            correct += st.correct;
+            global_step += 1;
+            if n_batches % s.log_every_n_steps.min(10) == 0 || n_batches == order.len() {
+                bar.set_position(n_batches as u64);
+                bar.set_message(format!("loss {:.4}", loss_sum / n_batches as f64));
+            }
+            if s.max_steps.is_some_and(|m| global_step >= m) {
+                stopped = true;
+                break;
+            }
+        }
+        bar.finish_and_clear();
+        let val_data = if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
+        let val = evaluate(&mut exec, &val_data, s.batch_size)?;
+        let rec = EpochRecord {
+            epoch,
+            train_loss: loss_sum / n_batches.max(1) as f64,
+            train_acc: correct as f64 / seen.max(1) as f64,
+            val_loss: val.loss,
+            val_acc: val.accuracy,
+            lr: lr as f64,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        history.push(rec);
+        if s.debug {
+            print_row(&human, history.last().expect("pushed above"));
+            continue;
+        }
+        let improved = val.loss < best_val;
+        if improved {
+            best_val = val.loss;
+        }
+        let ck = checkpoint(&exec, &opt, &s, &label, &dataset, &splits.info, &history, best_val, global_step)?;
+        // `last` is written first: a kill between the two writes leaves a resumable run.
+        mase_io::save_checkpoint(&ckpt_dir.join("last.ckpt"), &ck)?;
+        if improved {
+            mase_io::save_checkpoint(&ckpt_dir.join("best.ckpt"), &ck)?;
+        }
+        write_metrics(&ckpt_dir, &history)?;
+        // The row is printed after the checkpoint is on disk, so a printed epoch is a saved epoch.
+        print_row(&human, history.last().expect("pushed above"));
+    }
+    human.info("Training is completed");
+    let best = ckpt_dir.join("best.ckpt");
+    let last = ckpt_dir.join("last.ckpt");
+    human.line(format!("best checkpoint: {}", best.display()));
+    human.result(&json!({
+        "action": "train",
+        "model": label,
+        "dataset": dataset,
+        "trainable_params": mase_zoo::trainable_params(&graph),
+        "best_checkpoint": abs(&best),
+        "last_checkpoint": abs(&last),
+        "best_val_loss": best_val,
+        "global_step": global_step,
+        "history": history,
+    }));
+    Ok(())
+}
+
+fn abs(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn print_row(human: &Human, r: &EpochRecord) {
+    human.line(format!(
+        "{:>5} {:>11.5} {:>10.4} {:>10.5} {:>9.4} {:>10.3e} {:>7.2}",
+        r.epoch, r.train_loss, r.train_acc, r.val_loss, r.val_acc, r.lr, r.seconds
+    ));
+}
+
+fn progress(len: u64, epoch: usize, epochs: usize, json: bool) -> ProgressBar {
+    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(len) };
+    if let Ok(style) = ProgressStyle::with_template("Epoch {prefix} [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(format!("{}/{}", epoch + 1, epochs));
+    bar
+}
+
+#[allow(clippy::too_many_arguments)]
+fn checkpoint(
+    exec: &Executor,
+    opt: &mase_runtime::Optimizer,
+    s: &Settings,
+    label: &str,
+    dataset: &str,
+    info: &mase_io::DatasetInfo,
+    history: &[EpochRecord],
+    best_val: f64,
+    global_step: u64,
+) -> Result<Checkpoint> {
+    let (opt_meta, opt_tensors) = session::optimizer_to_checkpoint(opt, s.optimizer);
+    let last = history.last();
+    Ok(Checkpoint {
+        graph: exec.graph().clone(),
+        params: exec.params(),
+        optimizer_tensors: opt_tensors,
+        meta: json!({
+            "model": label,
+            "dataset": dataset,
+            "dataset_info": info,
+            "epoch": history.len(),
+            "global_step": global_step,
+            "metrics": last,
+            "best_val_loss": best_val,
+            "history": history,
+            "optimizer": opt_meta,
+            "settings": s,
+        }),
+    })
+}
+
+fn write_metrics(dir: &Path, history: &[EpochRecord]) -> Result<()> {
+    let mut csv = String::from("epoch,train_loss,train_acc,val_loss,val_acc,lr,seconds\n");
+    for r in history {
+        csv += &format!("{},{},{},{},{},{},{}\n", r.epoch, r.train_loss, r.train_acc, r.val_loss, r.val_acc, r.lr, r.seconds);
+    }
+    std::fs::write(dir.join("metrics.csv"), csv).with_context(|| format!("cannot write {}", dir.join("metrics.csv").display()))?;
+    let j = serde_json::to_string_pretty(history)?;
+    std::fs::write(dir.join("metrics.json"), j).with_context(|| format!("cannot write {}", dir.join("metrics.json").display()))?;
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! Run settings: defaults < TOML config < command-line flags (spec mase-flow.md §1.5).
+//!
+//! Differences from MASE, on purpose:
+//! - an explicit flag always wins, even when it equals the default;
+//! - a `seed` in the TOML seeds the run (MASE seeds before reading the TOML);
+//! - unknown top-level keys are an error naming the key (MASE ignores them).
+
+use crate::args::RunArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Top-level keys of a MASE TOML config. `passes` and `search` are read by the actions that use them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub model: Option<String>,
+    pub dataset: Option<String>,
+    pub task: Option<String>,
+    pub load_name: Option<PathBuf>,
+    pub load_type: Option<String>,
+    pub batch_size: Option<usize>,
+    pub to_debug: Option<bool>,
+    pub log_level: Option<String>,
+    pub report_to: Option<String>,
+    pub seed: Option<u64>,
+    pub quant_config: Option<String>,
+    pub training_optimizer: Option<String>,
+    pub trainer_precision: Option<String>,
+    pub learning_rate: Option<f64>,
+    pub weight_decay: Option<f64>,
+    pub max_epochs: Option<usize>,
+    pub max_steps: Option<i64>,
+    pub accumulate_grad_batches: Option<usize>,
+    pub log_every_n_steps: Option<usize>,
+    pub num_workers: Option<usize>,
+    pub num_devices: Option<usize>,
+    pub num_nodes: Option<usize>,
+    pub accelerator: Option<String>,
+    pub strategy: Option<String>,
+    pub is_to_auto_requeue: Option<bool>,
+    pub github_ci: Option<bool>,
+    pub disable_dataset_cache: Option<bool>,
+    pub target: Option<String>,
+    pub num_targets: Option<usize>,
+    pub is_pretrained: Option<bool>,
+    pub max_token_len: Option<usize>,
+    pub project_dir: Option<PathBuf>,
+    pub project: Option<String>,
+    pub t_max: Option<usize>,
+    pub eta_min: Option<f64>,
+    // mase-rs additions.
+    pub data_dir: Option<PathBuf>,
+    pub model_file: Option<PathBuf>,
+    pub threads: Option<usize>,
+    // Tables read by `transform` and `search`.
+    pub passes: Option<toml::Table>,
+    pub search: Option<toml::Table>,
+    pub cf_args: Option<toml::Table>,
+}
+
+/// Reads a TOML config. MASE writes `"NA"` for None: such top-level values count as absent.
+pub fn read_config(path: &Path) -> Result<ConfigFile> {
+    if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+        bail!("config {}: expected a .toml file", path.display());
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("config {}: cannot read", path.display()))?;
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    table.retain(|_, v| v.as_str() != Some("NA"));
+    let cfg: ConfigFile =
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    Ok(cfg)
+}
+
+/// Collapses a multi-line parser message into one line.
+pub fn one_line(s: &str) -> String {
+    s.split('\n').map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' ')).collect::<Vec<_>>().join(" ")
+}
+
+/// The optimizer named by `--optimizer` / `training_optimizer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerName {
+    Adam,
+    AdamW,
+    Sgd,
+}
+
+/// Effective settings of a run after the merge.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Settings {
+    pub model: Option<String>,
+    pub model_file: Option<PathBuf>,
+    pub dataset: Option<String>,
+    pub task: String,
+    pub load_name: Option<PathBuf>,
+    pub load_type: String,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+    pub optimizer: OptimizerName,
+    pub weight_decay: f64,
+    pub max_epochs: usize,
+    pub max_steps: Option<u64>,
+    pub seed: u64,
+    pub eta_min: f64,
+    pub project: Option<String>,
+    pub project_dir: PathBuf,
+    pub data_dir: Option<PathBuf>,
+    pub threads: usize,
+    pub log_every_n_steps: usize,
+    pub debug: bool,
+}
+
+/// What the merge produced besides the settings: the config tables for other actions and warnings.
+pub struct Merged {
+    pub settings: Settings,
+    pub config: ConfigFile,
+    pub warnings: Vec<String>,
+}
+
+pub fn merge(args: &RunArgs) -> Result<Merged> {
+    let mut cfg = match &args.config {
+        Some(p) => read_config(p)?,
+        None => ConfigFile::default(),
+    };
+    let mut warnings = Vec::new();
+    let warn_if = |w: &mut Vec<String>, key: &str, value: Option<String>, default_ok: &[&str]| {
+        if let Some(v) = value {
+            if !default_ok.contains(&v.as_str()) {
+                w.push(format!("`{key} = {v}` only steers PyTorch in MASE; mase-rs runs on this CPU in f32 and ignores it"));
+            }
+        }
+    };
+    warn_if(&mut warnings, "accelerator", args.accelerator.clone().or(cfg.accelerator.take()), &["auto", "cpu"]);
+    warn_if(&mut warnings, "strategy", args.strategy.clone().or(cfg.strategy.take()), &["auto"]);
+    warn_if(&mut warnings, "trainer_precision", args.trainer_precision.clone().or(cfg.trainer_precision.take()), &["32", "32-true"]);
+    warn_if(&mut warnings, "num_devices", args.num_devices.or(cfg.num_devices).map(|v| v.to_string()), &["1"]);
+    warn_if(&mut warnings, "num_nodes", args.num_nodes.or(cfg.num_nodes).map(|v| v.to_string()), &["1"]);
+    warn_if(&mut warnings, "report_to", args.report_to.clone().or(cfg.report_to.take()), &["tensorboard"]);
+    for (key, set) in [
+        ("is_to_auto_requeue", cfg.is_to_auto_requeue == Some(true)),
+        ("github_ci", cfg.github_ci == Some(true)),
+        ("is_pretrained", cfg.is_pretrained == Some(true)),
+        ("quant_config", cfg.quant_config.is_some()),
+    ] {
+        if set {
+            warnings.push(format!("`{key}` only applies to MASE's PyTorch models; ignored"));
+        }
+    }
+
+    let optimizer = match args.training_optimizer.clone().or(cfg.training_optimizer.clone()).as_deref().unwrap_or("adam") {
+        "adam" => OptimizerName::Adam,
+        "adamw" => OptimizerName::AdamW,
+        "sgd" => OptimizerName::Sgd,
+        other => bail!("optimizer `{other}` is not known: expected adam, adamw or sgd"),
+    };
+    let task = args.task.clone().or(cfg.task.clone()).unwrap_or_else(|| "classification".into());
+    if !["classification", "cls"].contains(&task.as_str()) {
+        bail!("task `{task}` is not supported: mase-rs models are classifiers (classification or cls)");
+    }
+    let load_type = args.load_type.clone().or(cfg.load_type.clone()).unwrap_or_else(|| "mz".into());
+    if !["mz", "pt", "pl", "hf"].contains(&load_type.as_str()) {
+        bail!("load type `{load_type}` is not known: expected mz, pt, pl or hf");
+    }
+    let accumulate = args.accumulate_grad_batches.or(cfg.accumulate_grad_batches).unwrap_or(1);
+    if accumulate != 1 {
+        bail!("accumulate_grad_batches = {accumulate}: only 1 is supported (use a larger --batch-size)");
+    }
+    let batch_size = args.batch_size.or(cfg.batch_size).unwrap_or(128);
+    if batch_size == 0 {
+        bail!("batch size must be positive");
+    }
+    let learning_rate = args.learning_rate.or(cfg.learning_rate).unwrap_or(1e-5);
+    if !(learning_rate.is_finite() && learning_rate > 0.0) {
+        bail!("learning rate must be a positive number, got {learning_rate}");
+    }
+    let max_steps = args.max_steps.or(cfg.max_steps).filter(|&s| s > 0).map(|s| s as u64);
+    let log_level = args.log_level.clone().or(cfg.log_level.clone()).unwrap_or_else(|| "info".into());
+    if !["debug", "info", "warning", "error", "critical"].contains(&log_level.as_str()) {
+        bail!("log level `{log_level}` is not known: expected debug, info, warning, error or critical");
+    }
+    let t_max = cfg.t_max;
+    if let Some(t) = t_max {
+        warnings.push(format!("`t_max = {t}` is ignored: the cosine schedule spans max_epochs, as in MASE"));
+    }
+    let settings = Settings {
+        model: args.model.clone().or(cfg.model.clone()),
+        model_file: args.model_file.clone().or(cfg.model_file.clone()),
+        dataset: args.dataset.clone().or(cfg.dataset.clone()).map(|d| d.to_lowercase()),
+        task,
+        load_name: args.load_name.clone().or(cfg.load_name.clone()),
+        load_type,
+        batch_size,
+        learning_rate,
+        optimizer,
+        weight_decay: args.weight_decay.or(cfg.weight_decay).unwrap_or(0.0),
+        max_epochs: args.max_epochs.or(cfg.max_epochs).unwrap_or(20),
+        max_steps,
+        seed: args.seed.or(cfg.seed).unwrap_or(0),
+        eta_min: cfg.eta_min.unwrap_or(if optimizer == OptimizerName::Sgd { 0.0 } else { 1e-6 }),
+        project: args.project.clone().or(cfg.project.clone()),
+        project_dir: args.project_dir.clone().or(cfg.project_dir.clone()).unwrap_or_else(|| PathBuf::from("mase_output")),
+        data_dir: args.data_dir.clone().or(cfg.data_dir.clone()),
+        threads: args.threads.or(cfg.threads).unwrap_or(0),
+        log_every_n_steps: args.log_every_n_steps.or(cfg.log_every_n_steps).unwrap_or(50).max(1),
+        debug: args.to_debug || cfg.to_debug == Some(true),
+    };
+    Ok(Merged { settings, config: cfg, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mase-cli-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn flags_beat_toml_beat_defaults() {
+        let p = write("a.toml", "model = \"jsc-tiny\"\ndataset = \"JSC\"\nbatch_size = 256\nlearning_rate = 1e-2\nseed = 42\n");
+        let args = RunArgs { config: Some(p), batch_size: Some(128), ..Default::default() };
+        let m = merge(&args).unwrap().settings;
+        assert_eq!(m.batch_size, 128, "an explicit flag wins even when it equals the default");
+        assert_eq!(m.learning_rate, 1e-2);
+        assert_eq!(m.seed, 42, "the TOML seed is used (MASE ignores it)");
+        assert_eq!(m.dataset.as_deref(), Some("jsc"));
+        assert_eq!(m.max_epochs, 20);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let p = write("b.toml", "model = \"jsc-tiny\"\nbatch_sise = 3\n");
+        let e = merge(&RunArgs { config: Some(p), ..Default::default() }).err().unwrap().to_string();
+        assert!(e.contains("batch_sise") && e.contains("b.toml"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn pytorch_only_keys_warn() {
+        let p = write("c.toml", "accelerator = \"gpu\"\nload_name = \"NA\"\n[passes.quantize]\nby = \"type\"\n");
+        let m = merge(&RunArgs { config: Some(p), ..Default::default() }).unwrap();
+        assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+        assert!(m.settings.load_name.is_none());
+        assert!(m.config.passes.is_some());
+    }
+}

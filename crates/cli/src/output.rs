@@ -1,0 +1,98 @@
+//! Where output goes: human text on stdout (stderr under `--json`), one JSON object on stdout
+//! with `--json`, and the project folder layout of MASE (spec mase-flow.md §1.7).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Prints human-readable lines to the right stream.
+#[derive(Clone, Copy, Debug)]
+pub struct Human {
+    pub json: bool,
+}
+
+impl Human {
+    pub fn line(&self, s: impl AsRef<str>) {
+        if self.json {
+            eprintln!("{}", s.as_ref());
+        } else {
+            println!("{}", s.as_ref());
+        }
+    }
+
+    pub fn info(&self, s: impl AsRef<str>) {
+        self.line(format!("INFO     {}", s.as_ref()));
+    }
+
+    pub fn warn(&self, s: impl AsRef<str>) {
+        eprintln!("WARNING  {}", s.as_ref());
+    }
+
+    /// Prints the final JSON result (only under `--json`).
+    pub fn result(&self, v: &serde_json::Value) {
+        if self.json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{v}");
+        }
+    }
+}
+
+/// Today's date as YYYY-MM-DD (UTC), for MASE's default project names.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// `<project_dir>/<project>/software/...`.
+pub struct ProjectDirs {
+    pub root: PathBuf,
+}
+
+impl ProjectDirs {
+    /// MASE's naming: `--project`, else `{model}_{task}_{dataset}_{date}` with `/` in the model name replaced.
+    pub fn new(project_dir: &Path, project: Option<&str>, model: &str, task: &str, dataset: &str) -> ProjectDirs {
+        let name = match project {
+            Some(p) => p.to_string(),
+            None => format!("{}_{}_{}_{}", model.replace('/', "-"), task, dataset, today()),
+        };
+        ProjectDirs { root: project_dir.join(name) }
+    }
+
+    pub fn software(&self) -> PathBuf {
+        self.root.join("software")
+    }
+
+    pub fn training_ckpts(&self) -> PathBuf {
+        self.software().join("training_ckpts")
+    }
+
+    pub fn checkpoints(&self) -> PathBuf {
+        self.software().join("checkpoints")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn dates() {
+        for (days, want) in [(0, (1970, 1, 1)), (19_723, (2024, 1, 1)), (20_783, (2026, 11, 26)), (11_016, (2000, 2, 29))] {
+            assert_eq!(civil_from_days(days), want);
+        }
+    }
+}

@@ -1,0 +1,43 @@
+#![allow(dead_code)]
+//! Helpers for running the `ch` binary in tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+/// A fresh, empty folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mase-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+pub fn ch(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ch")).args(args).current_dir(cwd).env_remove("MASE_DATA_DIR").output().expect("run ch")
+}
+
+/// Runs `ch ... --json`, asserts success and returns the JSON object printed on stdout.
+pub fn ch_json(args: &[&str], cwd: &Path) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let out = ch(&a, cwd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ch {args:?} failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("stdout of ch {args:?} is not one JSON object ({e}): {stdout}"))
+}
+
+/// Runs `ch`, asserts it failed with exactly one line on stderr, and returns that line.
+pub fn ch_error(args: &[&str], cwd: &Path) -> String {
+    let out = ch(args, cwd);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "ch {args:?} should fail, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "ch {args:?} panicked: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("WARNING")).collect();
+    assert_eq!(lines.len(), 1, "ch {args:?} should print one error line, got: {stderr}");
+    lines[0].to_string()
+}

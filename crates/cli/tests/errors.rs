@@ -1,0 +1,51 @@
+//! Bad input gives one clear error line and a non-zero exit, never a panic.
+
+mod common;
+use common::*;
+
+/// (arguments, fragments the error line must contain)
+fn check(dir: &std::path::Path, cases: &[(Vec<String>, Vec<&str>)]) {
+    for (args, want) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let line = ch_error(&a, dir);
+        for w in want {
+            assert!(line.contains(w), "error for {args:?} should mention `{w}`: {line}");
+        }
+    }
+}
+
+fn v(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| x.to_string()).collect()
+}
+
+#[test]
+fn bad_input_gives_one_line() {
+    let dir = scratch("errors");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(dir.join("typo.toml"), "model = \"jsc-tiny\"\ndataset = \"jsc\"\nbatch_sise = 64\n").unwrap();
+    std::fs::write(dir.join("corrupt.ckpt"), b"this is not a checkpoint at all, just text").unwrap();
+    let cases = vec![
+        (v(&["train", "no-such-model", "mnist"]), vec!["no-such-model", "jsc-tiny", "vgg7"]),
+        (v(&["train", "tfc", "no-such-data"]), vec!["no-such-data", "mnist", "digits"]),
+        (v(&["train", "tfc", "mnist", "--bogus-flag"]), vec!["--bogus-flag"]),
+        (v(&["train", "--config", "typo.toml"]), vec!["batch_sise", "typo.toml"]),
+        (v(&["train", "jsc-tiny", "jsc", "--data-dir", empty.to_str().unwrap()]), vec!["jsc", "MASE_DATA_DIR"]),
+        (v(&["test", "tfc", "mnist", "--load", "corrupt.ckpt"]), vec!["corrupt.ckpt"]),
+        (v(&["test", "tfc", "mnist", "--load", "missing.ckpt"]), vec!["missing.ckpt"]),
+        (v(&["test", "tfc", "mnist"]), vec!["--load"]),
+        (v(&["train", "jsc-tiny", "digits"]), vec!["jsc-tiny"]),
+        (v(&["train", "tfc", "mnist", "--optimizer", "lion"]), vec!["lion", "adam"]),
+        (v(&["train", "tfc", "mnist", "--batch-size", "0"]), vec!["batch size"]),
+    ];
+    check(&dir, &cases);
+}
+
+#[test]
+fn wrong_input_width_for_a_checkpoint() {
+    let dir = scratch("width");
+    let t = ch_json(&["train", "mlp", "digits", "--max-epochs", "1", "--project", "w"], &dir);
+    let ck = t["best_checkpoint"].as_str().unwrap().to_string();
+    let line = ch_error(&["test", "mlp", "iris", "--load", &ck], &dir);
+    assert!(line.contains("64") && line.contains('4'), "{line}");
+}

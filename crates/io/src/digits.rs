@@ -1,0 +1,88 @@
+//! scikit-learn's `digits` (UCI optical digits, 1,797 images of 8x8 pixel counts 0..16).
+
+use crate::dataset::{mod10_note, numbered_classes, split_mod10, Dataset, DatasetInfo, Splits};
+use crate::files::{find_maybe_gz, gz_optional, read_text};
+use crate::{IoError, Result};
+use std::path::Path;
+
+const FILE: &str = "digits.csv";
+const PIXELS: usize = 64;
+
+/// Parses the CSV (no header; 64 counts 0..16, then the label 0..9 per line) into `[1, 8, 8]`
+/// samples scaled by 1/16.
+fn parse(path: &Path, text: &str) -> Result<Dataset> {
+    let mut d = Dataset::with_capacity(vec![1, 8, 8], 1797);
+    let mut row = [0f32; PIXELS];
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |reason: String| IoError::Parse { path: path.to_path_buf(), line: ln + 1, reason };
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if fields.len() != PIXELS + 1 {
+            return Err(bad(format!("{} fields, expected 65 (64 pixels and a label)", fields.len())));
+        }
+        for (k, f) in fields[..PIXELS].iter().enumerate() {
+            // Values are written as integers or as floats (`0.0`) depending on the writer.
+            let v: f32 = f.parse().map_err(|_| bad(format!("pixel {k}: `{f}` is not a number")))?;
+            if !(0.0..=16.0).contains(&v) {
+                return Err(bad(format!("pixel {k}: {v} is outside 0..16")));
+            }
+            row[k] = v / 16.0;
+        }
+        let label: f32 = fields[PIXELS].parse().map_err(|_| bad(format!("label `{}` is not a number", fields[PIXELS])))?;
+        if !(0.0..=9.0).contains(&label) || label.fract() != 0.0 {
+            return Err(bad(format!("label {label} is not a digit 0-9")));
+        }
+        d.push(&row, label as u32);
+    }
+    Ok(d)
+}
+
+/// Loads `digits/digits.csv[.gz]` from `dir` (the `digits/` folder), split by the `i % 10` rule.
+pub(crate) fn load(dir: &Path) -> Result<Splits> {
+    let path = find_maybe_gz(dir, FILE).ok_or_else(|| IoError::MissingData {
+        dataset: "digits".into(),
+        dir: dir.to_path_buf(),
+        expected: vec![gz_optional(FILE)],
+    })?;
+    let all = parse(&path, &read_text(&path)?)?;
+    let (train, val, test) = split_mod10(&all);
+    Ok(Splits {
+        info: DatasetInfo {
+            name: "digits".into(),
+            num_classes: 10,
+            sample_shape: vec![1, 8, 8],
+            class_names: numbered_classes(10),
+            splits_note: mod10_note("scikit-learn digits", all.len()),
+            source: path.display().to_string(),
+        },
+        train,
+        val,
+        test,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_lines_name_the_line() {
+        let p = Path::new("d.csv");
+        let row = |v: &str, l: &str| format!("{},{l}", vec![v; 64].join(","));
+        let ok = parse(p, &format!("{}\n\n{}\n", row("16", "3"), row("0.0", "9"))).map(|d| (d.len(), d.y.clone(), d.x[0], d.x[64]));
+        assert_eq!(ok.ok(), Some((2, vec![3, 9], 1.0, 0.0)));
+        let cases = [
+            (row("17", "1"), "outside 0..16"),
+            (row("1", "10"), "not a digit"),
+            ("1,2,3".to_string(), "3 fields"),
+            (row("x", "1"), "not a number"),
+        ];
+        for (text, want) in cases {
+            let e = parse(p, &format!("{}\n{text}\n", row("1", "1"))).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("d.csv, line 2:") && e.contains(want), "{e}");
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The error type of the runtime. Every variant names the input, node, parameter or label at fault.
+
+use mase_ir::IrError;
+use thiserror::Error;
+
+/// Errors of the executor, the optimizers and the parameter loaders.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum RuntimeError {
+    /// A graph-level problem found by the IR (bad shape, missing parameter, invalid node).
+    #[error(transparent)]
+    Ir(#[from] IrError),
+    #[error("graph has {count} inputs; the executor runs graphs with exactly one input")]
+    InputCount { count: usize },
+    #[error("input data has {got} values, but shape {shape:?} needs {expected}")]
+    InputLength { shape: Vec<usize>, expected: usize, got: usize },
+    #[error("input has {got} {what} per sample, graph `{input}` expects {expected}")]
+    InputFeatures { input: String, what: &'static str, got: usize, expected: usize },
+    #[error("input shape {shape:?} has no samples: the first dimension is the batch and must be at least 1")]
+    EmptyBatch { shape: Vec<usize> },
+    #[error("the per-sample shape of graph input `{input}` is unknown: run a batch through the executor first")]
+    UnknownInputShape { input: String },
+    #[error("{got} labels given for a batch of {batch} samples")]
+    LabelCount { got: usize, batch: usize },
+    #[error("label {label} of sample {index} is out of range: the model has {classes} classes")]
+    LabelOutOfRange { index: usize, label: u32, classes: usize },
+    #[error("the loss needs an output of shape [N, classes]; output `{node}` has shape {shape:?}")]
+    LossShape { node: String, shape: Vec<usize> },
+    #[error("output gradient has {got} values, the output has {expected}")]
+    OutputGradLength { expected: usize, got: usize },
+    #[error("node `{node}` ({op}) needs more than one value per channel in training, got input shape {shape:?}")]
+    BatchNormSingleValue { node: String, op: String, shape: Vec<usize> },
+    #[error("backward needs a forward pass in training mode on the same batch shape first")]
+    NoTrainingForward,
+    #[error("parameter `{name}`: {reason}")]
+    Param { name: String, reason: String },
+    #[error("optimizer state entry `{name}`: {reason}")]
+    OptimizerState { name: String, reason: String },
+    #[error("could not start a pool of {threads} threads: {reason}")]
+    ThreadPool { threads: usize, reason: String },
+}
+
+/// `Result` with [`RuntimeError`].
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

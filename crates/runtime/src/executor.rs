@@ -1,0 +1,372 @@
+//! The executor: a graph and its parameters compiled into plans, run forward and backward.
+
+use crate::kernels::{Bwd, Fwd, Kern};
+use crate::loss::{cross_entropy, StepStats};
+use crate::optim::Optimizer;
+use crate::plan::Plan;
+use crate::slots::{slots_from_store, store_from_slots, ParamSlot};
+use crate::topo::{GradPlan, Topo};
+use crate::{Result, RuntimeError};
+use mase_ir::{ArgMeta, Graph, IrError, NodeId, Op, ParamStore, Rng};
+use rayon::ThreadPool;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Plans kept at once; an epoch needs two (full batches and the last, smaller one), and
+/// evaluation with another batch size one more.
+const MAX_PLANS: usize = 4;
+
+/// Gives each executor an identity, so an optimizer can tell whether it is stepping the same
+/// parameters as last time.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Training or evaluation behaviour of batch norm and dropout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Train,
+    Eval,
+}
+
+/// How the executor runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Worker threads for large kernels; 0 uses every core.
+    pub threads: usize,
+    /// Seed of the dropout masks.
+    pub seed: u64,
+}
+
+/// Runs one graph with its parameters: forward in either mode, cross-entropy, backward and
+/// optimizer steps. It owns a copy of the graph, the parameters with their gradients, and one
+/// compiled [`Plan`] per input shape seen recently.
+pub struct Executor {
+    graph: Graph,
+    topo: Topo,
+    params: Vec<ParamSlot>,
+    grad_plan: GradPlan,
+    plans: Vec<Plan>,
+    /// Index in `plans` of the last forward's plan.
+    current: Option<usize>,
+    pool: Option<ThreadPool>,
+    rng: Rng,
+    id: u64,
+    keep_input_grad: bool,
+    /// Per-sample input shape of the last batch.
+    last_features: Option<Vec<usize>>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("nodes", &self.graph.len())
+            .field("params", &self.params.len())
+            .field("plans", &self.plans.len())
+            .finish()
+    }
+}
+
+impl Executor {
+    /// Checks the graph against the parameters (names and shapes) and prepares to run it.
+    pub fn new(graph: &Graph, params: &ParamStore, opts: ExecOptions) -> Result<Executor> {
+        mase_ir::validate(graph, Some(params))?;
+        let mut slots = slots_from_store(params);
+        let topo = Topo::new(graph, &slots)?;
+        let grad_plan = GradPlan::new(graph, &topo, &slots, false);
+        for (s, &r) in slots.iter_mut().zip(&grad_plan.reached) {
+            s.reached = r;
+        }
+        let threads = if opts.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { opts.threads };
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .map_err(|e| RuntimeError::ThreadPool { threads, reason: e.to_string() })?,
+            )
+        } else {
+            None
+        };
+        Ok(Executor {
+            graph: graph.clone(),
+            topo,
+            params: slots,
+            grad_plan,
+            plans: Vec::new(),
+            current: None,
+            pool,
+            rng: Rng::new(opts.seed),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            keep_input_grad: false,
+            last_features: None,
+        })
+    }
+
+    /// The graph being run.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Runs the graph on a batch `x` of shape `x_shape` (`[N, ...features]`) and returns the
+    /// output values (row-major, shape [`Executor::output_shape`]`(N)`). In [`Mode::Train`]
+    /// batch norm uses batch statistics and updates its running statistics, dropout is active,
+    /// and the activations are kept for backward.
+    pub fn forward(&mut self, x: &[f32], x_shape: &[usize], mode: Mode) -> Result<&[f32]> {
+        let p = self.prepare(x_shape, x.len(), mode)?;
+        self.run_forward(p, x, mode);
+        Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
+    }
+
+    /// Shape of the output for a batch of `batch` samples of the last input shape (or, before
+    /// any batch, the shape the graph's metadata or first layer implies).
+    pub fn output_shape(&self, batch: usize) -> Result<Vec<usize>> {
+        let mut shape = vec![batch];
+        shape.extend(self.feature_shape()?);
+        let consts = |name: &str| self.params.iter().find(|s| s.name == name).map(|s| s.shape.clone());
+        let infos = self.graph.infer_shapes(&[shape], &consts)?;
+        Ok(infos[self.topo.output].shape().to_vec())
+    }
+
+    /// Forward in training mode, mean cross-entropy against `labels` (class indices), and
+    /// backward. Gradients are written (not accumulated) into the gradient buffers. Returns the
+    /// loss and the number of samples whose arg-max is the label.
+    pub fn loss_and_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32]) -> Result<StepStats> {
+        let p = self.prepare(x_shape, x.len(), Mode::Train)?;
+        let classes = self.check_labels(p, labels)?;
+        self.run_forward(p, x, Mode::Train);
+        let out = self.topo.storage[self.topo.output];
+        let plan = &mut self.plans[p];
+        plan.ensure_grads();
+        let stats = cross_entropy(&plan.vals[out], classes, labels, Some(&mut plan.grads[out]));
+        self.run_backward(p);
+        Ok(stats)
+    }
+
+    /// [`Executor::loss_and_grad`] followed by one optimizer step.
+    pub fn train_step(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], opt: &mut Optimizer) -> Result<StepStats> {
+        let stats = self.loss_and_grad(x, x_shape, labels)?;
+        opt.step_slots(self.id, &mut self.params)?;
+        Ok(stats)
+    }
+
+    /// Forward in evaluation mode and the loss and accuracy against `labels`; no gradients.
+    pub fn eval_batch(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32]) -> Result<StepStats> {
+        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        let classes = self.check_labels(p, labels)?;
+        self.run_forward(p, x, Mode::Eval);
+        let out = self.topo.storage[self.topo.output];
+        Ok(cross_entropy(&self.plans[p].vals[out], classes, labels, None))
+    }
+
+    /// Backward from a gradient of the output (same length as the output) after a forward in
+    /// training mode, for losses other than cross-entropy. Gradients are written, not
+    /// accumulated.
+    pub fn backward(&mut self, output_grad: &[f32]) -> Result<()> {
+        let p = self.current.filter(|&p| self.plans[p].trained).ok_or(RuntimeError::NoTrainingForward)?;
+        let out = self.topo.storage[self.topo.output];
+        let plan = &mut self.plans[p];
+        if output_grad.len() != plan.vals[out].len() {
+            return Err(RuntimeError::OutputGradLength { expected: plan.vals[out].len(), got: output_grad.len() });
+        }
+        plan.ensure_grads();
+        plan.grads[out].copy_from_slice(output_grad);
+        self.run_backward(p);
+        Ok(())
+    }
+
+    /// Current values of all parameters and buffers, in state-dict order.
+    pub fn params(&self) -> ParamStore {
+        store_from_slots(&self.params)
+    }
+
+    /// Replaces every parameter and buffer with the tensor of the same name in `p`, checking
+    /// shapes. Entries of `p` that the executor does not hold are ignored.
+    pub fn load_params(&mut self, p: &ParamStore) -> Result<()> {
+        for s in &self.params {
+            let t = p
+                .get(&s.name)
+                .ok_or_else(|| RuntimeError::Param { name: s.name.clone(), reason: "missing from the parameters to load".into() })?;
+            if t.shape != s.shape {
+                return Err(RuntimeError::Param {
+                    name: s.name.clone(),
+                    reason: format!("shape {:?} expected, got {:?}", s.shape, t.shape),
+                });
+            }
+        }
+        for s in &mut self.params {
+            if let Some(t) = p.get(&s.name) {
+                s.data.copy_from_slice(&t.data);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gradients of the trainable parameters from the last backward, in state-dict order.
+    pub fn grads(&self) -> Vec<(String, Vec<f32>)> {
+        self.params.iter().filter(|s| s.trainable).map(|s| (s.name.clone(), s.grad.clone())).collect()
+    }
+
+    /// Whether backward also computes the gradient of the graph input (off by default, since
+    /// training does not need it). See [`Executor::input_grad`].
+    pub fn set_keep_input_grad(&mut self, keep: bool) {
+        if keep != self.keep_input_grad {
+            self.keep_input_grad = keep;
+            self.grad_plan = GradPlan::new(&self.graph, &self.topo, &self.params, keep);
+        }
+    }
+
+    /// Gradient of the loss with respect to the input batch from the last backward, when
+    /// [`Executor::set_keep_input_grad`] asked for it.
+    pub fn input_grad(&self) -> Option<&[f32]> {
+        let plan = &self.plans[self.current?];
+        (self.keep_input_grad && !plan.grads.is_empty()).then(|| plan.grads[self.topo.storage[self.topo.input]].as_slice())
+    }
+
+    /// Shape and values of a node's output from the last forward (`None` for integer-valued
+    /// nodes or before any forward), e.g. for collecting activation statistics.
+    pub fn value(&self, node: NodeId) -> Option<(&[usize], &[f32])> {
+        let plan = &self.plans[self.current?];
+        let s = *self.topo.storage.get(node.0)?;
+        self.topo.is_tensor[node.0].then(|| (plan.shapes[node.0].as_slice(), plan.vals[s].as_slice()))
+    }
+
+    /// Checks the batch, selects (or compiles) the plan for its shape, and returns its index.
+    fn prepare(&mut self, x_shape: &[usize], x_len: usize, mode: Mode) -> Result<usize> {
+        if x_shape.first().is_none_or(|&n| n == 0) {
+            return Err(RuntimeError::EmptyBatch { shape: x_shape.to_vec() });
+        }
+        let expected = x_shape.iter().product::<usize>();
+        if x_len != expected {
+            return Err(RuntimeError::InputLength { shape: x_shape.to_vec(), expected, got: x_len });
+        }
+        let p = match self.plans.iter().position(|p| p.x_shape == x_shape) {
+            Some(p) => p,
+            None => {
+                let threads = self.pool.as_ref().map_or(1, |p| p.current_num_threads());
+                let plan = Plan::build(&self.graph, &self.topo, &self.params, x_shape, threads).map_err(|e| self.explain(e, x_shape))?;
+                if self.plans.len() >= MAX_PLANS {
+                    self.plans.remove(0);
+                    // Indices have shifted; the next forward sets the current plan again.
+                    self.current = None;
+                }
+                self.plans.push(plan);
+                self.plans.len() - 1
+            }
+        };
+        if mode == Mode::Train {
+            if let Some(e) = &self.plans[p].train_blocker {
+                return Err(e.clone());
+            }
+        }
+        if self.last_features.as_deref() != Some(&x_shape[1..]) {
+            self.last_features = Some(x_shape[1..].to_vec());
+        }
+        Ok(p)
+    }
+
+    /// Turns a shape error at a layer fed directly by the graph input into one that says what
+    /// the input should look like.
+    fn explain(&self, e: RuntimeError, x_shape: &[usize]) -> RuntimeError {
+        let RuntimeError::Ir(IrError::ShapeMismatch { node, .. }) = &e else { return e };
+        let Some(id) = self.graph.find(node) else { return e };
+        let n = self.graph.node(id);
+        if n.inputs.first().map(|u| self.topo.storage[u.0]) != Some(self.topo.storage[self.topo.input]) {
+            return e;
+        }
+        let (got, expected, what) = match &n.op {
+            Op::Linear { in_features, .. } => (x_shape.last().copied(), *in_features, "features"),
+            Op::BatchNorm1d(s) => (x_shape.get(1).copied(), s.num_features, "features"),
+            Op::BatchNorm2d(s) => (x_shape.get(1).copied(), s.num_features, "channels"),
+            Op::Conv1d(c) | Op::Conv2d(c) => (x_shape.get(1).copied(), c.in_channels, "channels"),
+            _ => return e,
+        };
+        match got {
+            Some(got) if got != expected => {
+                RuntimeError::InputFeatures { input: self.graph.node(NodeId(self.topo.input)).name.clone(), what, got, expected }
+            }
+            _ => e,
+        }
+    }
+
+    /// Per-sample input shape: the last batch's, else the placeholder's metadata, else what the
+    /// first layer reading the input implies (a linear layer or a batch norm on `[N, C]`).
+    fn feature_shape(&self) -> Result<Vec<usize>> {
+        if let Some(s) = &self.last_features {
+            return Ok(s.clone());
+        }
+        let input = self.graph.node(NodeId(self.topo.input));
+        if let Some(ArgMeta::Tensor(t)) = input.meta.common.results.get("data_out_0") {
+            if t.shape.len() > 1 {
+                return Ok(t.shape[1..].to_vec());
+            }
+        }
+        for u in self.graph.users(NodeId(self.topo.input)) {
+            match &self.graph.node(u).op {
+                Op::Linear { in_features, .. } => return Ok(vec![*in_features]),
+                Op::BatchNorm1d(s) => return Ok(vec![s.num_features]),
+                _ => {}
+            }
+        }
+        Err(RuntimeError::UnknownInputShape { input: input.name.clone() })
+    }
+
+    /// Checks labels against the output of plan `p` and returns the number of classes.
+    fn check_labels(&self, p: usize, labels: &[u32]) -> Result<usize> {
+        let plan = &self.plans[p];
+        let shape = &plan.shapes[self.topo.output];
+        let (batch, classes) = match shape.as_slice() {
+            [n, c] => (*n, *c),
+            _ => {
+                let node =
+                    self.graph.node(NodeId(self.topo.output)).inputs.first().map(|u| self.graph.node(*u).name.clone()).unwrap_or_default();
+                return Err(RuntimeError::LossShape { node, shape: shape.clone() });
+            }
+        };
+        if labels.len() != batch {
+            return Err(RuntimeError::LabelCount { got: labels.len(), batch });
+        }
+        if let Some((index, &label)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= classes) {
+            return Err(RuntimeError::LabelOutOfRange { index, label, classes });
+        }
+        Ok(classes)
+    }
+
+    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode) {
+        let Plan { vals, kerns, trained, .. } = &mut self.plans[p];
+        vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
+        let train = mode == Mode::Train;
+        for (i, kern) in kerns.iter_mut().enumerate() {
+            if matches!(kern, Kern::Nop) {
+                continue;
+            }
+            // The output buffer is lent out so the kernel can read every other buffer.
+            let mut y = std::mem::take(&mut vals[i]);
+            let mut cx =
+                Fwd { vals, ins: &self.topo.ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng };
+            kern.forward(&mut cx, &mut y);
+            vals[i] = y;
+        }
+        *trained = train;
+        self.current = Some(p);
+    }
+
+    fn run_backward(&mut self, p: usize) {
+        let Plan { vals, grads, kerns, .. } = &mut self.plans[p];
+        let pool = self.pool.as_ref();
+        for i in (0..kerns.len()).rev() {
+            let g = &self.grad_plan.nodes[i];
+            if !g.active {
+                continue;
+            }
+            let ins = &self.topo.ins[i];
+            let mut cx = Bwd { vals, ins, y: &vals[i], dy: &grads[i], params: &mut self.params, param_acc: g.param_acc, pool };
+            kerns[i].backward_params(&mut cx);
+            for (k, acc) in g.input_acc.iter().enumerate() {
+                let Some(acc) = *acc else { continue };
+                let s = ins[k];
+                let mut dx = std::mem::take(&mut grads[s]);
+                let cx = Bwd { vals, ins, y: &vals[i], dy: &grads[i], params: &mut self.params, param_acc: None, pool };
+                kerns[i].backward_input(&cx, k, &mut dx, acc);
+                grads[s] = dx;
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! PyTorch's default initialisation of module parameters.
+
+use mase_ir::{Graph, Init, ParamStore, Rng, Tensor};
+
+/// A fresh parameter store for `graph`: every module tensor from [`mase_ir::Op::param_specs`],
+/// drawn from `rng` in state-dict order, so the same seed gives the same model.
+/// `Uniform { fan_in }` draws from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` (PyTorch's
+/// `kaiming_uniform_(a=sqrt(5))` for weights and its bias rule, which agree); `Ones`/`Zeros`
+/// fill. Constants read by `get_attr` nodes are not created here.
+pub fn init_params(graph: &Graph, rng: &mut Rng) -> ParamStore {
+    let mut store = ParamStore::new();
+    for (name, spec) in graph.param_specs() {
+        // A module called twice has its tensors listed twice; it owns them once.
+        if store.contains(&name) {
+            continue;
+        }
+        let n = spec.shape.iter().product::<usize>();
+        let data = match spec.init {
+            Init::Uniform { fan_in } => {
+                let bound = if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f32).sqrt() };
+                (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
+            }
+            Init::Ones => vec![1.0; n],
+            Init::Zeros => vec![0.0; n],
+        };
+        store.insert(name, Tensor { shape: spec.shape, data }, spec.trainable);
+    }
+    store
+}

@@ -1,0 +1,310 @@
+//! `nn.Conv1d` / `nn.Conv2d` by im2col and GEMM, with stride, padding, dilation and groups.
+//!
+//! A 1-D convolution is run as a 2-D one of height 1. Each image is unrolled into a column matrix
+//! `[C_in * kh * kw, OH * OW]` (rows ordered channel, kernel row, kernel column, as the weight is
+//! stored), and each group's output is one product `W_g [C_out/g, C_in/g * kh * kw] x col_g`.
+//!
+//! Threads: the forward pass and the input gradient split the batch into one slice of images per
+//! thread, each with its own column workspace; the weight gradient, a sum over images, runs the
+//! images in order and lets the pool split each image's unrolling and products instead. Every
+//! product is computed the same way in both modes (see `gemm`), so results do not depend on the
+//! number of threads.
+
+use super::{Accum, Bwd, Fwd, Kernel};
+use crate::gemm::{gemm, Mat, MatMut};
+use crate::par::for_each_chunk;
+use mase_ir::ConvSpec;
+
+/// Sizes of one convolution for one batch shape.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvGeom {
+    pub n: usize,
+    pub cin: usize,
+    pub h: usize,
+    pub w: usize,
+    pub cout: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub ph: usize,
+    pub pw: usize,
+    pub dh: usize,
+    pub dw: usize,
+    pub groups: usize,
+}
+
+impl ConvGeom {
+    /// Geometry from the spec and the input/output shapes (`[N, C, L]` or `[N, C, H, W]`).
+    pub fn new(spec: &ConvSpec, x: &[usize], y: &[usize]) -> ConvGeom {
+        let two = |v: &[usize], fill: usize| if v.len() == 1 { (fill, v[0]) } else { (v[0], v[1]) };
+        let (h, w) = if x.len() == 3 { (1, x[2]) } else { (x[2], x[3]) };
+        let (oh, ow) = if y.len() == 3 { (1, y[2]) } else { (y[2], y[3]) };
+        let (kh, kw) = two(&spec.kernel, 1);
+        let (sh, sw) = two(&spec.stride, 1);
+        let (ph, pw) = two(&spec.padding, 0);
+        let (dh, dw) = two(&spec.dilation, 1);
+        ConvGeom { n: x[0], cin: x[1], h, w, cout: y[1], oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups: spec.groups.max(1) }
+    }
+
+    fn hw(&self) -> usize {
+        self.h * self.w
+    }
+    fn ohw(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// Rows of the column matrix of one group.
+    fn kkg(&self) -> usize {
+        self.cin / self.groups * self.kh * self.kw
+    }
+    /// Output channels of one group.
+    fn cog(&self) -> usize {
+        self.cout / self.groups
+    }
+    /// A 1x1 kernel with stride 1 and no padding: an image is its own column matrix.
+    fn is_direct(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.ph == 0 && self.pw == 0
+    }
+
+    /// Output columns `ox` whose input column `ox * sw + x0` lies inside `0..w`.
+    fn valid_cols(&self, x0: isize) -> (usize, usize) {
+        let (w, sw, ow) = (self.w as isize, self.sw as isize, self.ow as isize);
+        // ox * sw + x0 >= 0  <=>  ox >= ceil(-x0 / sw);  ox * sw + x0 < w  <=>  ox < ceil((w - x0) / sw)
+        let lo = if x0 >= 0 { 0 } else { (-x0 + sw - 1) / sw };
+        let hi = if w - x0 <= 0 { 0 } else { (w - x0 + sw - 1) / sw };
+        let lo = lo.clamp(0, ow);
+        (lo as usize, hi.clamp(lo, ow) as usize)
+    }
+}
+
+/// Unrolls one channel `xc` (`[h, w]`) into its `kh * kw` rows of the column matrix.
+fn im2col_channel(g: &ConvGeom, xc: &[f32], out: &mut [f32]) {
+    let ohw = g.ohw();
+    for ky in 0..g.kh {
+        for kx in 0..g.kw {
+            let dst = &mut out[(ky * g.kw + kx) * ohw..][..ohw];
+            let x0 = (kx * g.dw) as isize - g.pw as isize;
+            let (lo, hi) = g.valid_cols(x0);
+            for oy in 0..g.oh {
+                let drow = &mut dst[oy * g.ow..][..g.ow];
+                let iy = (oy * g.sh + ky * g.dh) as isize - g.ph as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    drow.fill(0.0);
+                    continue;
+                }
+                let srow = &xc[iy as usize * g.w..][..g.w];
+                drow[..lo].fill(0.0);
+                drow[hi..].fill(0.0);
+                if g.sw == 1 {
+                    let s0 = (lo as isize + x0) as usize;
+                    drow[lo..hi].copy_from_slice(&srow[s0..s0 + (hi - lo)]);
+                } else {
+                    for (ox, d) in (lo..hi).zip(drow[lo..hi].iter_mut()) {
+                        *d = srow[((ox * g.sw) as isize + x0) as usize];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds the `kh * kw` rows of a column-gradient matrix back onto one channel `dxc` (`[h, w]`).
+fn col2im_channel(g: &ConvGeom, dcol: &[f32], dxc: &mut [f32]) {
+    let ohw = g.ohw();
+    for ky in 0..g.kh {
+        for kx in 0..g.kw {
+            let src = &dcol[(ky * g.kw + kx) * ohw..][..ohw];
+            let x0 = (kx * g.dw) as isize - g.pw as isize;
+            let (lo, hi) = g.valid_cols(x0);
+            for oy in 0..g.oh {
+                let iy = (oy * g.sh + ky * g.dh) as isize - g.ph as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let drow = &mut dxc[iy as usize * g.w..][..g.w];
+                let srow = &src[oy * g.ow..][..g.ow];
+                for ox in lo..hi {
+                    drow[(ox as isize * g.sw as isize + x0) as usize] += srow[ox];
+                }
+            }
+        }
+    }
+}
+
+/// A convolution node.
+pub(crate) struct Conv {
+    g: ConvGeom,
+    weight: usize,
+    bias: Option<usize>,
+    /// One column matrix per thread (unused for direct 1x1 convolutions).
+    cols: Vec<Vec<f32>>,
+    /// One column-gradient matrix per thread, for the input gradient.
+    dcols: Vec<Vec<f32>>,
+}
+
+impl Conv {
+    /// `threads` is the size of the pool the kernel will run on (1 without one).
+    pub fn new(g: ConvGeom, weight: usize, bias: Option<usize>, threads: usize) -> Conv {
+        let len = if g.is_direct() { 0 } else { g.cin * g.kh * g.kw * g.ohw() };
+        // More workspaces than images would never be used.
+        let lanes = threads.clamp(1, g.n.max(1));
+        Conv { g, weight, bias, cols: vec![vec![0.0; len]; lanes], dcols: vec![vec![0.0; len]; lanes] }
+    }
+}
+
+/// Runs `f(first_image, image_count, out_chunk, workspace)` over the batch: one slice of images
+/// per workspace, in parallel on the pool when there is more than one workspace and the work is
+/// large. `per_image` is the length of one image's part of `out`.
+fn over_batch<F>(pool: Option<&rayon::ThreadPool>, n: usize, work: usize, out: &mut [f32], per_image: usize, ws: &mut [Vec<f32>], f: F)
+where
+    F: Fn(usize, usize, &mut [f32], &mut Vec<f32>) + Sync + Send,
+{
+    use rayon::prelude::*;
+    let per_lane = n.div_ceil(ws.len().max(1)).max(1);
+    match pool {
+        Some(p) if ws.len() > 1 && work >= crate::par::PAR_MIN_WORK => p.install(|| {
+            out.par_chunks_mut(per_lane * per_image)
+                .zip(ws.par_iter_mut())
+                .enumerate()
+                .for_each(|(l, (o, w))| f(l * per_lane, o.len() / per_image, o, w))
+        }),
+        _ => f(0, n, out, &mut ws[0]),
+    }
+}
+
+/// Fills `col` from one image, splitting the channels over the pool when the image is large.
+fn im2col(g: &ConvGeom, xi: &[f32], col: &mut [f32], pool: Option<&rayon::ThreadPool>) {
+    let (hw, rows) = (g.hw(), g.kh * g.kw * g.ohw());
+    for_each_chunk(pool, col.len(), col, rows, |c, out| im2col_channel(g, &xi[c * hw..][..hw], out));
+}
+
+impl Kernel for Conv {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let g = self.g;
+        let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+        let x = &cx.vals[cx.ins[0]];
+        let w = &cx.params[self.weight].data;
+        let bias = self.bias.map(|b| cx.params[b].data.as_slice());
+        let batch_parallel = self.cols.len() > 1;
+        // Inside a batch-parallel slice the pool is busy with the other slices.
+        let inner = if batch_parallel { None } else { cx.pool };
+        let work = g.n * g.cout * kkg * ohw;
+        over_batch(cx.pool, g.n, work, y, g.cout * ohw, &mut self.cols, |first, count, ys, col| {
+            for j in 0..count {
+                let xi = &x[(first + j) * g.cin * hw..][..g.cin * hw];
+                let yi = &mut ys[j * g.cout * ohw..][..g.cout * ohw];
+                let beta = match bias {
+                    Some(b) => {
+                        for (row, bv) in yi.chunks_exact_mut(ohw).zip(b) {
+                            row.fill(*bv);
+                        }
+                        1.0
+                    }
+                    None => 0.0,
+                };
+                let cols: &[f32] = if g.is_direct() {
+                    xi
+                } else {
+                    im2col(&g, xi, col, inner);
+                    col
+                };
+                for gi in 0..g.groups {
+                    gemm(
+                        1.0,
+                        Mat::new(&w[gi * cog * kkg..], cog, kkg),
+                        Mat::new(&cols[gi * kkg * ohw..], kkg, ohw),
+                        beta,
+                        MatMut::new(&mut yi[gi * cog * ohw..][..cog * ohw], cog, ohw),
+                        inner,
+                    );
+                }
+            }
+        });
+    }
+
+    fn backward_params(&mut self, cx: &mut Bwd<'_>) {
+        let Some(acc) = cx.param_acc else { return };
+        let g = self.g;
+        let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+        let x = &cx.vals[cx.ins[0]];
+        let dw = &mut cx.params[self.weight].grad;
+        let col = &mut self.cols[0];
+        for i in 0..g.n {
+            let xi = &x[i * g.cin * hw..][..g.cin * hw];
+            let dyi = &cx.dy[i * g.cout * ohw..][..g.cout * ohw];
+            let cols: &[f32] = if g.is_direct() {
+                xi
+            } else {
+                im2col(&g, xi, col, cx.pool);
+                col
+            };
+            let beta = if i == 0 { acc.beta() } else { 1.0 };
+            for gi in 0..g.groups {
+                // dW_g [cog, kkg] += dY_g [cog, ohw] x col_g^T [ohw, kkg]
+                gemm(
+                    1.0,
+                    Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
+                    Mat::new(&cols[gi * kkg * ohw..], kkg, ohw).t(),
+                    beta,
+                    MatMut::new(&mut dw[gi * cog * kkg..][..cog * kkg], cog, kkg),
+                    cx.pool,
+                );
+            }
+        }
+        if let Some(b) = self.bias {
+            let db = &mut cx.params[b].grad;
+            acc.prepare(db);
+            for dyi in cx.dy.chunks_exact(g.cout * ohw) {
+                for (d, row) in db.iter_mut().zip(dyi.chunks_exact(ohw)) {
+                    *d += row.iter().sum::<f32>();
+                }
+            }
+        }
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let g = self.g;
+        let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+        let w = &cx.params[self.weight].data;
+        let dy = cx.dy;
+        let inner = if self.dcols.len() > 1 { None } else { cx.pool };
+        let work = g.n * g.cout * kkg * ohw;
+        over_batch(cx.pool, g.n, work, dx, g.cin * hw, &mut self.dcols, |first, count, dxs, dcol| {
+            for j in 0..count {
+                let dyi = &dy[(first + j) * g.cout * ohw..][..g.cout * ohw];
+                let dxi = &mut dxs[j * g.cin * hw..][..g.cin * hw];
+                if g.is_direct() {
+                    // The column matrix is the image itself, so its gradient is the input gradient.
+                    for gi in 0..g.groups {
+                        gemm(
+                            1.0,
+                            Mat::new(&w[gi * cog * kkg..], cog, kkg).t(),
+                            Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
+                            acc.beta(),
+                            MatMut::new(&mut dxi[gi * kkg * ohw..][..kkg * ohw], kkg, ohw),
+                            inner,
+                        );
+                    }
+                    continue;
+                }
+                for gi in 0..g.groups {
+                    // dcol_g [kkg, ohw] = W_g^T [kkg, cog] x dY_g [cog, ohw]
+                    gemm(
+                        1.0,
+                        Mat::new(&w[gi * cog * kkg..], cog, kkg).t(),
+                        Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
+                        0.0,
+                        MatMut::new(&mut dcol[gi * kkg * ohw..][..kkg * ohw], kkg, ohw),
+                        inner,
+                    );
+                }
+                acc.prepare(dxi);
+                let rows = g.kh * g.kw * ohw;
+                let dcol: &[f32] = dcol;
+                for_each_chunk(inner, dcol.len(), dxi, hw, |c, dxc| col2im_channel(&g, &dcol[c * rows..][..rows], dxc));
+            }
+        });
+    }
+}

@@ -1,0 +1,222 @@
+//! Max, average and adaptive-average pooling in one and two dimensions.
+//!
+//! A 1-D pool runs as a 2-D one of height 1. Every `(sample, channel)` plane is independent, so
+//! large inputs are split over planes on the pool.
+
+use super::{Accum, Bwd, Fwd, Kernel};
+use crate::par::for_each_chunk;
+use mase_ir::PoolSpec;
+
+/// Sizes of a pooling node for one batch shape.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolGeom {
+    ih: usize,
+    iw: usize,
+    oh: usize,
+    ow: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    ph: usize,
+    pw: usize,
+}
+
+impl PoolGeom {
+    /// Geometry from the spec and the input/output shapes (`[N, C, L]` or `[N, C, H, W]`).
+    pub fn new(spec: &PoolSpec, x: &[usize], y: &[usize]) -> PoolGeom {
+        let two = |v: &[usize], fill: usize| if v.len() == 1 { (fill, v[0]) } else { (v[0], v[1]) };
+        let (ih, iw) = if x.len() == 3 { (1, x[2]) } else { (x[2], x[3]) };
+        let (oh, ow) = if y.len() == 3 { (1, y[2]) } else { (y[2], y[3]) };
+        let (kh, kw) = two(&spec.kernel, 1);
+        let (sh, sw) = two(&spec.stride, 1);
+        let (ph, pw) = two(&spec.padding, 0);
+        PoolGeom { ih, iw, oh, ow, kh, kw, sh, sw, ph, pw }
+    }
+
+    fn in_plane(&self) -> usize {
+        self.ih * self.iw
+    }
+    fn out_plane(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// The input rows and columns of output `(oy, ox)`'s window, clipped to the input.
+    fn window(&self, oy: usize, ox: usize) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let clip = |o: usize, s: usize, p: usize, k: usize, len: usize| {
+            let start = (o * s) as isize - p as isize;
+            let end = (start + k as isize).min(len as isize);
+            (start.max(0) as usize)..(end.max(0) as usize)
+        };
+        (clip(oy, self.sh, self.ph, self.kh, self.ih), clip(ox, self.sw, self.pw, self.kw, self.iw))
+    }
+
+    /// Index within the plane of the first maximum of the window (NaN wins, as in PyTorch).
+    fn argmax(&self, xp: &[f32], oy: usize, ox: usize) -> usize {
+        let (rows, cols) = self.window(oy, ox);
+        let mut best = f32::NEG_INFINITY;
+        let mut at = rows.start * self.iw + cols.start;
+        for r in rows {
+            for c in cols.clone() {
+                let v = xp[r * self.iw + c];
+                if v > best || v.is_nan() {
+                    best = v;
+                    at = r * self.iw + c;
+                    if v.is_nan() {
+                        return at;
+                    }
+                }
+            }
+        }
+        at
+    }
+}
+
+/// Max pooling. The argmax is found again in backward instead of stored, which costs one more
+/// scan of the windows and saves a buffer per node.
+pub(crate) struct MaxPool {
+    g: PoolGeom,
+}
+
+impl MaxPool {
+    pub fn new(g: PoolGeom) -> MaxPool {
+        MaxPool { g }
+    }
+}
+
+impl Kernel for MaxPool {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let g = self.g;
+        let x = cx.input(0);
+        for_each_chunk(cx.pool, x.len(), y, g.out_plane(), |p, yp| {
+            let xp = &x[p * g.in_plane()..][..g.in_plane()];
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    yp[oy * g.ow + ox] = xp[g.argmax(xp, oy, ox)];
+                }
+            }
+        });
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let g = self.g;
+        let (x, dy) = (cx.input(0), cx.dy);
+        acc.prepare(dx);
+        for_each_chunk(cx.pool, x.len(), dx, g.in_plane(), |p, dxp| {
+            let xp = &x[p * g.in_plane()..][..g.in_plane()];
+            let dyp = &dy[p * g.out_plane()..][..g.out_plane()];
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    dxp[g.argmax(xp, oy, ox)] += dyp[oy * g.ow + ox];
+                }
+            }
+        });
+    }
+}
+
+/// Average pooling with `count_include_pad=True`: every window divides by the kernel area.
+pub(crate) struct AvgPool {
+    g: PoolGeom,
+}
+
+impl AvgPool {
+    pub fn new(g: PoolGeom) -> AvgPool {
+        AvgPool { g }
+    }
+}
+
+impl Kernel for AvgPool {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let g = self.g;
+        let x = cx.input(0);
+        let area = (g.kh * g.kw) as f32;
+        for_each_chunk(cx.pool, x.len(), y, g.out_plane(), |p, yp| {
+            let xp = &x[p * g.in_plane()..][..g.in_plane()];
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let (rows, cols) = g.window(oy, ox);
+                    let sum: f32 = rows.map(|r| xp[r * g.iw..][cols.clone()].iter().sum::<f32>()).sum();
+                    yp[oy * g.ow + ox] = sum / area;
+                }
+            }
+        });
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let g = self.g;
+        let dy = cx.dy;
+        let area = (g.kh * g.kw) as f32;
+        acc.prepare(dx);
+        for_each_chunk(cx.pool, dx.len(), dx, g.in_plane(), |p, dxp| {
+            let dyp = &dy[p * g.out_plane()..][..g.out_plane()];
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let v = dyp[oy * g.ow + ox] / area;
+                    let (rows, cols) = g.window(oy, ox);
+                    for r in rows {
+                        dxp[r * g.iw..][cols.clone()].iter_mut().for_each(|d| *d += v);
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Adaptive average pooling with PyTorch's windows `floor(i*L/out) .. ceil((i+1)*L/out)`.
+pub(crate) struct AdaptiveAvgPool {
+    ih: usize,
+    iw: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl AdaptiveAvgPool {
+    /// `x` is `[N, C, L]` or `[N, C, H, W]`; `y` the matching output shape.
+    pub fn new(x: &[usize], y: &[usize]) -> AdaptiveAvgPool {
+        let (ih, iw) = if x.len() == 3 { (1, x[2]) } else { (x[2], x[3]) };
+        let (oh, ow) = if y.len() == 3 { (1, y[2]) } else { (y[2], y[3]) };
+        AdaptiveAvgPool { ih, iw, oh, ow }
+    }
+
+    fn window(o: usize, len: usize, out: usize) -> std::ops::Range<usize> {
+        (o * len / out)..((o + 1) * len).div_ceil(out)
+    }
+}
+
+impl Kernel for AdaptiveAvgPool {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let (ih, iw, oh, ow) = (self.ih, self.iw, self.oh, self.ow);
+        let x = cx.input(0);
+        for_each_chunk(cx.pool, x.len(), y, oh * ow, |p, yp| {
+            let xp = &x[p * ih * iw..][..ih * iw];
+            for oy in 0..oh {
+                let rows = Self::window(oy, ih, oh);
+                for ox in 0..ow {
+                    let cols = Self::window(ox, iw, ow);
+                    let area = (rows.len() * cols.len()) as f32;
+                    let sum: f32 = rows.clone().map(|r| xp[r * iw..][cols.clone()].iter().sum::<f32>()).sum();
+                    yp[oy * ow + ox] = sum / area;
+                }
+            }
+        });
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let (ih, iw, oh, ow) = (self.ih, self.iw, self.oh, self.ow);
+        let dy = cx.dy;
+        acc.prepare(dx);
+        for_each_chunk(cx.pool, dx.len(), dx, ih * iw, |p, dxp| {
+            let dyp = &dy[p * oh * ow..][..oh * ow];
+            for oy in 0..oh {
+                let rows = Self::window(oy, ih, oh);
+                for ox in 0..ow {
+                    let cols = Self::window(ox, iw, ow);
+                    let v = dyp[oy * ow + ox] / (rows.len() * cols.len()) as f32;
+                    for r in rows.clone() {
+                        dxp[r * iw..][cols.clone()].iter_mut().for_each(|d| *d += v);
+                    }
+                }
+            }
+        });
+    }
+}

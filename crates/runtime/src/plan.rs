@@ -1,0 +1,127 @@
+//! A plan: the graph compiled for one input shape. It owns one buffer per value (and per value
+//! gradient once training starts) and one kernel per node, so steps allocate nothing.
+
+use crate::kernels::activation::{ActKind, Activation};
+use crate::kernels::conv::{Conv, ConvGeom};
+use crate::kernels::dropout::Dropout;
+use crate::kernels::elementwise::{BinOp, Binary};
+use crate::kernels::linear::Linear;
+use crate::kernels::matmul::MatMul;
+use crate::kernels::norm::{BatchNorm, NormSlots};
+use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
+use crate::kernels::shape_ops::{Constant, Permute};
+use crate::kernels::softmax::Softmax;
+use crate::kernels::Kern;
+use crate::slots::ParamSlot;
+use crate::topo::{is_alias, Topo};
+use crate::{Result, RuntimeError};
+use mase_ir::{Graph, Node, Op, ValueInfo};
+
+/// The graph compiled for one input shape.
+pub(crate) struct Plan {
+    pub x_shape: Vec<usize>,
+    /// Shape of every node's value (`[]` for integers).
+    pub shapes: Vec<Vec<usize>>,
+    /// Value buffers by storage; empty for aliases and integers.
+    pub vals: Vec<Vec<f32>>,
+    /// Gradient buffers by storage, allocated at the first training step.
+    pub grads: Vec<Vec<f32>>,
+    pub kerns: Vec<Kern>,
+    /// Whether the last forward on this plan ran in training mode (backward needs it).
+    pub trained: bool,
+    /// Why this shape cannot run in training mode, if it cannot.
+    pub train_blocker: Option<RuntimeError>,
+}
+
+/// Resolves a possibly negative dimension against a rank (shape inference has checked it).
+fn dim(d: i64, rank: usize) -> usize {
+    if d < 0 {
+        (d + rank as i64).max(0) as usize
+    } else {
+        d as usize
+    }
+}
+
+impl Plan {
+    /// Compiles the graph for inputs of `x_shape`; `threads` is the size of the executor's pool,
+    /// which sets how many per-thread workspaces batch-parallel kernels get.
+    pub fn build(graph: &Graph, topo: &Topo, params: &[ParamSlot], x_shape: &[usize], threads: usize) -> Result<Plan> {
+        let constant_shape = |name: &str| params.iter().find(|s| s.name == name).map(|s| s.shape.clone());
+        let infos = graph.infer_shapes(&[x_shape.to_vec()], &constant_shape)?;
+        let shapes: Vec<Vec<usize>> = infos.iter().map(|v| v.shape().to_vec()).collect();
+        let mut vals = Vec::with_capacity(graph.len());
+        let mut kerns = Vec::with_capacity(graph.len());
+        let mut train_blocker = None;
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let owns = !is_alias(&node.op) && matches!(infos[i], ValueInfo::Tensor(_));
+            vals.push(if owns { vec![0.0; shapes[i].iter().product()] } else { Vec::new() });
+            let in_shapes: Vec<&[usize]> = node.inputs.iter().map(|u| shapes[u.0].as_slice()).collect();
+            if let (Op::BatchNorm1d(_) | Op::BatchNorm2d(_), Some(x)) = (&node.op, in_shapes.first()) {
+                if x.iter().enumerate().filter(|&(d, _)| d != 1).map(|(_, &v)| v).product::<usize>() <= 1 && train_blocker.is_none() {
+                    train_blocker = Some(RuntimeError::BatchNormSingleValue {
+                        node: node.name.clone(),
+                        op: node.op.mase_op().into(),
+                        shape: x.to_vec(),
+                    });
+                }
+            }
+            kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads));
+        }
+        Ok(Plan { x_shape: x_shape.to_vec(), shapes, vals, grads: Vec::new(), kerns, trained: false, train_blocker })
+    }
+
+    /// Allocates the gradient buffers (once per plan).
+    pub fn ensure_grads(&mut self) {
+        if self.grads.is_empty() {
+            self.grads = self.vals.iter().map(|v| vec![0.0; v.len()]).collect();
+        }
+    }
+}
+
+/// The kernel of one node for concrete shapes. Shape inference has already checked every shape,
+/// so this only reads sizes.
+fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], threads: usize) -> Kern {
+    let x = ins.first().copied().unwrap_or(&[]);
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    let act = |k| Kern::Act(Activation::new(k));
+    let pool_geom = |p| PoolGeom::new(p, x, out);
+    match &node.op {
+        Op::Input | Op::Output | Op::Flatten { .. } | Op::Reshape { .. } | Op::Size { .. } => Kern::Nop,
+        Op::Constant => Kern::Constant(Constant::new(slots[0])),
+        Op::Linear { in_features, out_features, bias } => {
+            Kern::Linear(Linear::new(numel(x), *in_features, *out_features, slots[0], bias.then(|| slots[1])))
+        }
+        Op::Conv1d(c) | Op::Conv2d(c) => Kern::Conv(Conv::new(ConvGeom::new(c, x, out), slots[0], c.bias.then(|| slots[1]), threads)),
+        Op::BatchNorm1d(n) | Op::BatchNorm2d(n) => {
+            let s = if n.affine {
+                NormSlots { weight: Some(slots[0]), bias: Some(slots[1]), running_mean: slots[2], running_var: slots[3] }
+            } else {
+                NormSlots { weight: None, bias: None, running_mean: slots[0], running_var: slots[1] }
+            };
+            Kern::BatchNorm(BatchNorm::new(n, x, s))
+        }
+        Op::Relu => act(ActKind::Relu),
+        Op::Relu6 => act(ActKind::Relu6),
+        Op::LeakyRelu { negative_slope } => act(ActKind::LeakyRelu(*negative_slope)),
+        Op::Sigmoid => act(ActKind::Sigmoid),
+        Op::Tanh => act(ActKind::Tanh),
+        Op::Selu => act(ActKind::Selu),
+        Op::Gelu { tanh } => act(if *tanh { ActKind::GeluTanh } else { ActKind::Gelu }),
+        Op::Softmax { dim: d } => Kern::Softmax(Softmax::new(x, dim(*d, x.len()), false)),
+        Op::LogSoftmax { dim: d } => Kern::Softmax(Softmax::new(x, dim(*d, x.len()), true)),
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) => Kern::MaxPool(MaxPool::new(pool_geom(p))),
+        Op::AvgPool1d(p) | Op::AvgPool2d(p) => Kern::AvgPool(AvgPool::new(pool_geom(p))),
+        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Kern::AdaptiveAvgPool(AdaptiveAvgPool::new(x, out)),
+        Op::Transpose { dim0, dim1 } => {
+            let mut perm: Vec<usize> = (0..x.len()).collect();
+            perm.swap(dim(*dim0, x.len()), dim(*dim1, x.len()));
+            Kern::Permute(Permute::new(x, &perm))
+        }
+        Op::Permute { dims } => Kern::Permute(Permute::new(x, &dims.iter().map(|&d| dim(d, x.len())).collect::<Vec<_>>())),
+        Op::Add => Kern::Binary(Binary::new(BinOp::Add, ins[0], ins[1], out)),
+        Op::Sub => Kern::Binary(Binary::new(BinOp::Sub, ins[0], ins[1], out)),
+        Op::Mul => Kern::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
+        Op::MatMul => Kern::MatMul(MatMul::new(ins[0], ins[1], out)),
+        Op::Dropout { p } => Kern::Dropout(Dropout::new(*p, numel(out))),
+    }
+}

@@ -1,0 +1,329 @@
+//! Analytic gradients of every op against central finite differences.
+//!
+//! Each case is a tiny graph (usually one op) with random parameters. The loss is a random linear
+//! functional `L = sum(R * y)` of the output, so `dL/dy = R` is fed to `Executor::backward`;
+//! the numeric gradient of `L` (accumulated in f64) with respect to every input value and every
+//! trainable parameter value is compared with the analytic one. Forward runs in training mode so
+//! batch norm uses batch statistics; each numeric evaluation uses a fresh executor with the same
+//! seed, so dropout draws the same mask every time.
+
+mod common;
+
+use mase_ir::{ConvSpec, DimArg, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, Rng, Tensor};
+use mase_runtime::{init_params, ExecOptions, Executor, Mode};
+
+const OPTS: ExecOptions = ExecOptions { threads: 1, seed: 11 };
+/// Finite-difference step.
+const EPS: f32 = 5e-3;
+
+/// How the input batch is drawn.
+#[derive(Clone, Copy)]
+enum Input {
+    /// Normal values times a scale, pushed at least 0.05 away from the kinks 0 and 6 of the
+    /// piecewise-linear activations so that no step of `EPS` crosses one.
+    Normal(f32),
+    /// Distinct values at least 0.05 apart in random order, so a max-pool window's maximum
+    /// cannot change under a step of `EPS`.
+    Distinct,
+}
+
+struct Case {
+    name: String,
+    graph: Graph,
+    params: ParamStore,
+    x_shape: Vec<usize>,
+    input: Input,
+}
+
+fn spec_conv(dims: usize, cin: usize, cout: usize, k: usize, stride: usize, pad: usize, dil: usize, groups: usize, bias: bool) -> ConvSpec {
+    ConvSpec { dilation: vec![dil; dims], groups, bias, ..ConvSpec::new(dims, cin, cout, k, stride, pad) }
+}
+
+fn pool(dims: usize, k: usize, s: usize, p: usize) -> PoolSpec {
+    PoolSpec { kernel: vec![k; dims], stride: vec![s; dims], padding: vec![p; dims] }
+}
+
+/// Random trainable parameters (weights away from PyTorch's init so batch-norm affine terms are
+/// not trivially 1 and 0) for every module tensor, plus the given constants.
+fn finish(name: &str, graph: Graph, x_shape: &[usize], consts: &[(&str, Vec<usize>)], input: Input) -> Case {
+    let mut rng = Rng::new(name.bytes().map(u64::from).sum());
+    let mut params = init_params(&graph, &mut rng);
+    for (_, e) in params.iter_mut() {
+        if e.trainable {
+            e.tensor.data.iter_mut().for_each(|v| *v += 0.3 * rng.normal() as f32);
+        }
+    }
+    for (c, shape) in consts {
+        let n = shape.iter().product();
+        params.insert(*c, Tensor::new(shape.clone(), (0..n).map(|_| rng.normal() as f32).collect()).unwrap(), true);
+    }
+    Case { name: name.to_string(), graph, params, x_shape: x_shape.to_vec(), input }
+}
+
+/// `x -> module(op) -> output`.
+fn module(name: &str, op: Op, x_shape: &[usize]) -> Case {
+    module_with(name, op, x_shape, Input::Normal(1.0))
+}
+
+fn module_with(name: &str, op: Op, x_shape: &[usize], input: Input) -> Case {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let y = g.call_module("m", op, &[x]);
+    g.output(y);
+    finish(name, g, x_shape, &[], input)
+}
+
+/// `x -> method/function(op) -> output`.
+fn function(name: &str, op: Op, x_shape: &[usize]) -> Case {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let y = g.call_function(&format!("torch.{}", op.mase_op()), op, &[x]);
+    g.output(y);
+    finish(name, g, x_shape, &[], Input::Normal(1.0))
+}
+
+/// `op(x, c)` (or `op(c, x)`) with a trainable constant `c` read by `get_attr`.
+fn with_const(name: &str, op: Op, x_shape: &[usize], c_shape: &[usize], const_first: bool) -> Case {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let c = g.get_attr("c");
+    let ins = if const_first { [c, x] } else { [x, c] };
+    let y = g.call_function(&format!("operator.{}", op.mase_op()), op, &ins);
+    g.output(y);
+    finish(name, g, x_shape, &[("c", c_shape.to_vec())], Input::Normal(1.0))
+}
+
+/// A graph built by `f` from the input node.
+fn custom(name: &str, x_shape: &[usize], consts: &[(&str, Vec<usize>)], f: impl FnOnce(&mut Graph, NodeId) -> NodeId) -> Case {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let y = f(&mut g, x);
+    g.output(y);
+    finish(name, g, x_shape, consts, Input::Normal(1.0))
+}
+
+fn draw_input(input: Input, n: usize, rng: &mut Rng) -> Vec<f32> {
+    match input {
+        Input::Normal(scale) => (0..n)
+            .map(|_| {
+                let mut v = rng.normal() as f32 * scale;
+                for kink in [0.0f32, 6.0] {
+                    if (v - kink).abs() < 0.05 {
+                        v = kink + 0.05f32.copysign(v - kink);
+                    }
+                }
+                v
+            })
+            .collect(),
+        Input::Distinct => {
+            let mut v: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.05).collect();
+            rng.shuffle(&mut v);
+            v
+        }
+    }
+}
+
+/// `sum(r * forward_train(x))` in f64 with a fresh executor.
+fn functional(case: &Case, params: &ParamStore, x: &[f32], r: &[f32]) -> f64 {
+    let mut exec = Executor::new(&case.graph, params, OPTS).unwrap();
+    let y = exec.forward(x, &case.x_shape, Mode::Train).unwrap();
+    y.iter().zip(r).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum()
+}
+
+/// Asserts that `analytic` matches `numeric` within 2% of each value plus 0.5% of the largest.
+fn assert_close(case: &str, what: &str, analytic: &[f32], numeric: &[f64]) {
+    let scale = numeric.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
+    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
+        let tol = 2e-2 * n.abs() + 5e-3 * scale;
+        assert!((f64::from(*a) - n).abs() <= tol, "{case}: d/d {what}[{i}]: analytic {a}, numeric {n} (tolerance {tol:.2e})");
+    }
+}
+
+fn check(case: &Case) {
+    let mut rng = Rng::new(7);
+    let n: usize = case.x_shape.iter().product();
+    let x = draw_input(case.input, n, &mut rng);
+    let mut exec = Executor::new(&case.graph, &case.params, OPTS).unwrap();
+    exec.set_keep_input_grad(true);
+    let out_len = exec.forward(&x, &case.x_shape, Mode::Train).unwrap().len();
+    let r: Vec<f32> = (0..out_len).map(|_| rng.normal() as f32).collect();
+    exec.backward(&r).unwrap();
+    let dx = exec.input_grad().expect("input gradient was requested").to_vec();
+    // Central difference of the functional; `at(e)` gives the parameters and input moved by `e`.
+    let central = |at: &dyn Fn(f32) -> (ParamStore, Vec<f32>)| -> f64 {
+        let (p1, x1) = at(EPS);
+        let (p2, x2) = at(-EPS);
+        (functional(case, &p1, &x1, &r) - functional(case, &p2, &x2, &r)) / (2.0 * f64::from(EPS))
+    };
+    let numeric_dx: Vec<f64> = (0..n)
+        .map(|i| {
+            central(&|e| {
+                let mut xe = x.clone();
+                xe[i] += e;
+                (case.params.clone(), xe)
+            })
+        })
+        .collect();
+    assert_close(&case.name, "x", &dx, &numeric_dx);
+    let grads = exec.grads();
+    assert!(!grads.is_empty() || case.params.trainable_count() == 0);
+    for (name, g) in grads {
+        let numeric: Vec<f64> = (0..g.len())
+            .map(|i| {
+                central(&|e| {
+                    let mut p = case.params.clone();
+                    p.get_mut(&name).unwrap().data[i] += e;
+                    (p, x.clone())
+                })
+            })
+            .collect();
+        assert_close(&case.name, &name, &g, &numeric);
+    }
+}
+
+#[test]
+fn layers_with_parameters() {
+    let lin = |i, o, bias| Op::Linear { in_features: i, out_features: o, bias };
+    let bn = |c| NormSpec::new(c);
+    let cases = vec![
+        module("linear", lin(5, 4, true), &[3, 5]),
+        module("linear on [N, L, F] without bias", lin(5, 3, false), &[2, 3, 5]),
+        module("conv2d 3x3 pad 1", Op::Conv2d(spec_conv(2, 3, 4, 3, 1, 1, 1, 1, true)), &[2, 3, 5, 5]),
+        module("conv2d stride 2 pad 1 dilation 2 groups 2", Op::Conv2d(spec_conv(2, 4, 6, 3, 2, 1, 2, 2, true)), &[2, 4, 7, 7]),
+        module("conv2d 1x1 groups 2 no bias", Op::Conv2d(spec_conv(2, 4, 6, 1, 1, 0, 1, 2, false)), &[2, 4, 3, 3]),
+        module("conv2d stride 3 no pad", Op::Conv2d(spec_conv(2, 2, 3, 2, 3, 0, 1, 1, true)), &[2, 2, 7, 8]),
+        module("conv1d k3 stride 2 pad 1", Op::Conv1d(spec_conv(1, 3, 4, 3, 2, 1, 1, 1, true)), &[2, 3, 9]),
+        module("conv1d groups 3 dilation 2 no bias", Op::Conv1d(spec_conv(1, 3, 6, 3, 1, 2, 2, 3, false)), &[2, 3, 8]),
+        module("batch_norm1d [N, C]", Op::BatchNorm1d(bn(4)), &[6, 4]),
+        module("batch_norm1d [N, C, L]", Op::BatchNorm1d(bn(3)), &[4, 3, 5]),
+        module("batch_norm2d", Op::BatchNorm2d(bn(2)), &[3, 2, 3, 3]),
+        module("batch_norm1d without affine", Op::BatchNorm1d(NormSpec { affine: false, ..bn(4) }), &[5, 4]),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn activations_and_softmax() {
+    let cases = vec![
+        module("relu", Op::Relu, &[3, 7]),
+        module_with("relu6", Op::Relu6, &[3, 7], Input::Normal(4.0)),
+        module("leaky_relu", Op::LeakyRelu { negative_slope: 0.1 }, &[3, 7]),
+        module("sigmoid", Op::Sigmoid, &[3, 7]),
+        module("tanh", Op::Tanh, &[3, 7]),
+        module("selu", Op::Selu, &[3, 7]),
+        module_with("gelu (erf)", Op::Gelu { tanh: false }, &[3, 7], Input::Normal(2.0)),
+        module_with("gelu (tanh)", Op::Gelu { tanh: true }, &[3, 7], Input::Normal(2.0)),
+        module("softmax dim 1", Op::Softmax { dim: 1 }, &[3, 5]),
+        module("softmax dim 0", Op::Softmax { dim: 0 }, &[3, 5]),
+        module("softmax dim -1 of rank 3", Op::Softmax { dim: -1 }, &[2, 3, 4]),
+        module("log_softmax dim 1", Op::LogSoftmax { dim: 1 }, &[3, 5]),
+        module("log_softmax middle dim", Op::LogSoftmax { dim: 1 }, &[2, 3, 4]),
+        module("dropout", Op::Dropout { p: 0.3 }, &[4, 6]),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn pools() {
+    let cases = vec![
+        module_with("max_pool2d k2", Op::MaxPool2d(pool(2, 2, 2, 0)), &[2, 2, 4, 4], Input::Distinct),
+        module_with("max_pool2d k3 s2 p1 (overlapping)", Op::MaxPool2d(pool(2, 3, 2, 1)), &[1, 2, 5, 5], Input::Distinct),
+        module_with("max_pool1d k3 s2 p1", Op::MaxPool1d(pool(1, 3, 2, 1)), &[2, 3, 8], Input::Distinct),
+        module("avg_pool2d k3 s2 p1", Op::AvgPool2d(pool(2, 3, 2, 1)), &[1, 2, 5, 5]),
+        module("avg_pool1d k2 p1", Op::AvgPool1d(pool(1, 2, 2, 1)), &[2, 3, 6]),
+        module("adaptive_avg_pool2d 5x7 -> 3x2", Op::AdaptiveAvgPool2d { output_size: [3, 2] }, &[2, 3, 5, 7]),
+        module("adaptive_avg_pool1d 7 -> 3", Op::AdaptiveAvgPool1d { output_size: 3 }, &[2, 3, 7]),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn shape_ops() {
+    let cases = vec![
+        function("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[2, 3, 2, 2]),
+        function("transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[2, 3, 4]),
+        function("permute", Op::Permute { dims: vec![2, 0, 1] }, &[2, 3, 4]),
+        custom("view(x.size(0), -1)", &[2, 3, 4], &[], |g, x| {
+            let n = g.call_method("size", Op::Size { dim: 0 }, &[x]);
+            g.call_method("view", Op::Reshape { shape: vec![DimArg::Input(1), DimArg::Const(-1)] }, &[x, n])
+        }),
+        // A reshape feeding a layer: the reshaped value shares its buffer with the input.
+        custom("flatten then linear", &[2, 2, 3], &[], |g, x| {
+            let f = g.call_method("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[x]);
+            g.call_module("fc", Op::Linear { in_features: 6, out_features: 2, bias: true }, &[f])
+        }),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn broadcasting_elementwise_and_matmul() {
+    let cases = vec![
+        with_const("add [2,3,4] + [3,1]", Op::Add, &[2, 3, 4], &[3, 1], false),
+        with_const("add same shape", Op::Add, &[2, 3], &[2, 3], false),
+        with_const("sub [2,1,4] - x[2,3,4]", Op::Sub, &[2, 3, 4], &[2, 1, 4], true),
+        with_const("sub x - [4]", Op::Sub, &[2, 3, 4], &[4], false),
+        with_const("mul [2,3,4] * [4]", Op::Mul, &[2, 3, 4], &[4], false),
+        with_const("mul both broadcast [2,1,4] * [3,1]", Op::Mul, &[2, 1, 4], &[3, 1], false),
+        with_const("matmul batched [2,3,4] @ [2,4,2]", Op::MatMul, &[2, 3, 4], &[2, 4, 2], false),
+        with_const("matmul broadcast [3,4] @ [2,4,5]", Op::MatMul, &[3, 4], &[2, 4, 5], false),
+        with_const("matmul broadcast [2,4,3] @ [3,2]", Op::MatMul, &[2, 4, 3], &[3, 2], false),
+        custom("mul x * x (one value, two inputs)", &[3, 4], &[], |g, x| g.call_function("operator.mul", Op::Mul, &[x, x])),
+        custom("x @ x^T", &[2, 3, 4], &[], |g, x| {
+            let t = g.call_method("transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[x]);
+            g.call_function("torch.matmul", Op::MatMul, &[x, t])
+        }),
+        custom("residual relu(linear(x)) + x", &[3, 4], &[], |g, x| {
+            let fc = g.call_module("fc", Op::Linear { in_features: 4, out_features: 4, bias: true }, &[x]);
+            let r = g.call_function("torch.nn.functional.relu", Op::Relu, &[fc]);
+            g.call_function("operator.add", Op::Add, &[r, x])
+        }),
+        custom("shared module called twice", &[3, 4], &[], |g, x| {
+            let a = g.call_module("fc", Op::Linear { in_features: 4, out_features: 4, bias: true }, &[x]);
+            let t = g.call_function("torch.tanh", Op::Tanh, &[a]);
+            g.call_module("fc", Op::Linear { in_features: 4, out_features: 4, bias: true }, &[t])
+        }),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn cross_entropy_loss_gradient() {
+    // loss_and_grad's own loss: mean cross-entropy after a linear layer and a batch norm.
+    let case = custom("cross-entropy", &[6, 5], &[], |g, x| {
+        let fc = g.call_module("fc", Op::Linear { in_features: 5, out_features: 4, bias: true }, &[x]);
+        g.call_module("bn", Op::BatchNorm1d(NormSpec::new(4)), &[fc])
+    });
+    let labels = [0u32, 3, 1, 2, 3, 1];
+    let mut rng = Rng::new(5);
+    let x = draw_input(Input::Normal(1.0), 30, &mut rng);
+    let mut exec = Executor::new(&case.graph, &case.params, OPTS).unwrap();
+    exec.set_keep_input_grad(true);
+    exec.loss_and_grad(&x, &case.x_shape, &labels).unwrap();
+    let dx = exec.input_grad().unwrap().to_vec();
+    let loss = |p: &ParamStore, x: &[f32]| -> f64 {
+        let mut e = Executor::new(&case.graph, p, OPTS).unwrap();
+        f64::from(e.loss_and_grad(x, &case.x_shape, &labels).unwrap().loss)
+    };
+    let eps = 1e-2f32;
+    let numeric: Vec<f64> = (0..x.len())
+        .map(|i| {
+            let (mut a, mut b) = (x.clone(), x.clone());
+            a[i] += eps;
+            b[i] -= eps;
+            (loss(&case.params, &a) - loss(&case.params, &b)) / (2.0 * f64::from(eps))
+        })
+        .collect();
+    assert_close("cross-entropy", "x", &dx, &numeric);
+    for (name, g) in exec.grads() {
+        let numeric: Vec<f64> = (0..g.len())
+            .map(|i| {
+                let (mut a, mut b) = (case.params.clone(), case.params.clone());
+                a.get_mut(&name).unwrap().data[i] += eps;
+                b.get_mut(&name).unwrap().data[i] -= eps;
+                (loss(&a, &x) - loss(&b, &x)) / (2.0 * f64::from(eps))
+            })
+            .collect();
+        assert_close("cross-entropy", &name, &g, &numeric);
+    }
+}

@@ -1,0 +1,183 @@
+//! The ops a model file may name, and how each becomes an IR op from the layer's keys and the
+//! shape flowing into it.
+
+use super::keys::{boolean, choice, dims, float_in, int, int_list, uint, width, Keys};
+use crate::{ModelContext, ZooError};
+use mase_ir::{ConvSpec, DimArg, NormSpec, Op, PoolSpec};
+
+/// How torch.fx would record the layer, which decides its node name and kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// A module: `seq_blocks.<i>` or the layer's name.
+    Module,
+    /// A function with two tensor inputs (`operator.add` -> node `add`).
+    Function(&'static str),
+    /// A tensor method with the layer's only input (`transpose`, `permute`).
+    Method(&'static str),
+    /// `x.view(x.size(0), *shape)`: a `size` node and a `view` node.
+    View,
+}
+
+/// Every op name a model file may use, in the order the documentation lists them.
+pub(crate) const OP_NAMES: &[&str] = &[
+    "linear",
+    "conv1d",
+    "conv2d",
+    "batch_norm1d",
+    "batch_norm2d",
+    "relu",
+    "relu6",
+    "leaky_relu",
+    "sigmoid",
+    "tanh",
+    "selu",
+    "gelu",
+    "softmax",
+    "log_softmax",
+    "max_pool1d",
+    "max_pool2d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "flatten",
+    "dropout",
+    "reshape",
+    "transpose",
+    "permute",
+    "add",
+    "sub",
+    "mul",
+    "matmul",
+];
+
+/// The keys an op takes besides `op`, `name` and `inputs`.
+pub(crate) fn op_keys(op: &str) -> &'static [&'static str] {
+    match op {
+        "linear" => &["out_features", "bias"],
+        "conv1d" | "conv2d" => &["out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias"],
+        "batch_norm1d" | "batch_norm2d" => &["eps", "momentum", "affine"],
+        "leaky_relu" => &["negative_slope"],
+        "gelu" => &["approximate"],
+        "softmax" | "log_softmax" => &["dim"],
+        "max_pool1d" | "max_pool2d" | "avg_pool1d" | "avg_pool2d" => &["kernel_size", "stride", "padding"],
+        "adaptive_avg_pool1d" | "adaptive_avg_pool2d" => &["output_size"],
+        "flatten" => &["start_dim", "end_dim"],
+        "dropout" => &["p"],
+        "reshape" => &["shape"],
+        "transpose" => &["dim0", "dim1"],
+        "permute" => &["dims"],
+        _ => &[],
+    }
+}
+
+/// Number of inputs the op takes: 2 for the binary functions, 1 for the rest.
+pub(crate) fn arity(op: &str) -> usize {
+    match op {
+        "add" | "sub" | "mul" | "matmul" => 2,
+        _ => 1,
+    }
+}
+
+/// The shape the op needs to read from, checked for rank: `[N, C, ...]` with `rank` dimensions.
+fn input_with_rank<'s>(keys: &Keys, shape: &'s [usize], ranks: &[usize], layout: &str) -> Result<&'s [usize], ZooError> {
+    if ranks.contains(&shape.len()) {
+        Ok(shape)
+    } else {
+        Err(keys.at().err("inputs", format!("op `{}` needs an input {layout}, got shape {shape:?}", keys.at().op)))
+    }
+}
+
+/// Builds the IR op of layer `op` from its keys and the shapes of its inputs (already checked to
+/// be as many as [`arity`] says), reading the keys [`op_keys`] lists.
+pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &ModelContext) -> Result<(Op, Call), ZooError> {
+    let x: &[usize] = inputs.first().map(|s| s.as_slice()).unwrap_or(&[]);
+    let module = |o: Op| Ok((o, Call::Module));
+    match op {
+        "linear" => {
+            let out_features = keys.req("out_features", &width(ctx.num_classes))?;
+            let bias = keys.opt("bias", true, &boolean)?;
+            let in_features = match x.last() {
+                Some(&f) if x.len() >= 2 => f,
+                _ => return Err(keys.at().err("inputs", format!("op `linear` needs an input [N, ..., features], got shape {x:?}"))),
+            };
+            module(Op::Linear { in_features, out_features, bias })
+        }
+        "conv1d" | "conv2d" => {
+            let n = if op == "conv1d" { 1 } else { 2 };
+            let out_channels = keys.req("out_channels", &width(ctx.num_classes))?;
+            let kernel = keys.req("kernel_size", &dims(n, 1))?;
+            let stride = keys.opt("stride", vec![1; n], &dims(n, 1))?;
+            let padding = keys.opt("padding", vec![0; n], &dims(n, 0))?;
+            let dilation = keys.opt("dilation", vec![1; n], &dims(n, 1))?;
+            let groups = keys.opt("groups", 1, &uint(1))?;
+            let bias = keys.opt("bias", true, &boolean)?;
+            let layout = if n == 1 { "[N, C, L]" } else { "[N, C, H, W]" };
+            let in_channels = input_with_rank(keys, x, &[n + 2], layout)?[1];
+            if in_channels % groups != 0 || out_channels % groups != 0 {
+                return Err(keys
+                    .at()
+                    .err("groups", format!("{groups} groups must divide in_channels = {in_channels} and out_channels = {out_channels}")));
+            }
+            let spec = ConvSpec { in_channels, out_channels, kernel, stride, padding, dilation, groups, bias };
+            module(if n == 1 { Op::Conv1d(spec) } else { Op::Conv2d(spec) })
+        }
+        "batch_norm1d" | "batch_norm2d" => {
+            let eps = keys.opt("eps", 1e-5, &float_in(f64::MIN_POSITIVE, 1.0))?;
+            let momentum = keys.opt("momentum", 0.1, &float_in(0.0, 1.0))?;
+            let affine = keys.opt("affine", true, &boolean)?;
+            let (ranks, layout): (&[usize], _) =
+                if op == "batch_norm1d" { (&[2, 3], "[N, C] or [N, C, L]") } else { (&[4], "[N, C, H, W]") };
+            let num_features = input_with_rank(keys, x, ranks, layout)?[1];
+            let spec = NormSpec { num_features, eps, momentum, affine };
+            module(if op == "batch_norm1d" { Op::BatchNorm1d(spec) } else { Op::BatchNorm2d(spec) })
+        }
+        "relu" => module(Op::Relu),
+        "relu6" => module(Op::Relu6),
+        "sigmoid" => module(Op::Sigmoid),
+        "tanh" => module(Op::Tanh),
+        "selu" => module(Op::Selu),
+        "leaky_relu" => module(Op::LeakyRelu { negative_slope: keys.opt("negative_slope", 0.01, &float_in(-1e6, 1e6))? }),
+        "gelu" => module(Op::Gelu { tanh: keys.opt("approximate", "none", &choice(&["none", "tanh"]))? == "tanh" }),
+        "softmax" => module(Op::Softmax { dim: keys.opt("dim", -1, &int)? }),
+        "log_softmax" => module(Op::LogSoftmax { dim: keys.opt("dim", -1, &int)? }),
+        "max_pool1d" | "max_pool2d" | "avg_pool1d" | "avg_pool2d" => {
+            let n = if op.ends_with("1d") { 1 } else { 2 };
+            let kernel = keys.req("kernel_size", &dims(n, 1))?;
+            // PyTorch's pools default their stride to the kernel size.
+            let stride = keys.opt("stride", kernel.clone(), &dims(n, 1))?;
+            let padding = keys.opt("padding", vec![0; n], &dims(n, 0))?;
+            let spec = PoolSpec { kernel, stride, padding };
+            module(match op {
+                "max_pool1d" => Op::MaxPool1d(spec),
+                "max_pool2d" => Op::MaxPool2d(spec),
+                "avg_pool1d" => Op::AvgPool1d(spec),
+                _ => Op::AvgPool2d(spec),
+            })
+        }
+        "adaptive_avg_pool1d" => module(Op::AdaptiveAvgPool1d { output_size: keys.req("output_size", &uint(1))? }),
+        "adaptive_avg_pool2d" => {
+            let s = keys.req("output_size", &dims(2, 1))?;
+            module(Op::AdaptiveAvgPool2d { output_size: [s[0], s[1]] })
+        }
+        "flatten" => module(Op::Flatten { start_dim: keys.opt("start_dim", 1, &int)?, end_dim: keys.opt("end_dim", -1, &int)? }),
+        "dropout" => module(Op::Dropout { p: keys.opt("p", 0.5, &float_in(0.0, 1.0))? }),
+        "reshape" => {
+            let per_sample = keys.req("shape", &int_list)?;
+            if per_sample.iter().any(|&d| d < -1 || d == 0) {
+                return Err(keys.at().err("shape", format!("entries must be positive or -1, got {per_sample:?}")));
+            }
+            // The batch dimension is kept as `x.size(0)`, so `shape` describes one sample.
+            let mut shape = vec![DimArg::Input(1)];
+            shape.extend(per_sample.into_iter().map(DimArg::Const));
+            Ok((Op::Reshape { shape }, Call::View))
+        }
+        "transpose" => Ok((Op::Transpose { dim0: keys.req("dim0", &int)?, dim1: keys.req("dim1", &int)? }, Call::Method("transpose"))),
+        "permute" => Ok((Op::Permute { dims: keys.req("dims", &int_list)? }, Call::Method("permute"))),
+        "add" => Ok((Op::Add, Call::Function("operator.add"))),
+        "sub" => Ok((Op::Sub, Call::Function("operator.sub"))),
+        "mul" => Ok((Op::Mul, Call::Function("operator.mul"))),
+        "matmul" => Ok((Op::MatMul, Call::Function("torch.matmul"))),
+        other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", OP_NAMES.join(", ")))),
+    }
+}

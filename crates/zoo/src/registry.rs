@@ -1,0 +1,95 @@
+//! The table of named models.
+
+use crate::context::ModelContext;
+use crate::layers::check_graph;
+use crate::{jsc, toy, vision, Result, ZooError};
+use mase_ir::Graph;
+
+/// What the zoo says about a named model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The name `ch` takes (`jsc-tiny`).
+    pub name: &'static str,
+    /// One line on the architecture and its size on its usual data set.
+    pub description: &'static str,
+    /// `physical` (tabular jet data), `vision` (images) or `toy`.
+    pub family: &'static str,
+}
+
+/// A model builder: the model's name (for error messages) and the data set's context.
+type Builder = fn(&str, &ModelContext) -> Result<Graph>;
+
+struct Entry {
+    info: ModelInfo,
+    build: Builder,
+}
+
+const fn entry(name: &'static str, family: &'static str, description: &'static str, build: Builder) -> Entry {
+    Entry { info: ModelInfo { name, description, family }, build }
+}
+
+/// Every named model, in the order `ch` lists them.
+const MODELS: &[Entry] = &[
+    entry("jsc-tiny", "physical", "BN, ReLU, Linear(16, 5), ReLU (117 params on jsc)", jsc::jsc_tiny),
+    entry("jsc-toy", "physical", "BN, then 3 x (Linear, BN, ReLU) with widths 8, 8, 5 (327 params on jsc)", jsc::jsc_toy),
+    entry("jsc-s", "physical", "BN, 16-64-32-32-32-5 MLP with BN on the first and last layers (5615 params on jsc)", jsc::jsc_s),
+    entry(
+        "jsc-three-linear",
+        "physical",
+        "lab 4's BN, ReLU, 3 x (Linear, ReLU) with widths 16, 16, 5 (661 params on jsc)",
+        jsc::jsc_three_linear,
+    ),
+    entry(
+        "jsc-three-layer",
+        "physical",
+        "hls4ml's jet tagger 16-64-32-32-5 with ReLU, logits out (4389 params on jsc)",
+        jsc::jsc_three_layer,
+    ),
+    entry("toy", "toy", "ToyNet: flatten, Linear(in, 8), ReLU, Linear(8, 8), ReLU, Linear(8, classes) (130 params on toy_tiny)", toy::toy),
+    entry("toy_tiny", "toy", "ToyTiny: flatten, Linear(in, 2), ReLU; 2 outputs (10 params on toy_tiny)", toy::toy_tiny),
+    entry("mlp", "vision", "Flatten, Linear(in, 64), ReLU, Linear(64, classes) (4810 params on digits)", vision::mlp),
+    entry("tfc", "vision", "FINN's TFC: Flatten, 3 x (Linear(64), BN, ReLU), Linear(64, classes) (59594 params on mnist)", vision::tfc),
+    entry(
+        "mnist-cnn",
+        "vision",
+        "2 x (Conv3x3, ReLU, MaxPool2) with 8 and 16 channels, Flatten, Linear (9098 params on mnist)",
+        vision::mnist_cnn,
+    ),
+    entry(
+        "vgg7",
+        "vision",
+        "MASE's CIFAR VGG7: 6 conv+BN+ReLU, 3 max-pools, 8192-1024-1024-classes (14029450 params on cifar10)",
+        vision::vgg7,
+    ),
+];
+
+fn lookup(name: &str) -> Option<&'static Entry> {
+    let lower = name.to_ascii_lowercase();
+    MODELS.iter().find(|e| e.info.name == lower)
+}
+
+/// The names of all named models.
+pub fn model_names() -> Vec<&'static str> {
+    MODELS.iter().map(|e| e.info.name).collect()
+}
+
+/// Name, family and description of a named model (case-insensitive), or `None` if unknown.
+pub fn model_info(name: &str) -> Option<ModelInfo> {
+    lookup(name).map(|e| e.info)
+}
+
+/// Builds the graph of a named model for a data set. The graph has no parameters; its
+/// `param_specs` say what to initialise. Fails for an unknown name (listing the known ones) or
+/// a data set the model does not fit.
+pub fn build_model(name: &str, ctx: &ModelContext) -> Result<Graph> {
+    let e = lookup(name).ok_or_else(|| ZooError::UnknownModel { name: name.to_string(), known: model_names().join(", ") })?;
+    let g = (e.build)(e.info.name, ctx)?;
+    check_graph(e.info.name, &g, ctx)?;
+    Ok(g)
+}
+
+/// Number of trainable scalars the graph's modules own (what PyTorch reports as "Trainable
+/// params"); BatchNorm running statistics are buffers and do not count.
+pub fn trainable_params(graph: &Graph) -> usize {
+    graph.param_specs().iter().filter(|(_, s)| s.trainable).map(|(_, s)| s.shape.iter().product::<usize>()).sum()
+}
