@@ -99,8 +99,8 @@ pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: 
     if m > ROW_BLOCK && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
         let ld = c.ld;
         let block = |(i, cblock): (usize, &mut [f32])| {
-            let r0 = i * ROW_BLOCK;
-            sgemm_block(alpha, a.row_block(r0, ROW_BLOCK.min(m - r0)), b, beta, cblock, ld, ROW_BLOCK.min(m - r0), n);
+            let (r0, rows) = (i * ROW_BLOCK, ROW_BLOCK.min(m - i * ROW_BLOCK));
+            sgemm_block(alpha, a.row_block(r0, rows), b, beta, MatMut { data: cblock, rows, cols: n, ld });
         };
         let used = &mut c.data[..(m - 1) * ld + n];
         match pool {
@@ -108,7 +108,7 @@ pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: 
             _ => used.chunks_mut(ROW_BLOCK * ld).enumerate().for_each(block),
         }
     } else {
-        sgemm_block(alpha, a, b, beta, c.data, c.ld, m, n);
+        sgemm_block(alpha, a, b, beta, c);
     }
 }
 
@@ -130,9 +130,9 @@ pub fn in_gemm_library() -> bool {
 /// models (less packing overhead) and 10-15% on the vgg7 convolutions (see
 /// `examples/step_speed.rs`). Its AVX-512 kernels (feature `x86-v4`) were slower on this
 /// machine's Zen 4, so they stay off.
-fn sgemm_block(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ld: usize, m: usize, n: usize) {
-    let k = a.cols;
-    assert!(a.rows == m && a.span() <= a.data.len() && (m - 1) * ld + n <= c.len(), "gemm block out of range");
+fn sgemm_block(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>) {
+    let (m, k, n, ld) = (c.rows, a.cols, c.cols, c.ld);
+    assert!(a.rows == m && a.span() <= a.data.len() && (m - 1) * ld + n <= c.data.len(), "gemm block out of range");
     // SAFETY: the asserts above and in `gemm` check that every index the product touches lies
     // inside the three slices, and `c` is borrowed mutably so it cannot alias `a` or `b`.
     // The crate computes dst = alpha * dst + beta * lhs * rhs: its names are swapped against
@@ -143,7 +143,7 @@ fn sgemm_block(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ld:
             m,
             n,
             k,
-            c.as_mut_ptr(),
+            c.data.as_mut_ptr(),
             1,
             ld as isize,
             beta != 0.0,

@@ -35,8 +35,9 @@ struct Case {
     input: Input,
 }
 
-fn spec_conv(dims: usize, cin: usize, cout: usize, k: usize, stride: usize, pad: usize, dil: usize, groups: usize, bias: bool) -> ConvSpec {
-    ConvSpec { dilation: vec![dil; dims], groups, bias, ..ConvSpec::new(dims, cin, cout, k, stride, pad) }
+/// `Conv{dims}d(cin, cout, k, stride, padding)`; dilation, groups and bias are set at the call.
+fn conv(dims: usize, cin: usize, cout: usize, k: usize, stride: usize, pad: usize) -> ConvSpec {
+    ConvSpec::new(dims, cin, cout, k, stride, pad)
 }
 
 fn pool(dims: usize, k: usize, s: usize, p: usize) -> PoolSpec {
@@ -188,12 +189,20 @@ fn layers_with_parameters() {
     let cases = vec![
         module("linear", lin(5, 4, true), &[3, 5]),
         module("linear on [N, L, F] without bias", lin(5, 3, false), &[2, 3, 5]),
-        module("conv2d 3x3 pad 1", Op::Conv2d(spec_conv(2, 3, 4, 3, 1, 1, 1, 1, true)), &[2, 3, 5, 5]),
-        module("conv2d stride 2 pad 1 dilation 2 groups 2", Op::Conv2d(spec_conv(2, 4, 6, 3, 2, 1, 2, 2, true)), &[2, 4, 7, 7]),
-        module("conv2d 1x1 groups 2 no bias", Op::Conv2d(spec_conv(2, 4, 6, 1, 1, 0, 1, 2, false)), &[2, 4, 3, 3]),
-        module("conv2d stride 3 no pad", Op::Conv2d(spec_conv(2, 2, 3, 2, 3, 0, 1, 1, true)), &[2, 2, 7, 8]),
-        module("conv1d k3 stride 2 pad 1", Op::Conv1d(spec_conv(1, 3, 4, 3, 2, 1, 1, 1, true)), &[2, 3, 9]),
-        module("conv1d groups 3 dilation 2 no bias", Op::Conv1d(spec_conv(1, 3, 6, 3, 1, 2, 2, 3, false)), &[2, 3, 8]),
+        module("conv2d 3x3 pad 1", Op::Conv2d(conv(2, 3, 4, 3, 1, 1)), &[2, 3, 5, 5]),
+        module(
+            "conv2d stride 2 pad 1 dilation 2 groups 2",
+            Op::Conv2d(ConvSpec { dilation: vec![2, 2], groups: 2, ..conv(2, 4, 6, 3, 2, 1) }),
+            &[2, 4, 7, 7],
+        ),
+        module("conv2d 1x1 groups 2 no bias", Op::Conv2d(ConvSpec { groups: 2, bias: false, ..conv(2, 4, 6, 1, 1, 0) }), &[2, 4, 3, 3]),
+        module("conv2d stride 3 no pad", Op::Conv2d(conv(2, 2, 3, 2, 3, 0)), &[2, 2, 7, 8]),
+        module("conv1d k3 stride 2 pad 1", Op::Conv1d(conv(1, 3, 4, 3, 2, 1)), &[2, 3, 9]),
+        module(
+            "conv1d groups 3 dilation 2 no bias",
+            Op::Conv1d(ConvSpec { dilation: vec![2], groups: 3, bias: false, ..conv(1, 3, 6, 3, 1, 2) }),
+            &[2, 3, 8],
+        ),
         module("batch_norm1d [N, C]", Op::BatchNorm1d(bn(4)), &[6, 4]),
         module("batch_norm1d [N, C, L]", Op::BatchNorm1d(bn(3)), &[4, 3, 5]),
         module("batch_norm2d", Op::BatchNorm2d(bn(2)), &[3, 2, 3, 3]),
@@ -225,7 +234,7 @@ fn activations_and_softmax() {
 
 #[test]
 fn pools() {
-    let cases = vec![
+    let cases = [
         module_with("max_pool2d k2", Op::MaxPool2d(pool(2, 2, 2, 0)), &[2, 2, 4, 4], Input::Distinct),
         module_with("max_pool2d k3 s2 p1 (overlapping)", Op::MaxPool2d(pool(2, 3, 2, 1)), &[1, 2, 5, 5], Input::Distinct),
         module_with("max_pool1d k3 s2 p1", Op::MaxPool1d(pool(1, 3, 2, 1)), &[2, 3, 8], Input::Distinct),
@@ -239,7 +248,7 @@ fn pools() {
 
 #[test]
 fn shape_ops() {
-    let cases = vec![
+    let cases = [
         function("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[2, 3, 2, 2]),
         function("transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[2, 3, 4]),
         function("permute", Op::Permute { dims: vec![2, 0, 1] }, &[2, 3, 4]),

@@ -1,0 +1,66 @@
+//! jsc-tiny and jsc-toy train on the jsc fixtures in each real format (HDF5, OpenML CSV, ARFF), and
+//! MASE's lab config runs unchanged.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+/// A data dir holding only one format of the jsc fixture.
+fn jsc_dir(root: &Path, file: &str) -> PathBuf {
+    let d = root.join(file.replace('.', "_"));
+    std::fs::create_dir_all(d.join("jsc")).unwrap();
+    let src = repo_root().join("crates/io/tests/fixtures/jsc").join(file);
+    std::fs::copy(&src, d.join("jsc").join(file)).unwrap();
+    d
+}
+
+#[test]
+fn jsc_models_train_on_every_format() {
+    let root = scratch("jsc");
+    for file in ["jsc_fixture.h5", "hls4ml_lhc_jets_hlf.csv", "hls4ml_lhc_jets_hlf.arff"] {
+        let data = jsc_dir(&root, file);
+        for model in ["jsc-tiny", "jsc-toy"] {
+            let project = format!("{model}-{}", file.replace('.', "_"));
+            let args = ["train", model, "jsc", "--data-dir", data.to_str().unwrap(), "--max-epochs", "8", "--batch-size", "64"];
+            let t = ch_json(&[&args[..], &["--learning-rate", "1e-2", "--project", &project]].concat(), &root);
+            let h = t["history"].as_array().unwrap();
+            let (first, last) = (&h[0], &h[h.len() - 1]);
+            let loss = |r: &serde_json::Value| r["train_loss"].as_f64().unwrap();
+            assert!(loss(last) < loss(first), "{model} on {file}: training loss should fall: {h:?}");
+            let best = t["best_checkpoint"].as_str().unwrap();
+            let r = ch_json(&["test", model, "jsc", "--data-dir", data.to_str().unwrap(), "--load", best], &root);
+            // The fixture's classes are separable (a nearest-centroid rule scores > 80 %); chance is 20 %.
+            assert!(r["test_acc"].as_f64().unwrap() > 0.4, "{model} on {file}: {r}");
+        }
+    }
+}
+
+#[test]
+fn mase_lab_config_runs_unchanged() {
+    let root = scratch("labcfg");
+    let data = jsc_dir(&root, "jsc_fixture.h5");
+    let cfg = repo_root().join("configs/examples/jsc_toy_by_type.toml");
+    let out = ch(&["train", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--json"], &root);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("WARNING") && stderr.contains("accelerator"), "gpu accelerator is reported: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["model"], "jsc-tiny");
+    assert_eq!(v["trainable_params"], 117);
+    // `project = "jsc-tiny"` in the config fixes the output folder.
+    assert!(root.join("mase_output/jsc-tiny/software/training_ckpts/last.ckpt").exists());
+}
+
+#[test]
+fn model_files_work_where_zoo_names_do() {
+    let root = scratch("modelfile");
+    let data = jsc_dir(&root, "jsc_fixture.h5");
+    let model = repo_root().join("models/jsc-m.toml");
+    let t = ch_json(&["train", model.to_str().unwrap(), "jsc", "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--project", "m"], &root);
+    assert_eq!(t["trainable_params"], 1455);
+    let info = ch(&["info"], &root);
+    let text = String::from_utf8_lossy(&info.stdout);
+    for name in ["jsc-tiny", "vgg7", "mnist", "digits", "jsc"] {
+        assert!(text.contains(name), "`ch info` lists {name}: {text}");
+    }
+}
