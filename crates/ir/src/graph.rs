@@ -52,6 +52,9 @@ pub struct Node {
     pub target: String,
     pub inputs: Vec<NodeId>,
     pub op: Op,
+    /// Number formats applied to this node's operands, when it is quantized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quant: Option<crate::NodeQuant>,
     #[serde(default)]
     pub meta: NodeMeta,
 }
@@ -107,7 +110,7 @@ impl Graph {
     fn push(&mut self, candidate: &str, kind: NodeKind, target: String, op: Op, inputs: &[NodeId]) -> NodeId {
         let name = self.namer.create(candidate);
         let id = NodeId(self.nodes.len());
-        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, meta: NodeMeta::default() });
+        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, quant: None, meta: NodeMeta::default() });
         id
     }
 

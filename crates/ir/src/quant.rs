@@ -1,0 +1,151 @@
+//! Quantization as data (DESIGN.md principle 2): a quantized node is the same op plus the number
+//! formats of its inputs, weight, bias and output. The arithmetic of each format lives in the
+//! `mase-quant` crate; the IR only records which format applies where, so passes, the runtime,
+//! checkpoints and ONNX/QONNX export all read one description.
+
+use crate::Tensor;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// QONNX rounding modes (`rounding_mode` of `IntQuant`/`Trunc`/`FloatQuant`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RoundingMode {
+    /// Half to even (`torch.round`, numpy `round`).
+    #[default]
+    Round,
+    Ceil,
+    Floor,
+    /// Away from zero.
+    Up,
+    /// Towards zero.
+    Down,
+    HalfUp,
+    HalfDown,
+}
+
+/// A number format with its parameters. MASE's formats use MASE's field names (spec
+/// mase-ir-passes.md §11.3, §12); the QONNX ones follow the QONNX operator specification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum QuantFormat {
+    /// Fixed point: `clamp(round(x * 2^frac), lo, hi) / 2^frac`.
+    Integer { width: u32, frac_width: i32, signed: bool },
+    MinifloatDenorm { width: u32, exponent_width: u32, exponent_bias: Option<i32> },
+    MinifloatIeee { width: u32, exponent_width: u32, exponent_bias: Option<i32> },
+    Log { width: u32, exponent_bias: Option<i32> },
+    BlockFp { width: u32, exponent_width: u32, exponent_bias: Option<i32>, block_size: Vec<usize>, skip_first_dim: bool },
+    BlockMinifloat { width: u32, exponent_width: u32, exponent_bias_width: u32, block_size: Vec<usize>, skip_first_dim: bool },
+    BlockLog { width: u32, exponent_bias_width: u32, block_size: Vec<usize>, skip_first_dim: bool },
+    Binary { stochastic: bool, bipolar: bool },
+    /// MASE's ternary with its threshold honoured (MASE computes and then ignores it).
+    Ternary { scaling_factor: bool, threshold: Option<f32> },
+    /// QONNX `IntQuant` (`Quant`): `(clamp(round(x / scale + zero_point), min, max) - zero_point) * scale`.
+    /// `scale` and `zero_point` broadcast against the tensor (per-tensor: shape `[]`).
+    IntQuant { scale: Tensor, zero_point: Tensor, bit_width: f32, signed: bool, narrow: bool, rounding_mode: RoundingMode },
+    /// QONNX `BipolarQuant`: `sign(x) * scale` with `sign(0) = +1`.
+    BipolarQuant { scale: Tensor },
+    /// QONNX `FloatQuant` (arbitrary-precision minifloat).
+    FloatQuant {
+        scale: Tensor,
+        exponent_bitwidth: f32,
+        mantissa_bitwidth: f32,
+        exponent_bias: f32,
+        max_val: f32,
+        has_inf: bool,
+        has_nan: bool,
+        has_subnormal: bool,
+        saturation: bool,
+        rounding_mode: RoundingMode,
+    },
+}
+
+impl QuantFormat {
+    /// The `type` string MASE writes into metadata (the quantizer name).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            QuantFormat::Integer { .. } => "integer",
+            QuantFormat::MinifloatDenorm { .. } => "minifloat_denorm",
+            QuantFormat::MinifloatIeee { .. } => "minifloat_ieee",
+            QuantFormat::Log { .. } => "log",
+            QuantFormat::BlockFp { .. } => "block_fp",
+            QuantFormat::BlockMinifloat { .. } => "block_minifloat",
+            QuantFormat::BlockLog { .. } => "block_log",
+            QuantFormat::Binary { .. } => "binary",
+            QuantFormat::Ternary { .. } => "ternary",
+            QuantFormat::IntQuant { .. } => "int_quant",
+            QuantFormat::BipolarQuant { .. } => "bipolar_quant",
+            QuantFormat::FloatQuant { .. } => "float_quant",
+        }
+    }
+
+    /// The `precision` list of metadata, in MASE's fixed order per type (spec §1.4).
+    pub fn precision(&self) -> Vec<Value> {
+        let bias = |b: &Option<i32>| b.map(Value::from).unwrap_or(Value::Null);
+        let blk = |b: &[usize]| Value::from(b.to_vec());
+        match self {
+            QuantFormat::Integer { width, frac_width, .. } => vec![(*width).into(), (*frac_width).into()],
+            QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias }
+            | QuantFormat::MinifloatIeee { width, exponent_width, exponent_bias } => {
+                vec![(*width).into(), (*exponent_width).into(), bias(exponent_bias)]
+            }
+            QuantFormat::Log { width, exponent_bias } => vec![(*width).into(), bias(exponent_bias)],
+            QuantFormat::BlockFp { width, exponent_width, exponent_bias, block_size, .. } => {
+                vec![(*width).into(), (*exponent_width).into(), bias(exponent_bias), blk(block_size)]
+            }
+            QuantFormat::BlockMinifloat { width, exponent_width, exponent_bias_width, block_size, .. } => {
+                vec![(*width).into(), (*exponent_width).into(), (*exponent_bias_width).into(), blk(block_size)]
+            }
+            QuantFormat::BlockLog { width, exponent_bias_width, block_size, .. } => {
+                vec![(*width).into(), (*exponent_bias_width).into(), blk(block_size)]
+            }
+            QuantFormat::Binary { stochastic, bipolar } => vec![1.into(), (*stochastic as u8).into(), (*bipolar as u8).into()],
+            QuantFormat::Ternary { scaling_factor, .. } => vec![2.into(), (*scaling_factor as u8).into(), Value::Null, Value::Null, Value::Null],
+            QuantFormat::IntQuant { bit_width, .. } => vec![(*bit_width as f64).into()],
+            QuantFormat::BipolarQuant { .. } => vec![1.into()],
+            QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => {
+                vec![(1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64).into(), (*exponent_bitwidth as f64).into(), (*mantissa_bitwidth as f64).into()]
+            }
+        }
+    }
+
+    /// Storage width in bits of one value (for average bit width and BitOPs).
+    pub fn bits(&self) -> f64 {
+        match self {
+            QuantFormat::Integer { width, .. }
+            | QuantFormat::MinifloatDenorm { width, .. }
+            | QuantFormat::MinifloatIeee { width, .. }
+            | QuantFormat::Log { width, .. }
+            | QuantFormat::BlockFp { width, .. }
+            | QuantFormat::BlockMinifloat { width, .. }
+            | QuantFormat::BlockLog { width, .. } => *width as f64,
+            QuantFormat::Binary { .. } | QuantFormat::BipolarQuant { .. } => 1.0,
+            QuantFormat::Ternary { .. } => 2.0,
+            QuantFormat::IntQuant { bit_width, .. } => *bit_width as f64,
+            QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => 1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64,
+        }
+    }
+}
+
+/// The formats applied to one node. `None` means "left in float".
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeQuant {
+    /// One entry per data input, in input order (`data_in_0`, `data_in_1`, ...).
+    pub data_in: Vec<Option<QuantFormat>>,
+    pub weight: Option<QuantFormat>,
+    pub bias: Option<QuantFormat>,
+    pub data_out: Option<QuantFormat>,
+    /// MASE's `bypass`: the node keeps its float behaviour although it carries a config.
+    #[serde(default)]
+    pub bypass: bool,
+    /// The config the node was quantized with, as written (for reports and sampled configs).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+}
+
+impl NodeQuant {
+    /// Whether anything is actually quantized.
+    pub fn is_active(&self) -> bool {
+        !self.bypass && (self.data_in.iter().any(Option::is_some) || self.weight.is_some() || self.bias.is_some() || self.data_out.is_some())
+    }
+}
