@@ -23,12 +23,27 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-three-layer", "tfc", "vgg7"]
+ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7"]
 
 
 def arg(name, default):
     a = sys.argv
     return type(default)(a[a.index(name) + 1]) if name in a else default
+
+
+def ste_q(x, width=8, frac=4):
+    """Integer fixed-point fake quantization with a straight-through estimator (MASE's
+    `integer_quantizer`), as `QLinear` in shared/reference/torch_bench.py."""
+    s = 2.0 ** frac
+    q = torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
+    return x + (q - x).detach()
+
+
+class QLinear(nn.Linear):
+    """A linear layer with 8/4 fake quantization on its input, weight and bias (jsc-toy-q)."""
+
+    def forward(self, x):
+        return F.linear(ste_q(x), ste_q(self.weight), ste_q(self.bias))
 
 
 class Seq(nn.Module):
@@ -64,7 +79,8 @@ def build(name):
     L, BN, R = nn.Linear, nn.BatchNorm1d, nn.ReLU
     if name == "jsc-tiny":
         return Seq([BN(16), R(), L(16, 5), R()])
-    if name == "jsc-toy":
+    if name in ("jsc-toy", "jsc-toy-q"):
+        L = QLinear if name.endswith("-q") else L
         return Seq([BN(16), R(), L(16, 8), BN(8), R(), L(8, 8), BN(8), R(), L(8, 5), BN(5), R()])
     if name == "jsc-three-layer":
         return Seq([L(16, 64), R(), L(64, 32), R(), L(32, 32), R(), L(32, 5)])
@@ -149,7 +165,7 @@ def main():
     models = arg("--models", ",".join(ALL_MODELS)).split(",")
     torch.set_num_threads(threads)
     for name in models:
-        if name in ("jsc-tiny", "jsc-toy", "jsc-three-layer"):
+        if name in ("jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer"):
             x, y = jsc_dataset(rows)
             run_case(name, x, y, 256, 10, steps, threads)
         elif name == "tfc":

@@ -3,8 +3,29 @@
 use crate::data::{cifar_synthetic, jsc_synthetic, mnist_synthetic, Dataset};
 use crate::error::{BenchError, Result};
 
-/// The models the benchmark knows, in the order it runs them.
-pub const MODELS: [&str; 5] = ["jsc-tiny", "jsc-toy", "jsc-three-layer", "tfc", "vgg7"];
+/// The models the benchmark knows, in the order it runs them. `jsc-toy-q` is jsc-toy with
+/// fake quantization on every linear layer (see [`build_bench_model`]).
+pub const MODELS: [&str; 6] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7"];
+
+/// The graph of a benchmarked model: the zoo's model of that name, or for a name ending in `-q`
+/// the zoo's model with integer 8/4 fake quantization on the data input, weight and bias of
+/// every linear layer, which is `QLinear` of `shared/reference/torch_bench.py`.
+pub fn build_bench_model(name: &str, ctx: &mase_zoo::ModelContext) -> Result<mase_ir::Graph, Box<mase_zoo::ZooError>> {
+    let Some(base) = name.strip_suffix("-q") else { return mase_zoo::build_model(name, ctx).map_err(Box::new) };
+    let mut g = mase_zoo::build_model(base, ctx).map_err(Box::new)?;
+    let f = mase_ir::QuantFormat::Integer { width: 8, frac_width: 4, signed: true };
+    for n in g.nodes_mut() {
+        if matches!(n.op, mase_ir::Op::Linear { .. }) {
+            n.quant = Some(mase_ir::NodeQuant {
+                data_in: vec![Some(f.clone())],
+                weight: Some(f.clone()),
+                bias: Some(f.clone()),
+                ..Default::default()
+            });
+        }
+    }
+    Ok(g)
+}
 
 /// Which halves of the protocol to run. Profiling one half at a time keeps the other out of
 /// the profile.
@@ -110,6 +131,7 @@ mod tests {
     #[test]
     fn each_model_gets_its_data_shape_and_batches() {
         assert_eq!(shapes(&["jsc-toy"]), [("jsc-toy", 256, vec![256, 16])]);
+        assert_eq!(shapes(&["jsc-toy-q"]), [("jsc-toy-q", 256, vec![256, 16])]);
         assert_eq!(shapes(&["tfc"]), [("tfc", 256, vec![256, 1, 28, 28])]);
         assert_eq!(shapes(&["vgg7"]), [("vgg7", 32, vec![32, 3, 32, 32]), ("vgg7", 128, vec![128, 3, 32, 32])]);
     }

@@ -1,12 +1,13 @@
 //! The timing protocol, shared with `bench/pytorch_ref.py`: warm-up steps, then timed training
 //! steps over consecutive batches (cycled), then timed eval batches; medians of each.
 
+use crate::cases::build_bench_model;
 use crate::cases::Case;
 use crate::error::{BenchError, Result};
 use crate::report::{median, Measurement};
 use mase_ir::Rng;
 use mase_runtime::{init_params, ExecOptions, Executor, Mode, Optimizer, OptimizerKind};
-use mase_zoo::{build_model, trainable_params, ModelContext};
+use mase_zoo::{trainable_params, ModelContext};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -21,7 +22,7 @@ pub fn run_case(case: &Case, threads: usize, seed: u64) -> Result<Measurement> {
     let (model, batch) = (case.model, case.batch);
     let run_err = |source| BenchError::Run { model: model.to_string(), batch, source: Box::new(source) };
     let ctx = ModelContext::new(case.data.sample_shape.clone(), case.data.num_classes);
-    let graph = build_model(model, &ctx).map_err(|source| BenchError::Build { model: model.to_string(), source: Box::new(source) })?;
+    let graph = build_bench_model(model, &ctx).map_err(|source| BenchError::Build { model: model.to_string(), source })?;
     let params = init_params(&graph, &mut Rng::new(seed));
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads, seed }).map_err(run_err)?;
     let mut opt = torch_default_adam();
@@ -81,6 +82,14 @@ mod tests {
         // Cross-entropy over 5 classes of ReLU'd logits starts near ln 5 = 1.61 and cannot go
         // below 0 or, with logits that small, far above ln 5 after 7 steps.
         assert!(m.last_loss > 0.5 && m.last_loss < 3.0, "{m:?}");
+    }
+
+    #[test]
+    fn the_quantized_case_trains_with_fake_quantization() {
+        let case = Case { model: "jsc-toy-q", data: jsc_synthetic(1024, 3), batch: 256, warmup: 2, steps: 5, phase: Phase::Train };
+        let m = run_case(&case, 1, 0).expect("jsc-toy-q runs");
+        assert_eq!((m.model.as_str(), m.params), ("jsc-toy-q", 327));
+        assert!(m.last_loss.is_finite(), "{m:?}");
     }
 
     #[test]

@@ -20,6 +20,14 @@ pub enum Action {
     Train(RunArgs),
     /// Evaluate a checkpoint (`--load`) on the test split.
     Test(RunArgs),
+    /// Search a design space (the `[search]` table of `--config`); trials go to a study database.
+    Search(SearchArgs),
+    /// Run the `[passes.*]` of `--config` in order (quantize, analyses) and save the transformed model.
+    Transform(TransformArgs),
+    /// Report on a model without a config: graph, metadata, statistics, FLOPs, BitOPs, latency.
+    Analyze(AnalyzeArgs),
+    /// Write a model (`--load CKPT` or `--model-file F`) as ONNX, or as QONNX with its number formats.
+    Export(ExportArgs),
     /// List the known models and data sets.
     Info,
 }
@@ -34,7 +42,7 @@ pub struct RunArgs {
     /// TOML configuration; its top-level keys are the long flag names with `_` (defaults < TOML < flags).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// A user model file (TOML) used instead of a zoo name.
+    /// A user model file (TOML, or an ONNX/QONNX model `*.onnx` with its weights) used instead of a zoo name.
     #[arg(long = "model-file")]
     pub model_file: Option<PathBuf>,
     #[arg(long)]
@@ -104,4 +112,65 @@ pub struct RunArgs {
     pub num_nodes: Option<usize>,
     #[arg(long = "report-to")]
     pub report_to: Option<String>,
+}
+
+/// Options of `ch search` besides the shared ones (`--resume` continues the stored study).
+#[derive(Debug, Args, Default, Clone)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Run the same space and budget with each sampler (comma-separated) and plot them together.
+    #[arg(long = "compare-samplers", value_delimiter = ',')]
+    pub compare_samplers: Vec<String>,
+    /// Overrides `[search.strategy.setup] sampler`.
+    #[arg(long)]
+    pub sampler: Option<String>,
+    /// Overrides `[search.strategy.setup] n_trials`.
+    #[arg(long = "n-trials")]
+    pub n_trials: Option<usize>,
+    /// Overrides `[search.strategy.setup] n_jobs` (trials run at once).
+    #[arg(long = "n-jobs")]
+    pub n_jobs: Option<usize>,
+    /// Name of the study in the database (default: the project name).
+    #[arg(long)]
+    pub study: Option<String>,
+}
+
+/// Options of `ch transform` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct TransformArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Print the passes `[passes.*]` may name, with their arguments, and exit.
+    #[arg(long = "list-passes")]
+    pub list_passes: bool,
+    /// Print the resolved quantization config of every node.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// Options of `ch analyze` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Reports, comma-separated: graph, meta, type, shape, stats, flops, bitops, latency, verify (default: graph).
+    #[arg(long, value_delimiter = ',')]
+    pub report: Vec<String>,
+    /// Input samples for `stats` and `verify` (default 32 and 256).
+    #[arg(long = "num-samples")]
+    pub num_samples: Option<usize>,
+}
+
+/// Options of `ch export` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// `onnx` (a float graph) or `qonnx` (number formats as IntQuant/BipolarQuant/FloatQuant nodes).
+    #[arg(long, default_value = "onnx")]
+    pub format: String,
+    /// The file to write.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
 }

@@ -29,6 +29,10 @@ fn main() {
     let result = match &cli.action {
         Action::Train(a) => actions::train::run(a),
         Action::Test(a) => actions::test::run(a),
+        Action::Search(a) => actions::search::run(a),
+        Action::Transform(a) => actions::transform::run(a),
+        Action::Analyze(a) => actions::analyze::run(a),
+        Action::Export(a) => actions::export::run(a),
         Action::Info => actions::info::run(),
     };
     if let Err(e) = result {

@@ -22,6 +22,14 @@ pub fn model_context(splits: &Splits) -> ModelContext {
 /// The model graph: a model file (`--model-file`, or a MODEL ending in `.toml`), else a zoo name.
 /// Returns the graph and the label used for project names and checkpoints.
 pub fn resolve_graph(s: &Settings, ctx: &ModelContext) -> Result<(Graph, String)> {
+    if let Some(path) = onnx_model_file(s) {
+        let m = import_onnx(&path)?;
+        if m.sample_shape != ctx.sample_shape {
+            bail!("model {}: it takes samples of shape {:?}, the data set gives {:?}", path.display(), m.sample_shape, ctx.sample_shape);
+        }
+        let label = path.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
+        return Ok((m.graph, label));
+    }
     let file = s.model_file.clone().or_else(|| s.model.as_ref().filter(|m| m.ends_with(".toml")).map(Into::into));
     if let Some(path) = file {
         let graph = mase_zoo::load_model_file(&path, ctx)?;
@@ -30,6 +38,26 @@ pub fn resolve_graph(s: &Settings, ctx: &ModelContext) -> Result<(Graph, String)
     }
     let name = s.model.as_deref().ok_or_else(|| anyhow!("no model given: name one (see `ch info`) or pass --model-file"))?;
     Ok((mase_zoo::build_model(name, ctx)?, name.to_string()))
+}
+
+/// The ONNX file given as the model (`--model-file model.onnx`, or a MODEL ending in `.onnx`).
+pub fn onnx_model_file(s: &Settings) -> Option<std::path::PathBuf> {
+    let is_onnx = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    s.model_file.clone().filter(|p| is_onnx(p)).or_else(|| s.model.as_ref().map(std::path::PathBuf::from).filter(|p| is_onnx(p)))
+}
+
+/// Imports an ONNX/QONNX model file (graph, weights, number formats).
+pub fn import_onnx(path: &Path) -> Result<mase_interop::Imported> {
+    Ok(mase_interop::import_file(path, &mase_interop::ImportOptions::default())?)
+}
+
+/// The weights a run starts from: the ONNX file's own when the model is one, else fresh ones
+/// drawn as `ch train` draws them (`rng` is the initialisation stream).
+pub fn initial_params(s: &Settings, graph: &Graph, rng: &mut mase_ir::Rng) -> Result<ParamStore> {
+    match onnx_model_file(s) {
+        Some(path) => Ok(import_onnx(&path)?.params),
+        None => Ok(mase_runtime::init_params(graph, rng)),
+    }
 }
 
 /// The optimizer of the settings, with MASE's hyper-parameters (spec mase-flow.md §5.3):
@@ -52,12 +80,49 @@ pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
     });
     match head {
         Err(e) => bail!("checkpoint {}: cannot open: {e}", path.display()),
-        Ok(b) if b == b"PK" => bail!(
-            "checkpoint {}: this is a PyTorch/Lightning file; mase-rs reads its own checkpoints (written by `ch train`) in this version",
-            path.display()
-        ),
+        Ok(b) if b == b"PK" => read_foreign_checkpoint(path),
         Ok(_) => Ok(mase_io::load_checkpoint(path)?),
     }
+}
+
+/// A PyTorch `torch.save` state dict, a Lightning checkpoint (MASE's `best.ckpt`, `--load-type
+/// pl`) or an `.npz` of weights: a checkpoint without a graph (see [`adopt_weights`]) whose
+/// parameters are the file's float tensors, with a prefix common to all of them (`model.` of
+/// MASE's Lightning module, `module.` of DataParallel) removed.
+fn read_foreign_checkpoint(path: &Path) -> Result<Checkpoint> {
+    let sd = mase_interop::read_weights(path)?;
+    let floats: Vec<&(String, mase_interop::Weight)> = sd.iter().filter(|(_, w)| w.dtype.is_float()).collect();
+    let prefix = ["model.", "module."].into_iter().find(|p| !floats.is_empty() && floats.iter().all(|(k, _)| k.starts_with(p))).unwrap_or("");
+    let mut params = ParamStore::new();
+    for (k, w) in floats {
+        // PyTorch's buffers (batch-norm statistics) are not trained; `adopt_weights` later takes
+        // the exact flags from the model.
+        let buffer = k.ends_with("running_mean") || k.ends_with("running_var");
+        params.insert(&k[prefix.len()..], w.tensor.clone(), !buffer);
+    }
+    Ok(Checkpoint { graph: Graph::new(), params, optimizer_tensors: Vec::new(), meta: json!({"format": "pytorch", "prefix": prefix}) })
+}
+
+/// Gives a checkpoint read from a PyTorch/Lightning/npz file (which has weights but no graph) the
+/// model named by the settings (MODEL or `--model-file`) for the data set's shapes, with its
+/// weights mapped onto it by name. Checkpoints of mase-rs are left as they are.
+pub fn adopt_weights(s: &Settings, ck: &mut Checkpoint, ctx: Option<&ModelContext>, path: &Path) -> Result<()> {
+    if !ck.graph.is_empty() {
+        return Ok(());
+    }
+    let ctx = ctx.ok_or_else(|| anyhow!("checkpoint {}: a PyTorch file holds no model; name the model and the data set", path.display()))?;
+    let (graph, label) = resolve_graph(s, ctx)?;
+    check_params_fit(&graph, &ck.params, path)?;
+    let mut params = ParamStore::new();
+    for (name, spec) in graph.param_specs() {
+        if let Some(t) = ck.params.get(&name) {
+            params.insert(name, t.clone(), spec.trainable);
+        }
+    }
+    ck.graph = graph;
+    ck.params = params;
+    ck.meta["model"] = json!(label);
+    Ok(())
 }
 
 /// Optimizer state as checkpoint content: scalars in the JSON meta, buffers as tensors.
@@ -110,4 +175,14 @@ pub fn check_params_fit(graph: &Graph, params: &ParamStore, origin: &Path) -> Re
         }
     }
     Ok(())
+}
+
+/// Whether two graphs are the same model: the same nodes, ops and wiring, whatever their number
+/// formats (`node.quant`) and metadata. A transformed (quantized) checkpoint is the same model as
+/// the zoo graph it came from.
+pub fn same_model(a: &Graph, b: &Graph) -> bool {
+    let same = |x: &mase_ir::Node, y: &mase_ir::Node| {
+        x.name == y.name && x.kind == y.kind && x.target == y.target && x.inputs == y.inputs && x.op == y.op
+    };
+    a.len() == b.len() && a.nodes().iter().zip(b.nodes()).all(|(x, y)| same(x, y))
 }

@@ -142,6 +142,12 @@ impl Graph {
         self.push(target, NodeKind::GetAttr, target.to_string(), Op::Constant, &[])
     }
 
+    /// A node with a name of the caller's choosing (made unique and fx-compatible by the namer),
+    /// for importers that keep the names of another format (ONNX node names).
+    pub fn add_node(&mut self, name: &str, kind: NodeKind, target: &str, op: Op, inputs: &[NodeId]) -> NodeId {
+        self.push(name, kind, target.to_string(), op, inputs)
+    }
+
     /// The graph output.
     pub fn output(&mut self, value: NodeId) -> NodeId {
         self.push("output", NodeKind::Output, "output".to_string(), Op::Output, &[value])

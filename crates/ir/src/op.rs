@@ -137,6 +137,19 @@ pub enum Op {
     Mul,
     MatMul,
     Dropout { p: f32 },
+    /// Elementwise `a / b` with broadcasting (`torch.div`).
+    Div,
+    /// Elementwise `a ** b` with broadcasting (`torch.pow`).
+    Pow,
+    /// Elementwise square root (`torch.sqrt`).
+    Sqrt,
+    /// `torch.clamp(x, min, max)`; an open side is `f32::MIN` / `f32::MAX`.
+    Clip { min: f32, max: f32 },
+    /// `torch.cat(inputs, dim)` of any number of inputs.
+    Concat { dim: i64 },
+    /// Constant padding of the trailing dimensions: `begin[i]` and `end[i]` values are added
+    /// before and after dimension `rank - begin.len() + i` (`torch.nn.functional.pad`).
+    Pad { begin: Vec<usize>, end: Vec<usize>, value: f32 },
 }
 
 impl Op {
@@ -176,6 +189,12 @@ impl Op {
             Op::Mul => "mul",
             Op::MatMul => "matmul",
             Op::Dropout { .. } => "dropout",
+            Op::Div => "div",
+            Op::Pow => "pow",
+            Op::Sqrt => "sqrt",
+            Op::Clip { .. } => "clamp",
+            Op::Concat { .. } => "cat",
+            Op::Pad { .. } => "pad",
         }
     }
 
@@ -303,8 +322,8 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Input | Op::Constant => Some(0),
-            Op::Add | Op::Sub | Op::Mul | Op::MatMul => Some(2),
-            Op::Reshape { .. } => None,
+            Op::Add | Op::Sub | Op::Mul | Op::MatMul | Op::Div | Op::Pow => Some(2),
+            Op::Reshape { .. } | Op::Concat { .. } => None,
             _ => Some(1),
         }
     }

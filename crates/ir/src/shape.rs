@@ -101,7 +101,7 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
             }
             t(x.to_vec())
         }
-        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } | Op::Dropout { .. } => {
+        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } | Op::Dropout { .. } | Op::Sqrt | Op::Clip { .. } => {
             t(tensor_in(0)?.to_vec())
         }
         Op::Softmax { dim } | Op::LogSoftmax { dim } => {
@@ -188,9 +188,33 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
             let d = norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
             Ok(ValueInfo::Int(x[d] as i64))
         }
-        Op::Add | Op::Sub | Op::Mul => {
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => {
             let (a, b) = (tensor_in(0)?, tensor_in(1)?);
             broadcast_shapes(a, b).map(ValueInfo::Tensor).ok_or_else(|| err("shapes do not broadcast".into()))
+        }
+        Op::Concat { dim } => {
+            let first = match inputs.first() {
+                Some(_) => tensor_in(0)?,
+                None => return Err(err("cat needs at least one input".into())),
+            };
+            let d = norm_dim(*dim, first.len()).filter(|_| !first.is_empty()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
+            let mut s = first.to_vec();
+            for i in 1..inputs.len() {
+                let x = tensor_in(i)?;
+                if x.len() != first.len() || x.iter().zip(first).enumerate().any(|(k, (a, b))| k != d && a != b) {
+                    return Err(err(format!("input {i} does not match input 0 outside dim {dim}")));
+                }
+                s[d] += x[d];
+            }
+            t(s)
+        }
+        Op::Pad { begin, end, .. } => {
+            let x = tensor_in(0)?;
+            if begin.len() != end.len() || begin.len() > x.len() {
+                return Err(err(format!("pads {begin:?} / {end:?} do not fit a rank-{} input", x.len())));
+            }
+            let lead = x.len() - begin.len();
+            t(x.iter().enumerate().map(|(d, &v)| if d < lead { v } else { v + begin[d - lead] + end[d - lead] }).collect())
         }
         Op::MatMul => {
             let (a, b) = (tensor_in(0)?, tensor_in(1)?);
@@ -293,6 +317,13 @@ mod tests {
             (Op::Add, vec![&[4, 1, 3], &[5, 1]], vec![4, 5, 3]),
             (Op::MatMul, vec![&[7, 2, 3], &[3, 4]], vec![7, 2, 4]),
             (Op::AdaptiveAvgPool2d { output_size: [1, 1] }, vec![&[2, 8, 5, 5]], vec![2, 8, 1, 1]),
+            (Op::Div, vec![&[4, 3], &[]], vec![4, 3]),
+            (Op::Pow, vec![&[1], &[2, 5]], vec![2, 5]),
+            (Op::Clip { min: 0.0, max: 1.0 }, vec![&[2, 3]], vec![2, 3]),
+            (Op::Concat { dim: 1 }, vec![&[2, 3, 4], &[2, 5, 4], &[2, 1, 4]], vec![2, 9, 4]),
+            (Op::Concat { dim: -1 }, vec![&[2, 3]], vec![2, 3]),
+            (Op::Pad { begin: vec![1], end: vec![2], value: 0.0 }, vec![&[2, 4, 10]], vec![2, 4, 13]),
+            (Op::Pad { begin: vec![0, 1], end: vec![3, 0], value: 0.0 }, vec![&[2, 4, 5, 5]], vec![2, 4, 8, 6]),
         ];
         for (op, ins, want) in cases {
             assert_eq!(shape_of(op.clone(), &ins).unwrap(), want, "{op:?}");
@@ -305,6 +336,9 @@ mod tests {
         assert!(e.to_string().contains("in_features = 16"), "{e}");
         assert!(shape_of(Op::Add, &[&[3], &[4]]).is_err());
         assert!(shape_of(Op::Reshape { shape: vec![DimArg::Const(5), DimArg::Const(-1)] }, &[&[2, 3]]).is_err());
+        assert!(shape_of(Op::Concat { dim: 1 }, &[&[2, 3], &[3, 3]]).is_err());
+        assert!(shape_of(Op::Concat { dim: 0 }, &[]).is_err());
+        assert!(shape_of(Op::Pad { begin: vec![1, 1, 1], end: vec![1, 1, 1], value: 0.0 }, &[&[2, 3]]).is_err());
     }
 
     #[test]

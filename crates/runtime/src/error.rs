@@ -37,6 +37,16 @@ pub enum RuntimeError {
     OptimizerState { name: String, reason: String },
     #[error("could not start a pool of {threads} threads: {reason}")]
     ThreadPool { threads: usize, reason: String },
+    /// A number format on a node is invalid, or does not fit the operand's shape. (The source
+    /// is boxed to keep this enum small.)
+    #[error("node `{node}`, {operand}: {source}")]
+    Quant { node: String, operand: String, source: Box<mase_quant::QuantError> },
+    /// Quantization was asked for on a node that cannot carry it.
+    #[error("node `{node}` ({op}) cannot be quantized: {reason}")]
+    QuantUnsupported { node: String, op: String, reason: String },
+    /// The integer executor met a value it cannot turn into an integer code.
+    #[error("integer execution of node `{node}`: {reason}")]
+    Integer { node: String, reason: String },
 }
 
 /// `Result` with [`RuntimeError`].

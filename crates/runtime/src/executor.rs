@@ -39,19 +39,21 @@ pub struct ExecOptions {
 /// optimizer steps. It owns a copy of the graph, the parameters with their gradients, and one
 /// compiled [`Plan`] per input shape seen recently.
 pub struct Executor {
-    graph: Graph,
-    topo: Topo,
-    params: Vec<ParamSlot>,
+    pub(crate) graph: Graph,
+    pub(crate) topo: Topo,
+    pub(crate) params: Vec<ParamSlot>,
     grad_plan: GradPlan,
-    plans: Vec<Plan>,
+    pub(crate) plans: Vec<Plan>,
     /// Index in `plans` of the last forward's plan.
-    current: Option<usize>,
-    pool: Option<ThreadPool>,
-    rng: Rng,
+    pub(crate) current: Option<usize>,
+    pub(crate) pool: Option<ThreadPool>,
+    pub(crate) rng: Rng,
     id: u64,
     keep_input_grad: bool,
     /// Per-sample input shape of the last batch.
     last_features: Option<Vec<usize>>,
+    /// Quantized weight and bias copies of quantized nodes (`crate::quant`).
+    pub(crate) quant: crate::quant::ExecQuant,
 }
 
 impl std::fmt::Debug for Executor {
@@ -71,6 +73,7 @@ impl Executor {
         let mut slots = slots_from_store(params);
         let topo = Topo::new(graph, &slots)?;
         let grad_plan = GradPlan::new(graph, &topo, &slots, false);
+        let quant = crate::quant::ExecQuant::new(graph, &topo, &slots, opts.seed)?;
         for (s, &r) in slots.iter_mut().zip(&grad_plan.reached) {
             s.reached = r;
         }
@@ -97,6 +100,7 @@ impl Executor {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             keep_input_grad: false,
             last_features: None,
+            quant,
         })
     }
 
@@ -144,6 +148,7 @@ impl Executor {
     pub fn train_step(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], opt: &mut Optimizer) -> Result<StepStats> {
         let stats = self.loss_and_grad(x, x_shape, labels)?;
         opt.step_slots(self.id, &mut self.params)?;
+        self.quant.params_changed();
         Ok(stats)
     }
 
@@ -196,6 +201,7 @@ impl Executor {
                 s.data.copy_from_slice(&t.data);
             }
         }
+        self.quant.params_changed();
         Ok(())
     }
 
@@ -229,7 +235,7 @@ impl Executor {
     }
 
     /// Checks the batch, selects (or compiles) the plan for its shape, and returns its index.
-    fn prepare(&mut self, x_shape: &[usize], x_len: usize, mode: Mode) -> Result<usize> {
+    pub(crate) fn prepare(&mut self, x_shape: &[usize], x_len: usize, mode: Mode) -> Result<usize> {
         if x_shape.first().is_none_or(|&n| n == 0) {
             return Err(RuntimeError::EmptyBatch { shape: x_shape.to_vec() });
         }
@@ -330,18 +336,22 @@ impl Executor {
     }
 
     fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode) {
-        let Plan { vals, kerns, trained, .. } = &mut self.plans[p];
+        let Plan { vals, kerns, trained, ins, quant, .. } = &mut self.plans[p];
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let train = mode == Mode::Train;
         for (i, kern) in kerns.iter_mut().enumerate() {
             if matches!(kern, Kern::Nop) {
                 continue;
             }
+            // Quantized nodes read quantized copies of their inputs and parameters.
+            quant[i].inputs(vals, &mut self.quant.rng);
+            self.quant.swap_in(i, &mut self.params);
             // The output buffer is lent out so the kernel can read every other buffer.
             let mut y = std::mem::take(&mut vals[i]);
-            let mut cx =
-                Fwd { vals, ins: &self.topo.ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng };
+            let mut cx = Fwd { vals, ins: &ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng };
             kern.forward(&mut cx, &mut y);
+            self.quant.swap_out(i, &mut self.params);
+            quant[i].output(vals, &mut y, &mut self.quant.rng);
             vals[i] = y;
         }
         *trained = train;
@@ -349,24 +359,29 @@ impl Executor {
     }
 
     fn run_backward(&mut self, p: usize) {
-        let Plan { vals, grads, kerns, .. } = &mut self.plans[p];
+        let Plan { vals, grads, kerns, ins: read, quant, .. } = &mut self.plans[p];
         let pool = self.pool.as_ref();
         for i in (0..kerns.len()).rev() {
             let g = &self.grad_plan.nodes[i];
             if !g.active {
                 continue;
             }
-            let ins = &self.topo.ins[i];
-            let mut cx = Bwd { vals, ins, y: &vals[i], dy: &grads[i], params: &mut self.params, param_acc: g.param_acc, pool };
+            // Kernels read the (quantized) operands they saw in forward and their unquantized
+            // output; each input's gradient goes to the float original (straight-through).
+            let (ins, grad_ins) = (&read[i], &self.topo.ins[i]);
+            let y = quant[i].output.as_ref().map_or(i, |q| q.raw);
+            self.quant.swap_in(i, &mut self.params);
+            let mut cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc: g.param_acc, pool };
             kerns[i].backward_params(&mut cx);
             for (k, acc) in g.input_acc.iter().enumerate() {
                 let Some(acc) = *acc else { continue };
-                let s = ins[k];
+                let s = grad_ins[k];
                 let mut dx = std::mem::take(&mut grads[s]);
-                let cx = Bwd { vals, ins, y: &vals[i], dy: &grads[i], params: &mut self.params, param_acc: None, pool };
+                let cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc: None, pool };
                 kerns[i].backward_input(&cx, k, &mut dx, acc);
                 grads[s] = dx;
             }
+            self.quant.swap_out(i, &mut self.params);
         }
     }
 }

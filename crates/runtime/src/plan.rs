@@ -9,7 +9,7 @@ use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
 use crate::kernels::norm::{BatchNorm, NormSlots};
 use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
-use crate::kernels::shape_ops::{Constant, Permute};
+use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
 use crate::kernels::Kern;
 use crate::slots::ParamSlot;
@@ -31,6 +31,11 @@ pub(crate) struct Plan {
     pub trained: bool,
     /// Why this shape cannot run in training mode, if it cannot.
     pub train_blocker: Option<RuntimeError>,
+    /// Storage each node's kernel reads its inputs from: the producers' buffers, or the node's
+    /// quantized copies of them (`crate::quant`). Gradients still go to the producers' buffers.
+    pub ins: Vec<Vec<usize>>,
+    /// Data-input and output quantization by node.
+    pub quant: Vec<crate::quant::PlanQuant>,
 }
 
 /// Resolves a possibly negative dimension against a rank (shape inference has checked it).
@@ -67,13 +72,17 @@ impl Plan {
             }
             kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads));
         }
-        Ok(Plan { x_shape: x_shape.to_vec(), shapes, vals, grads: Vec::new(), kerns, trained: false, train_blocker })
+        let (ins, quant) = crate::quant::plan_quant(graph, topo, &shapes, &mut vals)?;
+        Ok(Plan { x_shape: x_shape.to_vec(), shapes, vals, grads: Vec::new(), kerns, trained: false, train_blocker, ins, quant })
     }
 
     /// Allocates the gradient buffers (once per plan).
     pub fn ensure_grads(&mut self) {
         if self.grads.is_empty() {
-            self.grads = self.vals.iter().map(|v| vec![0.0; v.len()]).collect();
+            // Buffers past the graph's nodes are quantized copies, whose gradients go to the
+            // originals (straight-through), so they get none.
+            let n = self.kerns.len();
+            self.grads = self.vals.iter().enumerate().map(|(i, v)| if i < n { vec![0.0; v.len()] } else { Vec::new() }).collect();
         }
     }
 }
@@ -123,5 +132,11 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Mul => Kern::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
         Op::MatMul => Kern::MatMul(MatMul::new(ins[0], ins[1], out)),
         Op::Dropout { p } => Kern::Dropout(Dropout::new(*p, numel(out))),
+        Op::Div => Kern::Binary(Binary::new(BinOp::Div, ins[0], ins[1], out)),
+        Op::Pow => Kern::Binary(Binary::new(BinOp::Pow, ins[0], ins[1], out)),
+        Op::Sqrt => act(ActKind::Sqrt),
+        Op::Clip { min, max } => act(ActKind::Clip(*min, *max)),
+        Op::Concat { dim: d } => Kern::Concat(Concat::new(ins, out, dim(*d, out.len()))),
+        Op::Pad { begin, value, .. } => Kern::Pad(Pad::new(x, out, begin, *value)),
     }
 }

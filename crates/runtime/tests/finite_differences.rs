@@ -228,6 +228,12 @@ fn activations_and_softmax() {
         module("log_softmax dim 1", Op::LogSoftmax { dim: 1 }, &[3, 5]),
         module("log_softmax middle dim", Op::LogSoftmax { dim: 1 }, &[2, 3, 4]),
         module("dropout", Op::Dropout { p: 0.3 }, &[4, 6]),
+        custom("sqrt(sigmoid(x))", &[3, 7], &[], |g, x| {
+            let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[x]);
+            g.call_function("torch.sqrt", Op::Sqrt, &[s])
+        }),
+        function("clamp(x, 0, 6)", Op::Clip { min: 0.0, max: 6.0 }, &[3, 7]),
+        function("clamp(x, -1, 1) on a wide input", Op::Clip { min: -1.0, max: 1.0 }, &[3, 7]),
     ];
     cases.iter().for_each(check);
 }
@@ -252,6 +258,14 @@ fn shape_ops() {
         function("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[2, 3, 2, 2]),
         function("transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[2, 3, 4]),
         function("permute", Op::Permute { dims: vec![2, 0, 1] }, &[2, 3, 4]),
+        function("pad trailing two dims", Op::Pad { begin: vec![1, 0], end: vec![2, 1], value: 0.5 }, &[2, 3, 2, 2]),
+        function("pad last dim", Op::Pad { begin: vec![0], end: vec![3], value: 0.0 }, &[2, 3, 4]),
+        custom("cat([x, c, relu(x)], dim 1)", &[2, 3, 2], &[("c", vec![2, 1, 2])], |g, x| {
+            let c = g.get_attr("c");
+            let r = g.call_function("torch.relu", Op::Relu, &[x]);
+            g.call_function("torch.cat", Op::Concat { dim: 1 }, &[x, c, r])
+        }),
+        custom("cat([x, x], dim -1)", &[2, 3], &[], |g, x| g.call_function("torch.cat", Op::Concat { dim: -1 }, &[x, x])),
         custom("view(x.size(0), -1)", &[2, 3, 4], &[], |g, x| {
             let n = g.call_method("size", Op::Size { dim: 0 }, &[x]);
             g.call_method("view", Op::Reshape { shape: vec![DimArg::Input(1), DimArg::Const(-1)] }, &[x, n])
@@ -277,6 +291,21 @@ fn broadcasting_elementwise_and_matmul() {
         with_const("matmul batched [2,3,4] @ [2,4,2]", Op::MatMul, &[2, 3, 4], &[2, 4, 2], false),
         with_const("matmul broadcast [3,4] @ [2,4,5]", Op::MatMul, &[3, 4], &[2, 4, 5], false),
         with_const("matmul broadcast [2,4,3] @ [3,2]", Op::MatMul, &[2, 4, 3], &[3, 2], false),
+        custom("div x / sigmoid(c)", &[2, 3, 4], &[("c", vec![3, 1])], |g, x| {
+            let c = g.get_attr("c");
+            let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[c]);
+            g.call_function("torch.div", Op::Div, &[x, s])
+        }),
+        custom("div c / sigmoid(x)", &[2, 3], &[("c", vec![3])], |g, x| {
+            let c = g.get_attr("c");
+            let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[x]);
+            g.call_function("torch.div", Op::Div, &[c, s])
+        }),
+        custom("pow(sigmoid(x), c)", &[2, 3], &[("c", vec![1, 3])], |g, x| {
+            let c = g.get_attr("c");
+            let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[x]);
+            g.call_function("torch.pow", Op::Pow, &[s, c])
+        }),
         custom("mul x * x (one value, two inputs)", &[3, 4], &[], |g, x| g.call_function("operator.mul", Op::Mul, &[x, x])),
         custom("x @ x^T", &[2, 3, 4], &[], |g, x| {
             let t = g.call_method("transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[x]);

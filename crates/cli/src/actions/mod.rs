@@ -1,3 +1,7 @@
+pub mod analyze;
+pub mod export;
 pub mod info;
+pub mod search;
 pub mod test;
 pub mod train;
+pub mod transform;

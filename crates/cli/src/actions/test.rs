@@ -15,12 +15,26 @@ pub fn run(args: &RunArgs) -> Result<()> {
         human.warn(w);
     }
     let s = merged.settings;
-    let path = s.load_name.clone().ok_or_else(|| anyhow!("expected a checkpoint via --load"))?;
-    let ck = session::read_checkpoint(&path)?;
-    let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
+    // The weights: a checkpoint (`--load`), else those of an ONNX model file.
+    let (path, mut ck) = match (s.load_name.clone(), session::onnx_model_file(&s)) {
+        (Some(path), _) => {
+            let ck = session::read_checkpoint(&path)?;
+            (path, ck)
+        }
+        (None, Some(onnx)) => {
+            let m = session::import_onnx(&onnx)?;
+            let label = onnx.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
+            let ck = mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta: json!({ "model": label }) };
+            (onnx, ck)
+        }
+        (None, None) => bail!("expected a checkpoint via --load (or an ONNX model via --model-file)"),
+    };
     let saved_data = ck.meta.get("dataset").and_then(Value::as_str).map(str::to_string);
     let dataset = s.dataset.clone().or(saved_data).ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
+    // A PyTorch/Lightning file (`--load-type pt|pl`) has weights only: the named model takes them.
+    session::adopt_weights(&s, &mut ck, Some(&session::model_context(&splits)), &path)?;
+    let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
     // The checkpoint carries its graph; a model named on the command line must be the one it holds.
     if let Some(m) = s.model.as_deref() {
         let named = std::path::Path::new(m).file_stem().and_then(|x| x.to_str()).unwrap_or(m);

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use mase_io::Checkpoint;
 use mase_ir::Rng;
-use mase_runtime::{cosine_lr, init_params, ExecOptions, Executor};
+use mase_runtime::{cosine_lr, ExecOptions, Executor};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -42,13 +42,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
     let ctx = session::model_context(&splits);
-    let (graph, label) = session::resolve_graph(&s, &ctx)?;
+    let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
     let ckpt_dir = dirs.training_ckpts();
     std::fs::create_dir_all(&ckpt_dir).with_context(|| format!("cannot create {}", ckpt_dir.display()))?;
 
     let seed_rng = Rng::new(s.seed);
-    let mut params = init_params(&graph, &mut seed_rng.fork(INIT_STREAM));
+    // An ONNX model starts from its own weights; zoo models and model files from fresh ones.
+    let mut params = session::initial_params(&s, &graph, &mut seed_rng.fork(INIT_STREAM))?;
     let mut opt = session::make_optimizer(&s);
     let mut history: Vec<EpochRecord> = Vec::new();
     let mut best_val = f64::INFINITY;
@@ -57,9 +58,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let resume_path = args.resume_from.clone().or_else(|| args.resume.then(|| ckpt_dir.join("last.ckpt")));
     if let Some(path) = &resume_path {
         let ck = session::read_checkpoint(path)?;
-        if ck.graph != graph {
+        if !session::same_model(&ck.graph, &graph) {
             bail!("checkpoint {}: it holds a different model than `{label}`; resume with the same model and data set", path.display());
         }
+        // The checkpoint's graph keeps the number formats of a quantization-aware run.
+        graph = ck.graph.clone();
         params = ck.params.clone();
         let meta = &ck.meta;
         history = serde_json::from_value(meta.get("history").cloned().unwrap_or(Value::Null))
@@ -77,6 +80,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     } else if let Some(path) = &s.load_name {
         let ck = session::read_checkpoint(path)?;
         session::check_params_fit(&graph, &ck.params, path)?;
+        // A transformed checkpoint carries number formats: training continues on its graph, so
+        // the quantized nodes train through their straight-through estimators (QAT).
+        if session::same_model(&ck.graph, &graph) && ck.graph.nodes().iter().any(|n| n.quant.is_some()) {
+            graph = ck.graph.clone();
+            human.info("the checkpoint is quantized: quantization-aware training");
+        }
         params = ck.params;
         human.info(format!("'{}' checkpoint loaded before training", s.load_type));
     }

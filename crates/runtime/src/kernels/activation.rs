@@ -19,6 +19,9 @@ pub(crate) enum ActKind {
     Gelu,
     /// GELU's tanh approximation.
     GeluTanh,
+    Sqrt,
+    /// `clamp(x, min, max)`.
+    Clip(f32, f32),
 }
 
 /// A pointwise activation node.
@@ -89,6 +92,10 @@ impl Kernel for Activation {
             ActKind::Selu => map(y, x, |v| if v > 0.0 { SELU_SCALE * v } else { SELU_SCALE * SELU_ALPHA * v.exp_m1() }),
             ActKind::Gelu => map(y, x, |v| v * gelu_cdf(v)),
             ActKind::GeluTanh => map(y, x, |v| 0.5 * v * (1.0 + (SQRT_2_OVER_PI * (v + GELU_KAPPA * v * v * v)).tanh())),
+            ActKind::Sqrt => map(y, x, f32::sqrt),
+            // max-then-min rather than `clamp`, which panics when min > max; this gives `max`
+            // then, as numpy and ONNX do.
+            ActKind::Clip(lo, hi) => map(y, x, |v| v.max(lo).min(hi)),
         }
     }
 
@@ -112,6 +119,9 @@ impl Kernel for Activation {
                 let right = 0.5 * v * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_KAPPA * v * v);
                 g * (left + right)
             }),
+            ActKind::Sqrt => store_zip(acc, dx, y, dy, |y, g| g / (2.0 * y)),
+            // torch.clamp passes the gradient where min <= x <= max.
+            ActKind::Clip(lo, hi) => store_zip(acc, dx, x, dy, |x, g| if x >= lo && x <= hi { g } else { 0.0 }),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `add`, `sub` and `mul` with NumPy broadcasting. The gradient of a broadcast input is the sum
+//! `add`, `sub`, `mul`, `div` and `pow` with NumPy broadcasting. The gradient of a broadcast input is the sum
 //! of the output gradient over the dimensions it was broadcast along.
 
 use super::shape_ops::{strides, walk};
@@ -10,6 +10,8 @@ pub(crate) enum BinOp {
     Add,
     Sub,
     Mul,
+    Div,
+    Pow,
 }
 
 /// A broadcasting binary node.
@@ -48,6 +50,8 @@ fn apply(op: BinOp, a: f32, b: f32) -> f32 {
         BinOp::Add => a + b,
         BinOp::Sub => a - b,
         BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::Pow => a.powf(b),
     }
 }
 
@@ -60,6 +64,7 @@ impl Kernel for Binary {
                 BinOp::Add => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p + q),
                 BinOp::Sub => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p - q),
                 BinOp::Mul => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p * q),
+                BinOp::Div | BinOp::Pow => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = apply(op, *p, *q)),
             }
             return;
         }
@@ -67,6 +72,10 @@ impl Kernel for Binary {
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {
+        if matches!(self.op, BinOp::Div | BinOp::Pow) {
+            self.backward_div_pow(cx, i, dx, acc);
+            return;
+        }
         let dy = cx.dy;
         let other = cx.input(1 - i);
         let op = self.op;
@@ -74,7 +83,7 @@ impl Kernel for Binary {
         let local = move |g: f32, o: f32| match (op, i) {
             (BinOp::Add, _) | (BinOp::Sub, 0) => g,
             (BinOp::Sub, _) => -g,
-            (BinOp::Mul, _) => g * o,
+            (BinOp::Mul, _) | (BinOp::Div | BinOp::Pow, _) => g * o,
         };
         if self.full[i] && self.full[1 - i] {
             store_zip(acc, dx, dy, other, local);
@@ -87,5 +96,27 @@ impl Kernel for Binary {
         acc.prepare(dx);
         let (mine, theirs) = (&self.st[i], &self.st[1 - i]);
         walk(&self.out_shape, mine, theirs, &mut self.idx, |j, im, io| dx[im] += local(dy[j], other[io]));
+    }
+}
+
+impl Binary {
+    /// Gradients of `a / b` and `a ** b`, which need both operands and the output: PyTorch's
+    /// formulas `g / b`, `-g * y / b`, `g * b * a^(b - 1)` and `g * y * ln(a)`.
+    fn backward_div_pow(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {
+        let (dy, y) = (cx.dy, cx.y);
+        let (mine, other) = (cx.input(i), cx.input(1 - i));
+        let op = self.op;
+        acc.prepare(dx);
+        let (sm, so) = (&self.st[i], &self.st[1 - i]);
+        walk(&self.out_shape, sm, so, &mut self.idx, |j, im, io| {
+            let (a, b) = if i == 0 { (mine[im], other[io]) } else { (other[io], mine[im]) };
+            let g = dy[j];
+            dx[im] += match (op, i) {
+                (BinOp::Div, 0) => g / b,
+                (BinOp::Div, _) => -g * y[j] / b,
+                (BinOp::Pow, 0) => g * b * a.powf(b - 1.0),
+                _ => g * y[j] * a.ln(),
+            };
+        });
     }
 }

@@ -175,4 +175,6 @@ kernels! {
     Binary(elementwise::Binary),
     MatMul(matmul::MatMul),
     Dropout(dropout::Dropout),
+    Concat(shape_ops::Concat),
+    Pad(shape_ops::Pad),
 }

@@ -112,3 +112,82 @@ impl Kernel for Permute {
         walk(&self.out_shape, st, st, &mut self.idx, |j, ia, _| acc.put(&mut dx[ia], dy[j]));
     }
 }
+
+/// `torch.cat` along one dimension: each input is a run of `outer` blocks of
+/// `len[i] * inner` values, laid side by side in the output.
+pub(crate) struct Concat {
+    outer: usize,
+    /// Block length of each input and its offset inside an output block.
+    blocks: Vec<(usize, usize)>,
+    out_block: usize,
+}
+
+impl Concat {
+    pub fn new(ins: &[&[usize]], out: &[usize], dim: usize) -> Concat {
+        let outer = out[..dim].iter().product();
+        let inner: usize = out[dim + 1..].iter().product();
+        let mut off = 0;
+        let blocks = ins
+            .iter()
+            .map(|s| {
+                let b = s[dim] * inner;
+                off += b;
+                (b, off - b)
+            })
+            .collect();
+        Concat { outer, blocks, out_block: out[dim] * inner }
+    }
+}
+
+impl Kernel for Concat {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        for (i, &(len, off)) in self.blocks.iter().enumerate() {
+            let x = cx.input(i);
+            for o in 0..self.outer {
+                y[o * self.out_block + off..][..len].copy_from_slice(&x[o * len..][..len]);
+            }
+        }
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {
+        let (len, off) = self.blocks[i];
+        for o in 0..self.outer {
+            let g = &cx.dy[o * self.out_block + off..][..len];
+            super::store_zip(acc, &mut dx[o * len..][..len], g, g, |g, _| g);
+        }
+    }
+}
+
+/// Constant padding: the input is copied into the interior of an output filled with `value`.
+pub(crate) struct Pad {
+    in_shape: Vec<usize>,
+    in_strides: Vec<usize>,
+    /// Output strides along the input's dimensions, and the output offset of the input's origin.
+    out_strides: Vec<usize>,
+    base: usize,
+    value: f32,
+    idx: Vec<usize>,
+}
+
+impl Pad {
+    pub fn new(x: &[usize], out: &[usize], begin: &[usize], value: f32) -> Pad {
+        let out_strides = strides(out);
+        let lead = x.len() - begin.len();
+        let base = begin.iter().enumerate().map(|(k, b)| b * out_strides[lead + k]).sum();
+        Pad { in_shape: x.to_vec(), in_strides: strides(x), out_strides, base, value, idx: vec![0; x.len()] }
+    }
+}
+
+impl Kernel for Pad {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let x = cx.input(0);
+        y.fill(self.value);
+        let base = self.base;
+        walk(&self.in_shape, &self.in_strides, &self.out_strides, &mut self.idx, |_, ix, iy| y[base + iy] = x[ix]);
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let (dy, base) = (cx.dy, self.base);
+        walk(&self.in_shape, &self.in_strides, &self.out_strides, &mut self.idx, |_, ix, iy| acc.put(&mut dx[ix], dy[base + iy]));
+    }
+}

@@ -69,3 +69,27 @@ pub fn max_err(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len());
     got.iter().zip(want).map(|(a, b)| (a - b).abs() / b.abs().max(1.0)).fold(0.0, f32::max)
 }
+
+/// `graph` with `quant(node)` set on every node it returns formats for.
+pub fn with_quant(mut graph: Graph, quant: impl Fn(&mase_ir::Node) -> Option<mase_ir::NodeQuant>) -> Graph {
+    for n in graph.nodes_mut() {
+        if let Some(q) = quant(n) {
+            n.quant = Some(q);
+        }
+    }
+    graph
+}
+
+/// The same `integer` format on the data input, weight and bias of every linear layer (the
+/// fake-quant jsc-toy of the benchmark).
+pub fn quantize_linears(graph: Graph, width: u32, frac_width: i32) -> Graph {
+    let f = mase_ir::QuantFormat::Integer { width, frac_width, signed: true };
+    with_quant(graph, |n| {
+        matches!(n.op, Op::Linear { .. }).then(|| mase_ir::NodeQuant {
+            data_in: vec![Some(f.clone())],
+            weight: Some(f.clone()),
+            bias: Some(f.clone()),
+            ..Default::default()
+        })
+    })
+}

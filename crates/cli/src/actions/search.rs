@@ -1,0 +1,252 @@
+//! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b]`: MASE's search
+//! action (spec mase-flow.md §6) on the study store of mase-search. Trials are committed to
+//! `<project>/software/search_ckpts/study.db` as they finish; `log.json`, `best.json`,
+//! `trials.csv` and the plots are written when the search ends.
+
+use crate::args::SearchArgs;
+use crate::config::merge;
+use crate::output::{Human, ProjectDirs};
+use crate::session;
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use mase_ir::Rng;
+use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
+use mase_search::report::{best_json, best_so_far, common_reference, hypervolume_so_far, write_reports};
+use mase_search::{
+    best_trials, run_study, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage, StopReason, TrialRecord,
+};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The initial-weights stream of `ch train`, so a search without `--load` sees the weights a
+/// training run with the same seed starts from.
+const INIT_STREAM: u64 = 1;
+
+/// A progress bar per study with the best value so far.
+struct Bar(ProgressBar);
+
+impl Observer for Bar {
+    fn trial_finished(&self, _trial: &TrialRecord, complete: usize, _target: usize, best: &str) {
+        self.0.set_position(complete as u64);
+        self.0.set_message(best.to_string());
+    }
+}
+
+pub fn run(args: &SearchArgs) -> Result<()> {
+    let merged = merge(&args.run)?;
+    let human = Human { json: args.run.json };
+    for w in &merged.warnings {
+        human.warn(w);
+    }
+    let s = merged.settings;
+    let table = merged.config.search.clone().ok_or_else(|| match &args.run.config {
+        None => anyhow!("ch search needs --config FILE.toml with a [search] table"),
+        Some(p) => anyhow!("config {}: no [search] table (ch search needs [search.search_space] and [search.strategy])", p.display()),
+    })?;
+    let mut search: Value = serde_json::to_value(&table)?;
+    let setup = search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut);
+    if let Some(setup) = setup {
+        if let Some(n) = args.n_trials {
+            setup.insert("n_trials".into(), json!(n));
+        }
+        if let Some(n) = args.n_jobs {
+            setup.insert("n_jobs".into(), json!(n));
+        }
+        if let Some(x) = &args.sampler {
+            setup.insert("sampler".into(), json!(x));
+        }
+    }
+    let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
+    let splits = session::load_data(&s, &dataset)?;
+    let ctx = session::model_context(&splits);
+    let (graph, label) = session::resolve_graph(&s, &ctx)?;
+    let params = match &s.load_name {
+        Some(path) => {
+            let ck = session::read_checkpoint(path)?;
+            session::check_params_fit(&graph, &ck.params, path)?;
+            human.info(format!("Loaded model from {}", path.display()));
+            ck.params
+        }
+        None => {
+            human.warn("no --load: the search measures the untrained initial weights (train first and pass --load best.ckpt)");
+            session::initial_params(&s, &graph, &mut Rng::new(s.seed).fork(INIT_STREAM))?
+        }
+    };
+    let base = Arc::new(BaseModel { graph, params: Arc::new(params) });
+    let env = RunnerEnv { splits: Arc::new(splits), batch_size: s.batch_size, learning_rate: s.learning_rate, seed: s.seed };
+    let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
+    let out_dir = dirs.software().join("search_ckpts");
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let db = out_dir.join("study.db");
+    let project = dirs.root.file_name().and_then(|n| n.to_str()).unwrap_or("study").to_string();
+    let base_name = args.study.clone().unwrap_or(project);
+
+    let compare = !args.compare_samplers.is_empty();
+    let samplers: Vec<Option<String>> =
+        if compare { args.compare_samplers.iter().map(|x| Some(x.trim().to_string())).collect() } else { vec![None] };
+    let mut results = Vec::new();
+    let mut series = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut studies: Vec<(String, Vec<TrialRecord>)> = Vec::new();
+    let mut objective = None;
+    for (k, sampler) in samplers.iter().enumerate() {
+        let mut search = search.clone();
+        if let (Some(x), Some(setup)) = (sampler, search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut)) {
+            setup.insert("sampler".into(), json!(x));
+        }
+        let plan = mase_search::plan(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
+        if k == 0 {
+            for w in &plan.config.warnings {
+                human.warn(w);
+            }
+        }
+        let cfg = &plan.config;
+        let seed = cfg.setup.seed.unwrap_or(s.seed);
+        let name = if compare { format!("{base_name}-{}", plan.sampler.name()) } else { base_name.clone() };
+        let dir = if compare { out_dir.join("compare").join(plan.sampler.name()) } else { out_dir.clone() };
+        let mut store = SqliteStorage::open(&db)?;
+        let mode = if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh };
+        human.info(format!(
+            "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}",
+            plan.space.name(),
+            plan.sampler.name(),
+            plan.space.params().len(),
+            cfg.setup.n_trials,
+            cfg.setup.n_jobs,
+            db.display()
+        ));
+        let bar = if args.run.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
+        if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        let setup = mase_search::StudySetup {
+            name: name.clone(),
+            space: plan.space.as_ref(),
+            sampler: plan.sampler.as_ref(),
+            objective: &cfg.objective,
+            runners: &plan.runners,
+            n_trials: cfg.setup.n_trials,
+            n_jobs: cfg.setup.n_jobs,
+            timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
+            seed,
+            threads: s.threads,
+        };
+        let observer = Bar(bar.clone());
+        let t0 = std::time::Instant::now();
+        let out = run_study(&setup, &mut store, mode, &observer);
+        let seconds = t0.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        let out = out?;
+        if out.interrupted > 0 {
+            human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
+        }
+        match out.stop {
+            StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
+            StopReason::Timeout => human.info("The search stopped at its timeout"),
+            StopReason::Completed => {}
+        }
+        write_reports(&dir, &out.trials, &cfg.objective, plan.space.params())?;
+        let best = best_trials(&out.trials, &cfg.objective);
+        print_best(&human, &best);
+        // Plots of this study: the best value so far (hypervolume for several objectives) and,
+        // for two objectives, the Pareto scatter.
+        let names = cfg.objective.value_names();
+        let curve = curve(&out.trials, &cfg.objective, &[&out.trials]);
+        files.extend(plot_best_so_far(
+            &dir.join("best_so_far"),
+            &format!("{} ({})", label, plan.sampler.name()),
+            &curve_label(&cfg.objective),
+            &[Series { label: plan.sampler.name().into(), points: curve.clone() }],
+        )?);
+        if names.len() == 2 {
+            let pt = |t: &TrialRecord| t.values.as_ref().map(|v| (v[0], v[1]));
+            let all: Vec<(f64, f64)> = out.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
+            let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
+            files.extend(plot_pareto(
+                &dir.join("pareto"),
+                &format!("{label}: Pareto front"),
+                &format!("{} (scaled)", names[0]),
+                &format!("{} (scaled)", names[1]),
+                &all,
+                &front,
+            )?);
+        }
+        let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
+        results.push(json!({
+            "sampler": plan.sampler.name(),
+            "study": name,
+            "trials": out.trials.len(),
+            "complete": complete,
+            "stop": format!("{:?}", out.stop).to_lowercase(),
+            "seconds": seconds,
+            "best": best_json(&out.trials, &cfg.objective),
+            "dir": abs(&dir),
+        }));
+        series.push(plan.sampler.name().to_string());
+        studies.push((plan.sampler.name().to_string(), out.trials));
+        objective = Some(cfg.objective.clone());
+    }
+    if compare {
+        let Some(objective) = objective else { bail!("no sampler to compare") };
+        let all: Vec<&[TrialRecord]> = studies.iter().map(|(_, t)| t.as_slice()).collect();
+        let lines: Vec<Series> = studies.iter().map(|(n, t)| Series { label: n.clone(), points: curve(t, &objective, &all) }).collect();
+        files.extend(plot_best_so_far(
+            &out_dir.join("compare_samplers"),
+            &format!("{label}: samplers compared"),
+            &curve_label(&objective),
+            &lines,
+        )?);
+    }
+    for f in &files {
+        human.line(format!("wrote {}", f.display()));
+    }
+    human.info("Search is completed");
+    human.result(&json!({
+        "action": "search",
+        "model": label,
+        "dataset": dataset,
+        "study_db": abs(&db),
+        "studies": results,
+        "plots": files.iter().map(|f| abs(f)).collect::<Vec<_>>(),
+    }));
+    Ok(())
+}
+
+fn abs(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn curve_label(objective: &mase_search::Objective) -> String {
+    if objective.is_multi() {
+        "hypervolume of the trials so far".into()
+    } else {
+        "best value so far".into()
+    }
+}
+
+/// Best value so far, or for several objectives the hypervolume so far (against a reference
+/// point shared by every study drawn on the same chart).
+fn curve(trials: &[TrialRecord], objective: &mase_search::Objective, all: &[&[TrialRecord]]) -> Vec<(f64, f64)> {
+    let pts = if objective.is_multi() {
+        hypervolume_so_far(trials, objective, &common_reference(all, objective))
+    } else {
+        best_so_far(trials, objective)
+    };
+    pts.into_iter().map(|(n, v)| (n as f64, v)).collect()
+}
+
+fn print_best(human: &Human, best: &[&TrialRecord]) {
+    human.info("Best trial(s):");
+    let fmt = |m: &mase_search::Metrics| m.iter().map(|(k, v)| format!("{k}={v:.3}")).collect::<Vec<_>>().join(", ");
+    for t in best {
+        human.line(format!(
+            "| {:>5} | {} | {} | {} |",
+            t.number,
+            t.values.as_ref().map(|v| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+            fmt(&t.software_metrics),
+            fmt(&t.hardware_metrics)
+        ));
+    }
+}

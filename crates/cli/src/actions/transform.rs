@@ -1,0 +1,233 @@
+//! `ch transform --config X.toml [--load CKPT]`: MASE's transform action (spec mase-flow.md
+//! §1.8.3). The model gets common and software metadata, the `[passes.*]` tables run in TOML
+//! order, each `quantize` is followed by its summary (histogram on the terminal, CSVs under
+//! `transform/quantize/`), and the transformed model (graph with its number formats, weights and
+//! metadata) is saved as `transform/transformed_ckpt/model.ckpt`, which `ch test --load` and
+//! `ch train --load` (quantization-aware training) take.
+
+use crate::args::{RunArgs, TransformArgs};
+use crate::config::{merge, Settings};
+use crate::output::{Human, ProjectDirs};
+use crate::session;
+use anyhow::{anyhow, bail, Context, Result};
+use mase_io::{Checkpoint, Splits};
+use mase_ir::{Graph, ParamStore, Rng};
+use mase_passes::{run_pass, InputSource, PassContext, PassReport, PASSES};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// What `transform` and `analyze` start from: the model, its weights and its data.
+pub(crate) struct Prepared {
+    pub graph: Graph,
+    pub params: ParamStore,
+    /// The model's name for project folders and checkpoints.
+    pub label: String,
+    pub dataset: Option<String>,
+    pub splits: Option<Splits>,
+    /// Per-sample input shape recorded in a checkpoint (used when there is no data set).
+    pub sample_shape: Option<Vec<usize>>,
+    /// The data set's description, as checkpoints record it.
+    pub dataset_info: Option<Value>,
+}
+
+/// The model from `--load` (graph and weights of the checkpoint, quantization included) or from
+/// the zoo with fresh weights (seeded as `ch train` seeds them), and the data set when one is
+/// named on the command line, in the config or in the checkpoint.
+pub(crate) fn prepare(s: &Settings) -> Result<Prepared> {
+    if let Some(path) = &s.load_name {
+        let mut ck = session::read_checkpoint(path)?;
+        let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
+        if let Some(m) = s.model.as_deref() {
+            let named = Path::new(m).file_stem().and_then(|x| x.to_str()).unwrap_or(m);
+            if !saved_model.is_empty() && named != saved_model {
+                bail!("checkpoint {}: it holds model `{saved_model}`, not `{m}`", path.display());
+            }
+        }
+        let dataset = s.dataset.clone().or_else(|| ck.meta.get("dataset").and_then(Value::as_str).map(str::to_string));
+        let splits = dataset.as_deref().map(|d| session::load_data(s, d)).transpose()?;
+        // A PyTorch/Lightning file has weights only: the named model takes them.
+        session::adopt_weights(s, &mut ck, splits.as_ref().map(session::model_context).as_ref(), path)?;
+        let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
+        let saved_info = ck.meta.get("dataset_info").filter(|v| !v.is_null()).cloned();
+        let dataset_info = match &splits {
+            Some(sp) => Some(serde_json::to_value(&sp.info)?),
+            None => saved_info,
+        };
+        let sample_shape = dataset_info.as_ref().and_then(|i| i.get("sample_shape")).and_then(|v| serde_json::from_value(v.clone()).ok());
+        let label = if saved_model.is_empty() { s.model.clone().unwrap_or_else(|| "model".into()) } else { saved_model };
+        return Ok(Prepared { graph: ck.graph, params: ck.params, label, dataset, splits, sample_shape, dataset_info });
+    }
+    let dataset =
+        s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`); the model's input and output widths come from it"))?;
+    let splits = session::load_data(s, &dataset)?;
+    let ctx = session::model_context(&splits);
+    let (graph, label) = session::resolve_graph(s, &ctx)?;
+    // Stream 1 is the one `ch train` draws initial weights from, so an untrained transform
+    // starts from the weights an untrained run would have.
+    let params = session::initial_params(s, &graph, &mut Rng::new(s.seed).fork(1))?;
+    Ok(Prepared {
+        graph,
+        params,
+        label,
+        dataset: Some(dataset),
+        sample_shape: Some(splits.info.sample_shape.clone()),
+        dataset_info: Some(serde_json::to_value(&splits.info)?),
+        splits: Some(splits),
+    })
+}
+
+/// A pass context over the prepared model, writing under `out_dir`.
+pub(crate) fn context(s: &Settings, p: &mut Prepared, out_dir: PathBuf) -> PassContext {
+    let mut ctx = PassContext::new(std::mem::take(&mut p.params));
+    ctx.inputs = match (p.splits.take(), &p.sample_shape) {
+        (Some(splits), _) => InputSource::Data(Box::new(splits)),
+        (None, Some(shape)) => InputSource::Random { sample_shape: shape.clone() },
+        (None, None) => InputSource::None,
+    };
+    ctx.out_dir = Some(out_dir);
+    ctx.batch_size = s.batch_size;
+    ctx.seed = s.seed;
+    ctx.threads = s.threads;
+    ctx
+}
+
+/// TOML arguments as the JSON the pass registry takes.
+pub(crate) fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(t.iter().map(|(k, x)| (k.clone(), toml_to_json(x))).collect()),
+    }
+}
+
+/// Runs a pass, turning its error into one line that names it.
+pub(crate) fn run_named(name: &str, graph: &mut Graph, ctx: &mut PassContext, args: &Value) -> Result<PassReport> {
+    run_pass(name, graph, ctx, args).map_err(|e| anyhow!("{e}"))
+}
+
+/// Writes a pass report as JSON: `<dir>/<stem>.json`.
+pub(crate) fn write_report(dir: &Path, stem: &str, r: &PassReport) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(format!("{stem}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(r)?).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+fn list_passes(human: &Human) {
+    let mut t = mase_passes::table::Table::new(["Pass", "Arguments", "What it does"]);
+    for p in PASSES {
+        t.push([p.name, p.args.rsplit("::").next().unwrap_or(p.args).trim(), p.doc]);
+    }
+    human.line(t.render(mase_passes::table::TableFormat::Simple));
+    human.result(&json!({"action": "transform", "passes": PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc})).collect::<Vec<_>>()}));
+}
+
+pub fn run(args: &TransformArgs) -> Result<()> {
+    let a: &RunArgs = &args.run;
+    let human = Human { json: a.json };
+    if args.list_passes {
+        list_passes(&human);
+        return Ok(());
+    }
+    if a.config.is_none() {
+        bail!("expected configuration via --config (a TOML file with [passes.*] tables)");
+    }
+    let merged = merge(a)?;
+    for w in &merged.warnings {
+        human.warn(w);
+    }
+    let s = merged.settings;
+    let passes = merged.config.passes.clone().ok_or_else(|| {
+        anyhow!(
+            "config {}: no [passes] table: name the passes to run as [passes.<name>]",
+            a.config.as_deref().unwrap_or(Path::new("")).display()
+        )
+    })?;
+    for name in passes.keys() {
+        if mase_passes::find_pass(name).is_none() {
+            bail!("config: unknown pass `[passes.{name}]`; known passes: {}", PASSES.iter().map(|p| p.name).collect::<Vec<_>>().join(", "));
+        }
+    }
+    let mut p = prepare(&s)?;
+    let dataset = p.dataset.clone().unwrap_or_else(|| "none".into());
+    let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &p.label, &s.task, &dataset);
+    let out = dirs.software().join("transform");
+    let reports_dir = out.join("reports");
+    let label = p.label.clone();
+    let dataset_info = p.dataset_info.clone();
+    let mut graph = std::mem::take(&mut p.graph);
+    let mut ctx = context(&s, &mut p, out.clone());
+    human.info(format!("Transforming model '{label}'..."));
+    for setup in ["init_metadata", "add_common_metadata", "add_software_metadata"] {
+        run_named(setup, &mut graph, &mut ctx, &Value::Null)?;
+    }
+    let mut results = Vec::new();
+    // Reports are numbered in pipeline order, so a pass named twice keeps both.
+    let mut seq = 0;
+    let mut stem = |pass: &str| {
+        seq += 1;
+        format!("{seq:02}_{pass}")
+    };
+    for (name, table) in &passes {
+        let pass_args = toml_to_json(table);
+        let r = run_named(name, &mut graph, &mut ctx, &pass_args)?;
+        for w in &r.warnings {
+            human.warn(w);
+        }
+        match name.as_str() {
+            "quantize" => {
+                if args.explain {
+                    human.line(format!("Resolved quantization config:\n{}", r.text));
+                }
+                write_report(&reports_dir, &stem(name), &r)?;
+                results.push(json!({"pass": r.pass, "report": r.json}));
+                // MASE summarises every quantize against the graph before it.
+                let summary = run_named("summarize_quantization", &mut graph, &mut ctx, &json!({"save_dir": out.join("quantize")}))?;
+                human.info(&summary.text);
+                write_report(&reports_dir, &stem("summarize_quantization"), &summary)?;
+                results.push(json!({"pass": "summarize_quantization", "histogram": summary.json["histogram"]}));
+                continue;
+            }
+            _ if !r.text.is_empty() => human.line(&r.text),
+            _ => {}
+        }
+        write_report(&reports_dir, &stem(name), &r)?;
+        results.push(json!({"pass": r.pass, "report": r.json}));
+    }
+    let ck_dir = out.join("transformed_ckpt");
+    std::fs::create_dir_all(&ck_dir).with_context(|| format!("cannot create {}", ck_dir.display()))?;
+    std::fs::write(
+        ck_dir.join(mase_passes::interface::NODE_META_FILE),
+        mase_passes::interface::node_meta_toml(&graph).map_err(|e| anyhow!("{e}"))?,
+    )
+    .with_context(|| format!("cannot write {}", ck_dir.join(mase_passes::interface::NODE_META_FILE).display()))?;
+    let ck_path = ck_dir.join("model.ckpt");
+    let ck = Checkpoint {
+        graph,
+        params: ctx.params,
+        optimizer_tensors: Vec::new(),
+        meta: json!({
+            "model": label,
+            "dataset": p.dataset,
+            "dataset_info": dataset_info,
+            "transformed": true,
+            "passes": passes.keys().collect::<Vec<_>>(),
+            "settings": s,
+        }),
+    };
+    mase_io::save_checkpoint(&ck_path, &ck)?;
+    human.info(format!("Transformed model saved to {}", ck_path.display()));
+    human.result(&json!({
+        "action": "transform",
+        "model": label,
+        "dataset": p.dataset,
+        "checkpoint": std::path::absolute(&ck_path).unwrap_or(ck_path.clone()),
+        "transform_dir": std::path::absolute(&out).unwrap_or(out.clone()),
+        "passes": results,
+    }));
+    Ok(())
+}

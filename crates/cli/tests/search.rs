@@ -1,0 +1,219 @@
+//! `ch search`: MASE's example configs run unchanged, brute force stops, samplers compare, a
+//! killed search resumes, and bad configs fail with one line.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A data dir holding the jsc fixture in MASE's HDF5 format.
+fn jsc_data(root: &Path) -> PathBuf {
+    let d = root.join("data");
+    std::fs::create_dir_all(d.join("jsc")).unwrap();
+    std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
+    d
+}
+
+fn example(name: &str) -> String {
+    repo_root().join("configs/examples").join(name).to_str().unwrap().to_string()
+}
+
+fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+#[test]
+fn lab_config_searches_with_tpe_and_brute_force() {
+    let root = scratch("search-lab");
+    let data = jsc_data(&root);
+    let cfg = example("jsc_toy_by_type.toml");
+    let r = ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap()], &root);
+    let study = &r["studies"][0];
+    assert_eq!(study["sampler"], "tpe");
+    assert_eq!(study["complete"], 20);
+    let dir = root.join("mase_output/jsc-tiny/software/search_ckpts");
+    for f in ["study.db", "log.json", "best.json", "trials.csv", "best_so_far.png", "best_so_far.svg", "pareto.png", "pareto.svg"] {
+        assert!(dir.join(f).exists(), "{f} is written");
+    }
+    let log = read_json(&dir.join("log.json"));
+    let rec = log["0"].as_object().unwrap();
+    let keys: Vec<&str> = rec.keys().map(|k| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "number",
+            "values_0",
+            "values_1",
+            "user_attrs_hardware_metrics",
+            "user_attrs_sampled_config",
+            "user_attrs_scaled_metrics",
+            "user_attrs_software_metrics",
+            "state",
+            "datetime_start",
+            "datetime_complete",
+            "duration"
+        ]
+    );
+    let best = read_json(&dir.join("best.json"));
+    let b0 = best["0"].as_object().unwrap();
+    assert_eq!(
+        b0.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+        ["number", "value", "software_metrics", "hardware_metrics", "scaled_metrics", "sampled_config"]
+    );
+    assert_eq!(b0["value"].as_array().unwrap().len(), 2);
+    assert_eq!(std::fs::read_to_string(dir.join("trials.csv")).unwrap().lines().count(), 21);
+
+    let r = ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap(), "--sampler", "brute"], &root);
+    assert_eq!(r["studies"][0]["complete"], 18, "the by-name space has 2 x 3 x 3 points");
+    assert_eq!(r["studies"][0]["stop"], "exhausted");
+}
+
+/// search_toy_tpe.toml (toy on toy_tiny, by-name default seed over five nodes) with its
+/// frac-width lists set to "NA": MASE samples frac_width > width there, which mase-quant's
+/// integer format refuses (see README, Search).
+#[test]
+fn toy_tpe_config_runs_with_valid_frac_widths() {
+    let root = scratch("search-toy");
+    let text = std::fs::read_to_string(example("search_toy_tpe.toml")).unwrap();
+    let text = text.replace("[3, 4, 5, 6, 7, 8, 9]", "[\"NA\"]");
+    let cfg = root.join("toy.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let r = ch_json(&["search", "--config", cfg.to_str().unwrap()], &root);
+    assert_eq!(r["studies"][0]["complete"], 20);
+    let best = read_json(&root.join("mase_output/toy_toy_tiny/software/search_ckpts/best.json"));
+    assert!(best["0"]["sampled_config"]["seq_blocks_0"]["config"]["weight_width"].is_number());
+}
+
+#[test]
+fn samplers_compare_on_one_chart() {
+    let root = scratch("search-compare");
+    let data = jsc_data(&root);
+    let r = ch_json(
+        &[
+            "search",
+            "--config",
+            &example("jsc_toy_by_type.toml"),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--compare-samplers",
+            "brute,tpe,random",
+            "--n-trials",
+            "12",
+        ],
+        &root,
+    );
+    let names: Vec<&str> = r["studies"].as_array().unwrap().iter().map(|s| s["sampler"].as_str().unwrap()).collect();
+    assert_eq!(names, ["brute", "tpe", "random"]);
+    let dir = root.join("mase_output/jsc-tiny/software/search_ckpts");
+    for f in ["compare_samplers.png", "compare_samplers.svg", "compare/tpe/best.json", "compare/brute/log.json"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let png = std::fs::read(dir.join("compare_samplers.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn a_search_killed_with_sigkill_resumes_to_its_budget() {
+    let root = scratch("search-kill");
+    // Each trial evaluates 4000 MNIST images with tfc, so the study takes long enough to be cut.
+    let cfg = root.join("tfc_search.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+model = "tfc"
+dataset = "mnist"
+project = "killed"
+batch_size = 500
+[search.search_space]
+name = "graph/quantize/mixed_precision_ptq"
+[search.search_space.setup]
+by = "type"
+[search.search_space.seed.default.config]
+name = ["NA"]
+[search.search_space.seed.linear.config]
+name = ["integer"]
+data_in_width = [4, 6, 8]
+data_in_frac_width = ["NA"]
+weight_width = [2, 3, 4, 5, 6, 8]
+weight_frac_width = ["NA"]
+bias_width = [8]
+bias_frac_width = ["NA"]
+[search.strategy.sw_runner.basic_evaluation]
+dataloader = "train_dataloader"
+num_samples = 4000
+[search.strategy.hw_runner.average_bitwidth]
+compare_to = 32
+[search.strategy.setup]
+n_trials = 40
+sampler = "random"
+sum_scaled_metrics = false
+[search.strategy.metrics]
+accuracy = { scale = 1.0, direction = "maximize" }
+average_bitwidth = { scale = 0.2, direction = "minimize" }
+"#,
+    )
+    .unwrap();
+    let data = repo_root().join("data");
+    let args = ["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--threads", "1", "--json"];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ch"))
+        .args(args)
+        .current_dir(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = root.join("mase_output/killed/software/search_ckpts/study.db");
+    let t0 = Instant::now();
+    let complete = || -> usize {
+        let Ok(mut st) = mase_search::SqliteStorage::open(&db) else { return 0 };
+        use mase_search::Storage;
+        st.trials("killed").map(|t| t.iter().filter(|t| t.state == mase_search::TrialState::Complete).count()).unwrap_or(0)
+    };
+    while complete() < 5 && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = complete();
+    assert!((5..40).contains(&before), "killed mid-study ({before} complete)");
+    let r = ch_json(&[&args[..7], &["--resume"]].concat(), &root);
+    assert_eq!(r["studies"][0]["complete"], 40);
+    let dir = db.parent().unwrap();
+    let log = read_json(&dir.join("log.json"));
+    let complete: Vec<&serde_json::Value> = log.as_object().unwrap().values().filter(|t| t["state"] == "COMPLETE").collect();
+    assert_eq!(complete.len(), 40);
+    let numbers: std::collections::HashSet<u64> = complete.iter().map(|t| t["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers.len(), 40, "distinct trials");
+    let best = read_json(&dir.join("best.json"));
+    assert!(best["0"]["value"].as_array().is_some_and(|v| v.len() == 2) && best["0"]["sampled_config"]["seq_blocks_1"].is_object());
+}
+
+#[test]
+fn bad_search_configs_fail_with_one_line() {
+    let root = scratch("search-bad");
+    let data = jsc_data(&root);
+    let text = std::fs::read_to_string(example("jsc_toy_by_type.toml")).unwrap();
+    // (replace this, by that, words the error line must contain)
+    let cases = [
+        ("sampler = \"tpe\"", "sampler = \"anneal\"", "unknown sampler `anneal`"),
+        (
+            "weight_width = [2, 4, 8]\nweight_frac_width = [\"NA\"]\nbias_width",
+            "weight_width = []\nweight_frac_width = [\"NA\"]\nbias_width",
+            "empty choice list",
+        ),
+        (
+            "average_bitwidth.direction = \"minimize\"",
+            "average_bitwidth.direction = \"minimize\"\nbitops.scale = 1.0\nbitops.direction = \"minimize\"",
+            "metric `bitops`",
+        ),
+    ];
+    for (i, (from, to, words)) in cases.iter().enumerate() {
+        assert!(text.contains(from), "case {i}: the example has `{from}`");
+        let p = root.join(format!("bad{i}.toml"));
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+        let line = ch_error(&["search", "--config", p.to_str().unwrap(), "--data-dir", data.to_str().unwrap()], &root);
+        assert!(line.contains(words), "case {i}: {line}");
+    }
+    let line = ch_error(&["search", "jsc-tiny", "jsc", "--data-dir", data.to_str().unwrap()], &root);
+    assert!(line.contains("--config"), "{line}");
+}

@@ -1,0 +1,400 @@
+//! The graph IR as ONNX (a float graph) or QONNX (a quantized graph: its number formats become
+//! `IntQuant`/`BipolarQuant`/`FloatQuant` nodes in front of the values they apply to).
+//!
+//! Exports use opset 13. Node names follow PyTorch's exporter (`/seq_blocks.2/Gemm`) and
+//! parameters keep their state-dict names, so importing an exported file gives back the same
+//! module paths, node names and parameter names.
+
+use crate::onnx::proto::{
+    tensor_shape_proto::{dimension::Value as DV, Dimension},
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use crate::onnx::tensor::{f32_proto, i64_proto};
+use crate::qonnx::{quant_node, QONNX_DOMAIN};
+use crate::{InteropError, Result};
+use mase_ir::{ArgMeta, Graph, Node, NodeId, NodeKind, Op, ParamStore, QuantFormat, Tensor, ValueInfo};
+use std::path::Path;
+
+/// The opset exports use.
+pub const EXPORT_OPSET: i64 = 13;
+
+/// Plain ONNX or QONNX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Standard ONNX of a float graph; a graph with active number formats is refused.
+    Onnx,
+    /// ONNX plus QONNX quantizers for every number format on the graph's nodes.
+    Qonnx,
+}
+
+/// Settings of [`export_model`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportOptions {
+    pub format: ExportFormat,
+    /// Shape of one input sample; `None` takes it from the input's metadata (imported models and
+    /// checkpoints have it) or from the first layer.
+    pub sample_shape: Option<Vec<usize>>,
+}
+
+impl ExportOptions {
+    pub fn new(format: ExportFormat) -> ExportOptions {
+        ExportOptions { format, sample_shape: None }
+    }
+}
+
+fn xerr(node: &str, reason: impl Into<String>) -> InteropError {
+    InteropError::Export { node: node.to_string(), reason: reason.into() }
+}
+
+fn a_int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), i: v, r#type: 2, ..Default::default() }
+}
+
+fn a_float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto { name: name.into(), f: v, r#type: 1, ..Default::default() }
+}
+
+fn a_ints(name: &str, v: &[usize]) -> AttributeProto {
+    AttributeProto { name: name.into(), ints: v.iter().map(|&x| x as i64).collect(), r#type: 7, ..Default::default() }
+}
+
+fn value_info(name: &str, dims: &[Option<usize>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension { value: Some(match d { Some(v) => DV::DimValue(*v as i64), None => DV::DimParam("batch".into()) }), ..Default::default() })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: 1, shape: Some(TensorShapeProto { dim }) })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Per-sample input shape: the option, the input's metadata, or the first layer's width.
+fn sample_shape(graph: &Graph, opts: &ExportOptions) -> Result<Vec<usize>> {
+    if let Some(s) = &opts.sample_shape {
+        return Ok(s.clone());
+    }
+    let input = graph.inputs().first().copied().ok_or_else(|| xerr("graph", "it has no input"))?;
+    if let Some(ArgMeta::Tensor(t)) = graph.node(input).meta.common.results.get("data_out_0") {
+        if t.shape.len() > 1 {
+            return Ok(t.shape[1..].to_vec());
+        }
+    }
+    for u in graph.users(input) {
+        match &graph.node(u).op {
+            Op::Linear { in_features, .. } => return Ok(vec![*in_features]),
+            Op::BatchNorm1d(s) => return Ok(vec![s.num_features]),
+            _ => {}
+        }
+    }
+    Err(xerr(&graph.node(input).name, "the input shape is unknown; give the sample shape"))
+}
+
+struct Ex<'a> {
+    g: &'a Graph,
+    params: &'a ParamStore,
+    qonnx: bool,
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+    /// ONNX value name of each IR node.
+    names: Vec<String>,
+    /// Shapes at the two probe batch sizes.
+    shapes: Vec<[Vec<usize>; 2]>,
+    used_qonnx: bool,
+}
+
+impl Ex<'_> {
+    fn add(&mut self, name: String, op_type: &str, inputs: Vec<String>, output: String, attribute: Vec<AttributeProto>) {
+        self.nodes.push(NodeProto { name, op_type: op_type.into(), input: inputs, output: vec![output], attribute, ..Default::default() });
+    }
+
+    fn init(&mut self, name: &str, t: &Tensor) -> String {
+        if !self.inits.iter().any(|i| i.name == name) {
+            self.inits.push(f32_proto(name, t));
+        }
+        name.to_string()
+    }
+
+    fn param(&self, n: &Node, name: &str) -> Result<Tensor> {
+        self.params.get(name).cloned().ok_or_else(|| xerr(&n.name, format!("parameter `{name}` is missing")))
+    }
+
+    /// `value` quantized with `fmt` (a QONNX node named after `base`), or `value` itself.
+    fn quantized(&mut self, n: &Node, value: String, fmt: Option<&QuantFormat>, base: &str) -> Result<String> {
+        let Some(fmt) = fmt else { return Ok(value) };
+        if !self.qonnx {
+            return Err(xerr(&n.name, format!("the node is quantized ({}); export it as QONNX", fmt.type_name())));
+        }
+        let out = format!("{value}_quant");
+        let node = quant_node(fmt, &value, &out, base, &mut self.inits)?;
+        self.nodes.push(node);
+        self.used_qonnx = true;
+        Ok(out)
+    }
+
+    /// Dimensions of a node's value with the batch left open (`None`).
+    fn dims(&self, id: NodeId) -> Vec<Option<usize>> {
+        let [a, b] = &self.shapes[id.0];
+        a.iter().zip(b).map(|(x, y)| (x == y).then_some(*x)).collect()
+    }
+
+    fn node(&mut self, id: NodeId) -> Result<()> {
+        let g = self.g;
+        let n = g.node(id);
+        let q = n.quant.as_ref().filter(|q| q.is_active());
+        let name = n.name.clone();
+        // Inputs, each through its data_in quantizer.
+        let mut ins = Vec::with_capacity(n.inputs.len());
+        for (k, u) in n.inputs.iter().enumerate() {
+            let v = self.names[u.0].clone();
+            let fmt = q.and_then(|q| q.data_in.get(k)).and_then(Option::as_ref);
+            ins.push(self.quantized(n, v, fmt, &format!("/{name}/input_quant_{k}"))?);
+        }
+        let data_out = q.and_then(|q| q.data_out.as_ref());
+        let out = if data_out.is_some() { format!("{name}_float") } else { name.clone() };
+        let x = ins.first().cloned().unwrap_or_default();
+        let key = if n.kind == NodeKind::CallModule { n.target.clone() } else { n.name.clone() };
+        let on = |op: &str| format!("/{key}/{op}");
+        match &n.op {
+            Op::Input => {}
+            Op::Output => {}
+            Op::Constant => {
+                let t = self.param(n, &n.target)?;
+                let init = self.init(&n.target, &t);
+                self.names[id.0] = init;
+                return Ok(());
+            }
+            Op::Linear { bias, .. } => {
+                let w = self.param(n, &format!("{}.weight", n.target))?;
+                let wname = self.init(&format!("{}.weight", n.target), &w);
+                let wq = self.quantized(n, wname, q.and_then(|q| q.weight.as_ref()), &format!("/{}/weight_quant", n.target))?;
+                let mut b = None;
+                if *bias {
+                    let t = self.param(n, &format!("{}.bias", n.target))?;
+                    let bname = self.init(&format!("{}.bias", n.target), &t);
+                    b = Some(self.quantized(n, bname, q.and_then(|q| q.bias.as_ref()), &format!("/{}/bias_quant", n.target))?);
+                }
+                if self.shapes[n.inputs[0].0][0].len() == 2 {
+                    let mut i = vec![x, wq];
+                    i.extend(b);
+                    self.add(on("Gemm"), "Gemm", i, out.clone(), vec![a_float("alpha", 1.0), a_float("beta", 1.0), a_int("transB", 1)]);
+                } else {
+                    let wt = format!("{}.weight_t", n.target);
+                    self.add(on("Transpose"), "Transpose", vec![wq], wt.clone(), vec![a_ints("perm", &[1, 0])]);
+                    match b {
+                        Some(b) => {
+                            let mm = format!("{name}_matmul");
+                            self.add(on("MatMul"), "MatMul", vec![x, wt], mm.clone(), vec![]);
+                            self.add(on("Add"), "Add", vec![mm, b], out.clone(), vec![]);
+                        }
+                        None => self.add(on("MatMul"), "MatMul", vec![x, wt], out.clone(), vec![]),
+                    }
+                }
+            }
+            Op::Conv1d(c) | Op::Conv2d(c) => {
+                let w = self.param(n, &format!("{}.weight", n.target))?;
+                let wname = self.init(&format!("{}.weight", n.target), &w);
+                let mut i = vec![x, self.quantized(n, wname, q.and_then(|q| q.weight.as_ref()), &format!("/{}/weight_quant", n.target))?];
+                if c.bias {
+                    let t = self.param(n, &format!("{}.bias", n.target))?;
+                    let bname = self.init(&format!("{}.bias", n.target), &t);
+                    i.push(self.quantized(n, bname, q.and_then(|q| q.bias.as_ref()), &format!("/{}/bias_quant", n.target))?);
+                }
+                let pads: Vec<usize> = c.padding.iter().chain(&c.padding).copied().collect();
+                let attrs = vec![
+                    a_ints("kernel_shape", &c.kernel),
+                    a_ints("strides", &c.stride),
+                    a_ints("pads", &pads),
+                    a_ints("dilations", &c.dilation),
+                    a_int("group", c.groups as i64),
+                ];
+                self.add(on("Conv"), "Conv", i, out.clone(), attrs);
+            }
+            Op::BatchNorm1d(s) | Op::BatchNorm2d(s) => {
+                let c = s.num_features;
+                let p = |k: &str| format!("{}.{k}", n.target);
+                let (w, b) = if s.affine {
+                    (self.param(n, &p("weight"))?, self.param(n, &p("bias"))?)
+                } else {
+                    (Tensor::full(vec![c], 1.0), Tensor::zeros(vec![c]))
+                };
+                let (m, v) = (self.param(n, &p("running_mean"))?, self.param(n, &p("running_var"))?);
+                let i = vec![x, self.init(&p("weight"), &w), self.init(&p("bias"), &b), self.init(&p("running_mean"), &m), self.init(&p("running_var"), &v)];
+                self.add(on("BatchNormalization"), "BatchNormalization", i, out.clone(), vec![a_float("epsilon", s.eps), a_float("momentum", 1.0 - s.momentum)]);
+            }
+            Op::Relu => self.add(on("Relu"), "Relu", vec![x], out.clone(), vec![]),
+            Op::Sigmoid => self.add(on("Sigmoid"), "Sigmoid", vec![x], out.clone(), vec![]),
+            Op::Tanh => self.add(on("Tanh"), "Tanh", vec![x], out.clone(), vec![]),
+            Op::Sqrt => self.add(on("Sqrt"), "Sqrt", vec![x], out.clone(), vec![]),
+            Op::Selu => self.add(on("Selu"), "Selu", vec![x], out.clone(), vec![a_float("alpha", 1.673_263_2), a_float("gamma", 1.050_701)]),
+            Op::LeakyRelu { negative_slope } => self.add(on("LeakyRelu"), "LeakyRelu", vec![x], out.clone(), vec![a_float("alpha", *negative_slope)]),
+            Op::Relu6 | Op::Clip { .. } => {
+                let (lo, hi) = if let Op::Clip { min, max } = n.op { (min, max) } else { (0.0, 6.0) };
+                let lo = self.init(&format!("{name}.min"), &Tensor::scalar(lo));
+                let hi = self.init(&format!("{name}.max"), &Tensor::scalar(hi));
+                self.add(on("Clip"), "Clip", vec![x, lo, hi], out.clone(), vec![]);
+            }
+            Op::Gelu { tanh: false } => {
+                // 0.5 x (1 + erf(x / sqrt 2)), as torch.onnx writes GELU before opset 20.
+                let s2 = self.init(&format!("{name}.sqrt2"), &Tensor::scalar(std::f32::consts::SQRT_2));
+                let one = self.init(&format!("{name}.one"), &Tensor::scalar(1.0));
+                let half = self.init(&format!("{name}.half"), &Tensor::scalar(0.5));
+                let v = |s: &str| format!("{name}_{s}");
+                self.add(on("Div"), "Div", vec![x.clone(), s2], v("div"), vec![]);
+                self.add(on("Erf"), "Erf", vec![v("div")], v("erf"), vec![]);
+                self.add(on("Add"), "Add", vec![v("erf"), one], v("add"), vec![]);
+                self.add(on("Mul"), "Mul", vec![x, v("add")], v("mul"), vec![]);
+                self.add(on("Mul_1"), "Mul", vec![v("mul"), half], out.clone(), vec![]);
+            }
+            Op::Softmax { dim } => self.add(on("Softmax"), "Softmax", vec![x], out.clone(), vec![a_int("axis", *dim)]),
+            Op::LogSoftmax { dim } => self.add(on("LogSoftmax"), "LogSoftmax", vec![x], out.clone(), vec![a_int("axis", *dim)]),
+            Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
+                let max = matches!(n.op, Op::MaxPool1d(_) | Op::MaxPool2d(_));
+                let pads: Vec<usize> = p.padding.iter().chain(&p.padding).copied().collect();
+                let mut attrs = vec![a_ints("kernel_shape", &p.kernel), a_ints("strides", &p.stride), a_ints("pads", &pads)];
+                let op = if max { "MaxPool" } else { "AveragePool" };
+                if !max {
+                    attrs.push(a_int("count_include_pad", 1));
+                }
+                self.add(on(op), op, vec![x], out.clone(), attrs);
+            }
+            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => {
+                let (i, o) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[id.0][0].clone());
+                if o[2..].iter().all(|&v| v == 1) {
+                    self.add(on("GlobalAveragePool"), "GlobalAveragePool", vec![x], out.clone(), vec![]);
+                } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
+                    let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
+                    self.add(on("AveragePool"), "AveragePool", vec![x], out.clone(), vec![a_ints("kernel_shape", &k), a_ints("strides", &k)]);
+                } else {
+                    return Err(xerr(&name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
+                }
+            }
+            Op::Flatten { .. } | Op::Reshape { .. } => {
+                let dims = self.dims(id);
+                if dims.iter().filter(|d| d.is_none()).count() > 1 {
+                    return Err(xerr(&name, "the reshape keeps more than one batch-sized dimension"));
+                }
+                let target: Vec<i64> = dims.iter().map(|d| d.map_or(-1, |v| v as i64)).collect();
+                let sname = format!("{name}.shape");
+                if !self.inits.iter().any(|i| i.name == sname) {
+                    self.inits.push(i64_proto(&sname, &[target.len()], &target));
+                }
+                self.add(on("Reshape"), "Reshape", vec![x, sname], out.clone(), vec![]);
+            }
+            Op::Transpose { .. } | Op::Permute { .. } => {
+                let rank = self.shapes[n.inputs[0].0][0].len();
+                let norm = |d: i64| if d < 0 { (d + rank as i64) as usize } else { d as usize };
+                let perm: Vec<usize> = match &n.op {
+                    Op::Transpose { dim0, dim1 } => {
+                        let mut p: Vec<usize> = (0..rank).collect();
+                        p.swap(norm(*dim0), norm(*dim1));
+                        p
+                    }
+                    Op::Permute { dims } => dims.iter().map(|&d| norm(d)).collect(),
+                    _ => unreachable!("matched above"),
+                };
+                self.add(on("Transpose"), "Transpose", vec![x], out.clone(), vec![a_ints("perm", &perm)]);
+            }
+            Op::Size { .. } => {
+                if g.users(id).iter().any(|&u| !matches!(g.node(u).op, Op::Reshape { .. })) {
+                    return Err(xerr(&name, "a size used other than by a reshape has no ONNX equivalent here"));
+                }
+                return Ok(());
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow | Op::MatMul => {
+                let op = match n.op {
+                    Op::Add => "Add",
+                    Op::Sub => "Sub",
+                    Op::Mul => "Mul",
+                    Op::Div => "Div",
+                    Op::Pow => "Pow",
+                    _ => "MatMul",
+                };
+                self.add(on(op), op, ins.clone(), out.clone(), vec![]);
+            }
+            Op::Dropout { .. } => self.add(on("Dropout"), "Dropout", vec![x], out.clone(), vec![]),
+            Op::Concat { dim } => self.add(on("Concat"), "Concat", ins.clone(), out.clone(), vec![a_int("axis", *dim)]),
+            Op::Pad { begin, end, value } => {
+                let rank = self.shapes[n.inputs[0].0][0].len();
+                let lead = rank - begin.len();
+                let mut pads = vec![0i64; 2 * rank];
+                for (k, (b, e)) in begin.iter().zip(end).enumerate() {
+                    pads[lead + k] = *b as i64;
+                    pads[rank + lead + k] = *e as i64;
+                }
+                let pname = format!("{name}.pads");
+                self.inits.push(i64_proto(&pname, &[pads.len()], &pads));
+                let vname = self.init(&format!("{name}.value"), &Tensor::scalar(*value));
+                self.add(on("Pad"), "Pad", vec![x, pname, vname], out.clone(), vec![]);
+            }
+            other => return Err(xerr(&name, format!("op `{}` has no ONNX export", other.mase_op()))),
+        }
+        let final_name = match data_out {
+            Some(f) => self.quantized(n, out, Some(f), &format!("/{name}/output_quant"))?,
+            None => out,
+        };
+        self.names[id.0] = final_name;
+        Ok(())
+    }
+}
+
+/// Exports a graph and its parameters as an ONNX model.
+pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) -> Result<ModelProto> {
+    mase_ir::validate(graph, Some(params))?;
+    let sample = sample_shape(graph, opts)?;
+    let consts = |name: &str| params.get(name).map(|t| t.shape.clone());
+    let probe = |b: usize| -> Result<Vec<ValueInfo>> {
+        let mut s = vec![b];
+        s.extend(&sample);
+        Ok(graph.infer_shapes(&[s], &consts)?)
+    };
+    let (p2, p3) = (probe(2)?, probe(3)?);
+    let shapes = p2.iter().zip(&p3).map(|(a, b)| [a.shape().to_vec(), b.shape().to_vec()]).collect();
+    let mut ex = Ex {
+        g: graph,
+        params,
+        qonnx: opts.format == ExportFormat::Qonnx,
+        nodes: Vec::new(),
+        inits: Vec::new(),
+        names: graph.nodes().iter().map(|n| n.name.clone()).collect(),
+        shapes,
+        used_qonnx: false,
+    };
+    let mut inputs = Vec::new();
+    for id in graph.ids() {
+        if graph.node(id).kind == NodeKind::Placeholder {
+            inputs.push(value_info(&graph.node(id).name, &ex.dims(id)));
+        }
+        ex.node(id)?;
+    }
+    let out = graph.output_node()?;
+    let src = graph.node(out).inputs[0];
+    let output = value_info(&ex.names[src.0], &ex.dims(src));
+    let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: EXPORT_OPSET }];
+    if ex.used_qonnx {
+        opset_import.push(OperatorSetIdProto { domain: QONNX_DOMAIN.into(), version: 1 });
+    }
+    Ok(ModelProto {
+        ir_version: 7,
+        opset_import,
+        producer_name: "mase-rs".into(),
+        producer_version: env!("CARGO_PKG_VERSION").into(),
+        graph: Some(GraphProto { node: ex.nodes, name: "mase_graph".into(), initializer: ex.inits, input: inputs, output: vec![output], ..Default::default() }),
+        ..Default::default()
+    })
+}
+
+/// [`export_model`] encoded as the bytes of a `.onnx` file.
+pub fn export_bytes(graph: &Graph, params: &ParamStore, opts: &ExportOptions) -> Result<Vec<u8>> {
+    Ok(crate::onnx::encode_model(&export_model(graph, params, opts)?))
+}
+
+/// [`export_model`] written to a file.
+pub fn export_file(path: &Path, graph: &Graph, params: &ParamStore, opts: &ExportOptions) -> Result<()> {
+    let bytes = export_bytes(graph, params, opts)?;
+    std::fs::write(path, bytes).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot write: {e}") })
+}

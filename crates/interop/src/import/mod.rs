@@ -1,0 +1,442 @@
+//! ONNX and QONNX models into the graph IR.
+//!
+//! The importer walks the ONNX nodes in order and keeps, for every ONNX value, what it is
+//! ([`value::Val`]): a tensor the graph computes, a constant, a quantized constant or a shape.
+//! Constants and shape arithmetic are folded at import time (so the `Shape, Gather, Unsqueeze,
+//! Concat, Reshape` flatten of PyTorch exports becomes one reshape); layers become IR modules whose
+//! parameters keep their state-dict names where the file has them (`seq_blocks.2.weight`); QONNX
+//! quantizers become number formats on the nodes that consume their values.
+//!
+//! The first dimension of the graph input is the batch and is left open, also when the file fixes
+//! it (`[1, 16]`, `[789444, 16]`); a shape constant equal to that fixed size in the batch position
+//! of a `Reshape` is read as the batch.
+
+mod lower;
+mod value;
+
+pub(crate) mod fold;
+
+use crate::onnx::proto::{GraphProto, ModelProto, NodeProto};
+use crate::onnx::tensor::{from_proto, Const};
+use crate::{InteropError, Result, UnsupportedOp};
+use mase_ir::{Graph, NodeId, NodeKind, NodeQuant, Op, ParamStore, QuantFormat, TensorMeta, ValueInfo};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use value::{Dim, Dyn, Val};
+
+/// What happens to quantizers on weights.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WeightQuant {
+    /// Keep the file's float weights and put the quantizer on the node as its weight (or bias)
+    /// format, as the file has it: the runtime quantizes them, and fine-tuning updates the
+    /// float values (quantization-aware training).
+    #[default]
+    Keep,
+    /// Store the quantized weights as the parameters and keep the format on the node as well.
+    Fold,
+}
+
+/// Settings of [`import_model`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImportOptions {
+    pub weight_quant: WeightQuant,
+}
+
+/// An imported model.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    pub graph: Graph,
+    pub params: ParamStore,
+    /// Shape of one input sample (the input's shape without the batch dimension).
+    pub sample_shape: Vec<usize>,
+    /// Shape of one output sample.
+    pub output_shape: Vec<usize>,
+    /// The standard ONNX opset the file imports.
+    pub opset: i64,
+    /// Things the importer changed or assumed, one sentence each (a fixed batch made dynamic).
+    pub notes: Vec<String>,
+}
+
+/// Standard operators the importer lowers or folds.
+const STANDARD_OPS: &[&str] = &[
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Sqrt",
+    "Relu",
+    "LeakyRelu",
+    "Sigmoid",
+    "Tanh",
+    "Selu",
+    "Softmax",
+    "LogSoftmax",
+    "Conv",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "BatchNormalization",
+    "Flatten",
+    "Reshape",
+    "Transpose",
+    "Squeeze",
+    "Unsqueeze",
+    "Concat",
+    "Shape",
+    "Gather",
+    "Constant",
+    "Identity",
+    "Dropout",
+    "Clip",
+    "Cast",
+    "Pad",
+];
+
+/// The two batch sizes every node's shape is inferred for: a dimension that follows them is the
+/// batch, one that does not change is fixed.
+pub(crate) const PROBES: [usize; 2] = [2, 3];
+
+/// Reads an ONNX or QONNX model file.
+pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Imported> {
+    let bytes = std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
+    import_bytes(&bytes, opts).map_err(|e| e.in_file(path))
+}
+
+/// Imports a model from the bytes of a `.onnx` file.
+pub fn import_bytes(bytes: &[u8], opts: &ImportOptions) -> Result<Imported> {
+    import_model(&crate::onnx::decode_model(bytes)?, opts)
+}
+
+/// Imports a decoded model.
+pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported> {
+    let graph = model.graph.as_ref().ok_or_else(|| InteropError::Graph { reason: "the model has no graph".into() })?;
+    let opset = standard_opset(model)?;
+    check_supported(graph, model, opset)?;
+    let mut im = Importer::new(opset, opts.clone());
+    im.run(graph)
+}
+
+fn standard_opset(model: &ModelProto) -> Result<i64> {
+    let v = model.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version);
+    match v {
+        // Files from before opset imports were recorded are opset 1; files importing only custom
+        // domains use no standard operator whose version matters.
+        None => Ok(21),
+        Some(v) if (6..=21).contains(&v) => Ok(v),
+        Some(v) => Err(InteropError::UnsupportedOpset { domain: "ai.onnx".into(), version: v }),
+    }
+}
+
+/// All unsupported operators of the graph, in one error.
+fn check_supported(graph: &GraphProto, model: &ModelProto, opset: i64) -> Result<()> {
+    let mut bad: Vec<UnsupportedOp> = Vec::new();
+    for n in &graph.node {
+        let standard = n.domain.is_empty() || n.domain == "ai.onnx";
+        let ok = (standard && STANDARD_OPS.contains(&n.op_type.as_str())) || crate::qonnx::is_quant_op(n);
+        if !ok {
+            let version = if standard { opset } else { model.opset_import.iter().find(|o| o.domain == n.domain).map_or(1, |o| o.version) };
+            let op = UnsupportedOp { op_type: n.op_type.clone(), domain: if standard { String::new() } else { n.domain.clone() }, opset: version };
+            if !bad.contains(&op) {
+                bad.push(op);
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(InteropError::UnsupportedOps { ops: bad })
+    }
+}
+
+/// The import state.
+pub(crate) struct Importer {
+    pub g: Graph,
+    pub params: ParamStore,
+    pub vals: HashMap<String, Val>,
+    /// Values that exist in the file but cannot be used (a second output of a node), with why.
+    pub unavailable: HashMap<String, String>,
+    /// Shape information of every IR node for the two probe batch sizes.
+    pub probes: Vec<[ValueInfo; 2]>,
+    /// Module and constant targets in use.
+    pub targets: HashSet<String>,
+    /// `get_attr` nodes already made for constants, by the initializer they came from.
+    pub const_nodes: HashMap<String, NodeId>,
+    /// How many ONNX nodes read each value (graph outputs count as readers).
+    pub uses: HashMap<String, usize>,
+    /// IR nodes that are bias-less linear layers made from a `MatMul`, which a following `Add`
+    /// of a constant may complete.
+    pub fusable: HashSet<NodeId>,
+    pub opset: i64,
+    /// The batch size the file fixes for its input, if it fixes one.
+    pub hard_batch: Option<usize>,
+    pub opts: ImportOptions,
+    pub notes: Vec<String>,
+}
+
+impl Importer {
+    fn new(opset: i64, opts: ImportOptions) -> Importer {
+        Importer {
+            g: Graph::new(),
+            params: ParamStore::new(),
+            vals: HashMap::new(),
+            unavailable: HashMap::new(),
+            probes: Vec::new(),
+            targets: HashSet::new(),
+            const_nodes: HashMap::new(),
+            uses: HashMap::new(),
+            fusable: HashSet::new(),
+            opset,
+            hard_batch: None,
+            opts,
+            notes: Vec::new(),
+        }
+    }
+
+    fn run(&mut self, graph: &GraphProto) -> Result<Imported> {
+        for t in &graph.initializer {
+            let c = from_proto(t)?;
+            self.vals.insert(t.name.clone(), Val::Const(c));
+        }
+        for n in &graph.node {
+            for i in n.input.iter().filter(|i| !i.is_empty()) {
+                *self.uses.entry(i.clone()).or_default() += 1;
+            }
+        }
+        for o in &graph.output {
+            *self.uses.entry(o.name.clone()).or_default() += 1;
+        }
+        let inputs: Vec<_> = graph.input.iter().filter(|i| !self.vals.contains_key(&i.name)).collect();
+        let input = match inputs.as_slice() {
+            [one] => *one,
+            [] => return Err(InteropError::Graph { reason: "the graph has no input that is not an initializer".into() }),
+            many => {
+                let names: Vec<&str> = many.iter().map(|i| i.name.as_str()).collect();
+                return Err(InteropError::Graph { reason: format!("the graph has {} inputs ({}); mase-rs imports models with one input", many.len(), names.join(", ")) });
+            }
+        };
+        let sample_shape = self.add_input(input)?;
+        for n in &graph.node {
+            self.node(n)?;
+        }
+        let out = match graph.output.as_slice() {
+            [one] => one,
+            [] => return Err(InteropError::Graph { reason: "the graph has no output".into() }),
+            many => return Err(InteropError::Graph { reason: format!("the graph has {} outputs; mase-rs imports models with one output", many.len()) }),
+        };
+        let d = match self.value(&out.name)? {
+            Val::Dyn(d) => d,
+            other => return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) }),
+        };
+        if let Some(q) = d.quant.clone() {
+            self.attach_output_quant(d.id, q, &out.name)?;
+        }
+        let out_id = self.g.output(d.id);
+        let p = self.probes[d.id.0].clone();
+        self.probes.push(p);
+        mase_ir::validate(&self.g, Some(&self.params))?;
+        let output_shape = self.dyn_of(out_id)?.shape.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
+        Ok(Imported {
+            graph: std::mem::take(&mut self.g),
+            params: std::mem::take(&mut self.params),
+            sample_shape,
+            output_shape,
+            opset: self.opset,
+            notes: std::mem::take(&mut self.notes),
+        })
+    }
+
+    /// The placeholder for the graph input; returns the per-sample shape.
+    fn add_input(&mut self, input: &crate::onnx::proto::ValueInfoProto) -> Result<Vec<usize>> {
+        use crate::onnx::proto::{tensor_shape_proto::dimension::Value as DV, type_proto::Value as TV};
+        let bad = |reason: String| InteropError::Graph { reason: format!("input `{}`: {reason}", input.name) };
+        let tt = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(TV::TensorType(t)) => t,
+            _ => return Err(bad("it is not a tensor".into())),
+        };
+        if tt.elem_type != 1 {
+            return Err(bad(format!("element type {} is not float32", tt.elem_type)));
+        }
+        let dims = tt.shape.as_ref().map(|s| s.dim.clone()).ok_or_else(|| bad("its shape is unknown".into()))?;
+        if dims.is_empty() {
+            return Err(bad("it has rank 0; the first dimension must be the batch".into()));
+        }
+        match &dims[0].value {
+            Some(DV::DimValue(v)) if *v > 0 => {
+                self.hard_batch = Some(*v as usize);
+                self.notes.push(format!("input `{}` fixes the batch size to {v}; the imported model takes any batch size", input.name));
+            }
+            _ => {}
+        }
+        let mut sample = Vec::new();
+        for (i, d) in dims.iter().enumerate().skip(1) {
+            match &d.value {
+                Some(DV::DimValue(v)) if *v > 0 => sample.push(*v as usize),
+                Some(DV::DimParam(p)) => return Err(bad(format!("dimension {i} is symbolic (`{p}`); only the batch dimension may be")))?,
+                _ => return Err(bad(format!("dimension {i} is unknown"))),
+            }
+        }
+        let id = self.g.placeholder(&input.name);
+        let mut first = vec![1];
+        first.extend(&sample);
+        // MASE records the input shape in the placeholder's metadata; the executor reads it too.
+        self.g.node_mut(id).meta.common.results.insert("data_out_0".into(), mase_ir::ArgMeta::Tensor(TensorMeta::float32(first)));
+        let probe = |b: usize| {
+            let mut s = vec![b];
+            s.extend(&sample);
+            ValueInfo::Tensor(s)
+        };
+        self.probes.push([probe(PROBES[0]), probe(PROBES[1])]);
+        let shape = std::iter::once(Dim::Batch).chain(sample.iter().map(|&v| Dim::Fixed(v as i64))).collect();
+        self.vals.insert(input.name.clone(), Val::Dyn(Dyn { id, shape, quant: None }));
+        Ok(sample)
+    }
+
+    /// The value called `name`.
+    pub fn value(&self, name: &str) -> Result<Val> {
+        if let Some(v) = self.vals.get(name) {
+            return Ok(v.clone());
+        }
+        if let Some(why) = self.unavailable.get(name) {
+            return Err(InteropError::Graph { reason: format!("value `{name}` is used but {why}") });
+        }
+        Err(InteropError::Graph { reason: format!("value `{name}` is used before it is defined (the graph is not topologically sorted or refers to a missing tensor)") })
+    }
+
+    /// The shape of an IR node's value, from its probes.
+    pub fn dyn_of(&self, id: NodeId) -> Result<Dyn> {
+        let [a, b] = &self.probes[id.0];
+        let (a, b) = (a.shape(), b.shape());
+        let mut shape = Vec::with_capacity(a.len());
+        for (&x, &y) in a.iter().zip(b) {
+            shape.push(if x == y {
+                Dim::Fixed(x as i64)
+            } else if x == PROBES[0] && y == PROBES[1] {
+                Dim::Batch
+            } else {
+                let n = &self.g.node(id).name;
+                return Err(InteropError::node(n, self.g.node(id).op.mase_op(), "a dimension mixes the batch with other dimensions, so the batch size cannot be left open"));
+            });
+        }
+        Ok(Dyn { id, shape, quant: None })
+    }
+
+    /// Adds an IR node and infers its shapes. `data_in` are the formats of its inputs (quantized
+    /// values it reads).
+    pub fn emit(&mut self, onnx: &NodeProto, name: &str, kind: NodeKind, target: &str, op: Op, inputs: &[NodeId], data_in: Vec<Option<QuantFormat>>) -> Result<NodeId> {
+        let mut infos: [ValueInfo; 2] = [ValueInfo::Int(0), ValueInfo::Int(0)];
+        for (k, info) in infos.iter_mut().enumerate() {
+            let ins: Vec<ValueInfo> = inputs.iter().map(|i| self.probes[i.0][k].clone()).collect();
+            *info = op.infer(name, &ins).map_err(|e| InteropError::node(&onnx.name, &onnx.op_type, e.to_string()))?;
+        }
+        let id = match kind {
+            NodeKind::CallModule => self.g.call_module(target, op, inputs),
+            _ => self.g.add_node(name, kind, target, op, inputs),
+        };
+        if data_in.iter().any(Option::is_some) {
+            self.g.node_mut(id).quant = Some(NodeQuant { data_in, ..Default::default() });
+        }
+        self.probes.push(infos);
+        Ok(id)
+    }
+
+    /// Puts a pending quantizer of the graph output onto the node that computes it.
+    fn attach_output_quant(&mut self, id: NodeId, q: QuantFormat, value: &str) -> Result<()> {
+        let n = self.g.node_mut(id);
+        if matches!(n.op, Op::Input | Op::Constant) {
+            return Err(InteropError::Graph { reason: format!("output `{value}` is a quantized graph input; there is no node to carry the quantizer") });
+        }
+        let nq = n.quant.get_or_insert_with(NodeQuant::default);
+        if nq.data_out.is_some() {
+            return Err(InteropError::Graph { reason: format!("output `{value}` is quantized twice") });
+        }
+        nq.data_out = Some(q);
+        Ok(())
+    }
+
+    /// A `get_attr` node reading a constant, stored (not trainable) in the parameter store.
+    pub fn const_node(&mut self, c: &Const, hint: &str) -> NodeId {
+        if let Some(o) = &c.origin {
+            if let Some(&id) = self.const_nodes.get(o) {
+                if self.params.get(&self.g.node(id).target).is_some_and(|t| t.shape == c.shape && t.data == c.f32s()) {
+                    return id;
+                }
+            }
+        }
+        let target = self.unique_target(c.origin.as_deref().unwrap_or(hint));
+        self.params.insert(target.clone(), c.tensor(), false);
+        let id = self.g.get_attr(&target);
+        self.probes.push([ValueInfo::Tensor(c.shape.clone()), ValueInfo::Tensor(c.shape.clone())]);
+        if let Some(o) = &c.origin {
+            self.const_nodes.insert(o.clone(), id);
+        }
+        id
+    }
+
+    /// A module or constant path not used yet, made from `want` (`seq_blocks.2`).
+    pub fn unique_target(&mut self, want: &str) -> String {
+        let mut base: String = want.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '_' }).collect();
+        base = base.trim_matches('.').replace("..", ".");
+        if base.is_empty() {
+            base = "node".into();
+        }
+        let mut t = base.clone();
+        let mut k = 1;
+        while self.targets.contains(&t) {
+            t = format!("{base}_{k}");
+            k += 1;
+        }
+        self.targets.insert(t.clone());
+        t
+    }
+}
+
+/// The name a node keeps: PyTorch's scope path (`/seq_blocks.2/Gemm` -> `seq_blocks.2`,
+/// `/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`), else the ONNX node name, else its
+/// operator type in lower case.
+pub(crate) fn base_name(n: &NodeProto) -> String {
+    let name = n.name.as_str();
+    if let Some(rest) = name.strip_prefix('/') {
+        let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        if segs.len() >= 2 {
+            let scopes = &segs[..segs.len() - 1];
+            let mut path = scopes[scopes.len() - 1].to_string();
+            for s in scopes[..scopes.len() - 1].iter().rev() {
+                if path.starts_with(&format!("{s}.")) {
+                    break;
+                }
+                path = format!("{s}.{path}");
+            }
+            return path;
+        }
+    }
+    if name.is_empty() {
+        n.op_type.to_ascii_lowercase()
+    } else {
+        name.to_string()
+    }
+}
+
+/// The module path that parameter names imply (`seq_blocks.0.running_mean` -> `seq_blocks.0`).
+pub(crate) fn param_prefix(origins: &[Option<&str>]) -> Option<String> {
+    const SUFFIXES: [&str; 4] = [".weight", ".bias", ".running_mean", ".running_var"];
+    origins.iter().flatten().find_map(|o| SUFFIXES.iter().find_map(|s| o.strip_suffix(s)).filter(|p| !p.is_empty()).map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_pytorch_scopes() {
+        let n = |name: &str, op: &str| NodeProto { name: name.into(), op_type: op.into(), ..Default::default() };
+        assert_eq!(base_name(&n("/seq_blocks.2/Gemm", "Gemm")), "seq_blocks.2");
+        assert_eq!(base_name(&n("/layer1/layer1.0/conv1/Conv", "Conv")), "layer1.0.conv1");
+        assert_eq!(base_name(&n("MatMul_16", "MatMul")), "MatMul_16");
+        assert_eq!(base_name(&n("", "Gemm")), "gemm");
+        assert_eq!(param_prefix(&[Some("38"), Some("features.3.running_mean")]).as_deref(), Some("features.3"));
+        assert_eq!(param_prefix(&[Some("W"), None]), None);
+    }
+}

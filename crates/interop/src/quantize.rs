@@ -1,0 +1,12 @@
+//! Quantized values of a whole tensor, through `mase_quant` (the one implementation of every
+//! format's arithmetic).
+
+use mase_ir::{QuantFormat, Rng, Tensor};
+
+/// `t` quantized with `fmt`, or the reason it cannot be.
+pub(crate) fn quantize_tensor(t: &Tensor, fmt: &QuantFormat) -> Result<Tensor, String> {
+    let mut out = vec![0.0; t.data.len()];
+    // Only stochastic binary draws random numbers, and QONNX has no stochastic format.
+    mase_quant::quantize(fmt, &t.data, &t.shape, &mut out, &mut Rng::new(0)).map_err(|e| e.to_string())?;
+    Ok(Tensor { shape: t.shape.clone(), data: out })
+}

@@ -1,0 +1,130 @@
+//! Export: zoo models and hand-built graphs go to ONNX and come back with the same names,
+//! parameters and outputs; models trained here run in onnxruntime with our outputs.
+
+mod common;
+use common::*;
+use mase_interop::{export_bytes, export_model, import_bytes, ExportFormat, ExportOptions, ImportOptions};
+use mase_ir::{ConvSpec, Graph, NodeKind, Op, PoolSpec, QuantFormat, RoundingMode, Rng, Tensor};
+use mase_runtime::init_params;
+use mase_zoo::{build_model, ModelContext};
+
+fn random_input(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::new(shape.to_vec(), (0..n).map(|_| rng.normal() as f32).collect()).unwrap()
+}
+
+/// Exports, imports again, and checks names, parameters and bit-identical outputs.
+fn round_trip(label: &str, g: &Graph, sample: &[usize]) {
+    let mut params = init_params(g, &mut Rng::new(3));
+    // Running statistics away from 0 and 1, so that batch norm's buffers are really carried.
+    for (name, e) in params.iter_mut() {
+        if name.ends_with("running_mean") || name.ends_with("running_var") {
+            e.tensor.data.iter_mut().enumerate().for_each(|(i, v)| *v += 0.1 * (i % 5) as f32);
+        }
+    }
+    let opts = ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(sample.to_vec()) };
+    let bytes = export_bytes(g, &params, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let m = import_bytes(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(m.sample_shape, sample, "{label}");
+    let modules = |g: &Graph| g.nodes().iter().filter(|n| n.kind == NodeKind::CallModule && !n.op.param_specs().is_empty()).map(|n| n.target.clone()).collect::<Vec<_>>();
+    assert_eq!(modules(&m.graph), modules(g), "{label}: module paths");
+    assert_eq!(m.params.names().collect::<Vec<_>>(), params.names().collect::<Vec<_>>(), "{label}: parameter names");
+    let x = random_input(&[[4].as_slice(), sample].concat(), 9);
+    assert_eq!(run(&m.graph, &m.params, &x), run(g, &params, &x), "{label}: outputs");
+}
+
+#[test]
+fn zoo_models_round_trip_through_onnx() {
+    let cases: [(&str, Vec<usize>, usize); 7] = [
+        ("jsc-tiny", vec![16], 5),
+        ("jsc-toy", vec![16], 5),
+        ("jsc-s", vec![16], 5),
+        ("jsc-three-layer", vec![16], 5),
+        ("tfc", vec![1, 28, 28], 10),
+        ("mnist-cnn", vec![1, 28, 28], 10),
+        ("toy", vec![2, 2], 2),
+    ];
+    for (name, sample, classes) in cases {
+        let g = build_model(name, &ModelContext::new(sample.clone(), classes)).unwrap();
+        round_trip(name, &g, &sample);
+    }
+    let g = mase_zoo::load_model_file(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/jsc-residual.toml"), &ModelContext::new(vec![16], 5)).unwrap();
+    round_trip("jsc-residual.toml", &g, &[16]);
+}
+
+#[test]
+fn every_exportable_op_round_trips() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let c1 = g.call_module("conv1", Op::Conv2d(ConvSpec { groups: 2, dilation: vec![1, 2], ..ConvSpec::new(2, 2, 4, 3, 1, 1) }), &[x]);
+    let bn = g.call_module("bn", Op::BatchNorm2d(mase_ir::NormSpec::new(4)), &[c1]);
+    let lr = g.call_module("act", Op::LeakyRelu { negative_slope: 0.2 }, &[bn]);
+    let mp = g.call_module("pool", Op::MaxPool2d(PoolSpec { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1, 1] }), &[lr]);
+    let ap = g.call_module("avg", Op::AvgPool2d(PoolSpec::new(2, 2)), &[mp]);
+    let gp = g.call_module("gap", Op::AdaptiveAvgPool2d { output_size: [1, 1] }, &[ap]);
+    let fl = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[gp]);
+    let pad = g.call_function("torch.nn.functional.pad", Op::Pad { begin: vec![1], end: vec![2], value: 0.5 }, &[fl]);
+    let cat = g.call_function("torch.cat", Op::Concat { dim: 1 }, &[pad, pad]);
+    let sq = g.call_function("torch.sigmoid", Op::Sigmoid, &[cat]);
+    let sr = g.call_function("torch.sqrt", Op::Sqrt, &[sq]);
+    let cl = g.call_function("torch.clamp", Op::Clip { min: 0.6, max: 0.9 }, &[sr]);
+    let k = g.get_attr("scale");
+    let dv = g.call_function("operator.truediv", Op::Div, &[cl, k]);
+    let pw = g.call_function("operator.pow", Op::Pow, &[dv, k]);
+    let fc = g.call_module("fc", Op::Linear { in_features: 14, out_features: 3, bias: true }, &[pw]);
+    let th = g.call_module("tanh", Op::Tanh, &[fc]);
+    let sm = g.call_module("sm", Op::LogSoftmax { dim: 1 }, &[th]);
+    g.output(sm);
+    let mut params = init_params(&g, &mut Rng::new(1));
+    params.insert("scale", Tensor::new(vec![14], (0..14).map(|i| 1.0 + i as f32 / 10.0).collect()).unwrap(), false);
+    let bytes = export_bytes(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![2, 9, 9]) }).unwrap();
+    let m = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+    let x = random_input(&[3, 2, 9, 9], 4);
+    let (a, b) = (run(&g, &params, &x), run(&m.graph, &m.params, &x));
+    assert!(a.max_abs_diff(&b) == 0.0, "{:?} vs {:?}", a.data, b.data);
+}
+
+#[test]
+fn quantized_graphs_need_qonnx_and_carry_their_formats() {
+    let mut g = build_model("jsc-tiny", &ModelContext::new(vec![16], 5)).unwrap();
+    let params = init_params(&g, &mut Rng::new(0));
+    let fc = g.find("seq_blocks_2").unwrap();
+    let fmt = QuantFormat::Integer { width: 8, frac_width: 4, signed: true };
+    g.node_mut(fc).quant = Some(mase_ir::NodeQuant { data_in: vec![Some(fmt.clone())], weight: Some(fmt.clone()), bias: Some(fmt.clone()), ..Default::default() });
+    let e = export_model(&g, &params, &ExportOptions::new(ExportFormat::Onnx)).unwrap_err().to_string();
+    assert!(e.contains("seq_blocks_2") && e.contains("export it as QONNX"), "{e}");
+    let m = export_model(&g, &params, &ExportOptions::new(ExportFormat::Qonnx)).unwrap();
+    let q: Vec<&str> = m.graph.as_ref().unwrap().node.iter().filter(|n| n.domain == mase_interop::qonnx::QONNX_DOMAIN).map(|n| n.op_type.as_str()).collect();
+    assert_eq!(q, ["IntQuant", "IntQuant", "IntQuant"]);
+    // MASE's fixed point comes back as the equivalent QONNX IntQuant, with the same outputs.
+    let again = mase_interop::import_model(&m, &ImportOptions::default()).unwrap();
+    let node = again.graph.nodes().iter().find(|n| n.target == "seq_blocks.2").unwrap();
+    let want = QuantFormat::IntQuant {
+        scale: Tensor::scalar(1.0 / 16.0),
+        zero_point: Tensor::scalar(0.0),
+        bit_width: 8.0,
+        signed: true,
+        narrow: false,
+        rounding_mode: RoundingMode::Round,
+    };
+    assert_eq!(node.quant.as_ref().unwrap().weight.as_ref(), Some(&want));
+    let x = random_input(&[8, 16], 2);
+    assert_eq!(run(&g, &params, &x), run(&again.graph, &again.params, &x));
+}
+
+#[test]
+fn models_trained_here_run_in_onnxruntime_with_our_outputs() {
+    // tests/fixtures/trained: made by `cargo run -p mase-interop --example make_trained_fixture`
+    // (5 epochs on digits) and run in onnxruntime by scripts/make_onnx_references.py.
+    for model in ["mnist-cnn_digits", "tfc_digits"] {
+        let x = npz(&format!("trained/{model}.inputs.npz"), "x");
+        let ours = npz(&format!("trained/{model}.ours.npz"), "y");
+        let ort = npz(&format!("trained/{model}.ort.npz"), "y");
+        let (d, at) = max_diff(&ours, &ort);
+        assert!(d <= 1e-5, "{model}: ours vs onnxruntime differ by {d} at {at}");
+        let m = import(&format!("../trained/{model}.onnx"));
+        let (d, at) = max_diff(&run(&m.graph, &m.params, &x), &ours);
+        assert!(d <= 1e-5, "{model}: re-imported vs ours differ by {d} at {at}");
+    }
+}

@@ -1,0 +1,133 @@
+//! Operation and memory counts of one node for one input sample (MASE's fine-grained estimator,
+//! spec mase-ir-passes.md §10, which reads the first sample of the batch).
+//!
+//! | op | FLOPs (forward) | params |
+//! |---|---|---|
+//! | linear | `in_features * out_features * rows` (one per multiply-accumulate; bias adds not counted, as MASE) | weight + bias |
+//! | conv1d, conv2d | `out.numel * prod(kernel) * in_channels / groups` | weight + bias |
+//! | batch_norm1d, batch_norm2d | `4 * numel` | `2 * num_features` |
+//! | relu, relu6, leaky_relu, sigmoid, tanh, selu, gelu | `numel` | |
+//! | softmax, log_softmax | `3 * numel` (exp, sum, divide) | |
+//! | max/avg pool | `out.numel * prod(kernel)` | |
+//! | adaptive avg pool | `in.numel` | |
+//! | add, sub, mul | `out.numel` | |
+//! | matmul, bmm | `batch * m * n * k` | |
+//! | dropout, flatten, view, transpose, permute, size, placeholder, output | 0 | |
+//!
+//! Backward FLOPs are twice the forward ones for linear, conv and matmul (gradients of the input
+//! and of the weight) and equal to them otherwise. MASE's estimator covers only some modules and
+//! `add`; the rules for the other ops are mase-rs's.
+//!
+//! BitOPs weigh each operation by the widths of its operands, read from `node.quant` (32 for a
+//! float operand): `MACs * bits(data_in_0) * bits(weight)` for linear and conv,
+//! `MACs * bits(data_in_0) * bits(data_in_1)` for matmul, `FLOPs * bits(data_in_0)` for the rest.
+
+use crate::metadata::precision::active_quant;
+use mase_ir::{Node, NodeKind, Op, QuantFormat, ValueInfo};
+use serde::Serialize;
+
+/// Counts of one node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NodeCost {
+    pub flops: u64,
+    pub backward_flops: u64,
+    pub bitops: f64,
+    /// Trainable parameters.
+    pub params: u64,
+    /// Buffers (batch-norm running statistics).
+    pub buffers: u64,
+    /// Values read from data inputs and written to the output.
+    pub input_elements: u64,
+    pub output_elements: u64,
+    /// The same traffic in bits, with the formats of `node.quant`.
+    pub input_bits: f64,
+    pub output_bits: f64,
+    /// Bits of the node's parameters and buffers as stored (quantized widths where quantized).
+    pub param_bits: f64,
+    /// Bits per value of the first data input and, for linear, conv and matmul, of the weight
+    /// (the right operand for matmul); 32 when float.
+    pub data_in_width: f64,
+    pub weight_width: Option<f64>,
+}
+
+fn bits(f: Option<&QuantFormat>) -> f64 {
+    f.map_or(32.0, QuantFormat::bits)
+}
+
+/// Counts for `node` given the value shapes of a one-sample run.
+pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost {
+    let q = active_quant(node);
+    let ins: Vec<&[usize]> = node.inputs.iter().filter_map(|u| values.get(u.0)).filter(|v| v.is_tensor()).map(ValueInfo::shape).collect();
+    let numel = |s: &[usize]| s.iter().product::<usize>() as u64;
+    let in0 = ins.first().map_or(0, |s| numel(s));
+    let out = if own.is_tensor() { numel(own.shape()) } else { 0 };
+    let macs: u64 = match &node.op {
+        Op::Linear { in_features, out_features, .. } => {
+            let rows = if *in_features == 0 { 0 } else { in0 / *in_features as u64 };
+            (*in_features * *out_features) as u64 * rows
+        }
+        Op::Conv1d(c) | Op::Conv2d(c) => out * (c.kernel.iter().product::<usize>() * (c.in_channels / c.groups.max(1))) as u64,
+        Op::MatMul => match (ins.first(), ins.get(1)) {
+            (Some(a), Some(_)) if !a.is_empty() => out * *a.last().unwrap_or(&0) as u64,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    let flops = match &node.op {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul => macs,
+        Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => 4 * in0,
+        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } => in0,
+        Op::Softmax { .. } | Op::LogSoftmax { .. } => 3 * in0,
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => out * p.kernel.iter().product::<usize>() as u64,
+        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => in0,
+        Op::Add | Op::Sub | Op::Mul => out,
+        _ => 0,
+    };
+    let backward_flops = match &node.op {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul => 2 * flops,
+        _ => flops,
+    };
+    let din = |k: usize| bits(q.and_then(|q| q.data_in.get(k)).and_then(Option::as_ref));
+    let weight_width = q.and_then(|q| q.weight.as_ref()).map(QuantFormat::bits).unwrap_or(32.0);
+    let bitops = match &node.op {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => macs as f64 * din(0) * weight_width,
+        Op::MatMul => macs as f64 * din(0) * din(1),
+        _ => flops as f64 * din(0),
+    };
+    let (mut params, mut buffers, mut param_bits) = (0u64, 0u64, 0f64);
+    if node.kind == NodeKind::CallModule {
+        for spec in node.op.param_specs() {
+            let n = spec.shape.iter().product::<usize>() as u64;
+            if spec.trainable {
+                params += n;
+            } else {
+                buffers += n;
+            }
+            let w = match spec.name {
+                "weight" => q.and_then(|q| q.weight.as_ref()),
+                "bias" => q.and_then(|q| q.bias.as_ref()),
+                _ => None,
+            };
+            param_bits += n as f64 * bits(w);
+        }
+    }
+    let input_elements: u64 = ins.iter().map(|s| numel(s)).sum();
+    let input_bits: f64 = ins.iter().enumerate().map(|(k, s)| numel(s) as f64 * din(k)).sum();
+    let output_bits = out as f64 * bits(q.and_then(|q| q.data_out.as_ref()));
+    // Layers that multiply by a weight (MASE's average-width pass looks at these only).
+    let has_weight = matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul);
+    NodeCost {
+        flops,
+        backward_flops,
+        bitops,
+        params,
+        buffers,
+        input_elements,
+        output_elements: out,
+        input_bits,
+        output_bits,
+        param_bits,
+        data_in_width: din(0),
+        weight_width: has_weight.then(|| if matches!(node.op, Op::MatMul) { din(1) } else { weight_width }),
+    }
+}

@@ -1,0 +1,112 @@
+//! MASE's `mase_type` and `mase_op` of a node (spec mase-ir-passes.md §2).
+//!
+//! MASE matches the fx node *name* against lists of patterns, so the second `torch.matmul`
+//! (`matmul_1`, which contains `mul_`) becomes `mul`, `nn.ReLU6` becomes `hardtanh`, and any op it
+//! has no pattern for raises. Here the class follows from the op itself, and the fx kind only
+//! decides between the module and function spellings. The differences, on purpose:
+//! - `matmul_1` is `matmul` (and `torch.bmm` is `bmm`), whatever the node is called;
+//! - `nn.ReLU6` is `relu6`;
+//! - every `get_attr` node has `mase_op = "constant"` (MASE sets none unless the name matches a
+//!   pattern; MASE's HEAD agrees with us);
+//! - `nn.Flatten` is an `implicit_func` like `torch.flatten` (MASE C raises on it);
+//! - activations MASE has no pattern for (sigmoid, tanh, gelu, ...) are `module_related_func`
+//!   when called as functions, and methods that compute (`x.add(y)`) are typed like the function.
+
+use mase_ir::{Node, NodeKind, Op};
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// MASE's `mase_type` values.
+pub const MASE_TYPES: [&str; 7] = ["module", "module_related_func", "builtin_func", "implicit_func", "placeholder", "get_attr", "output"];
+
+/// `(mase_type, mase_op)` of a node.
+pub fn classify(node: &Node) -> (&'static str, String) {
+    match node.kind {
+        NodeKind::Placeholder => ("placeholder", "placeholder".into()),
+        NodeKind::Output => ("output", "output".into()),
+        NodeKind::GetAttr => (if constant_name(&node.name) { "implicit_func" } else { "get_attr" }, "constant".into()),
+        NodeKind::CallModule => match &node.op {
+            Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => ("module", node.op.mase_op().into()),
+            Op::Flatten { .. } => ("implicit_func", "flatten".into()),
+            op => ("module_related_func", op.mase_op().into()),
+        },
+        NodeKind::CallFunction | NodeKind::CallMethod => {
+            let last = node.target.rsplit('.').next().unwrap_or(&node.target).trim_matches('_');
+            match &node.op {
+                Op::Add | Op::Sub | Op::Mul => ("builtin_func", node.op.mase_op().into()),
+                Op::MatMul => ("builtin_func", if last == "bmm" { "bmm" } else { "matmul" }.into()),
+                Op::Reshape { .. } => ("implicit_func", if last == "reshape" { "reshape" } else { "view" }.into()),
+                Op::Flatten { .. }
+                | Op::Transpose { .. }
+                | Op::Permute { .. }
+                | Op::Size { .. }
+                | Op::Dropout { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. } => ("implicit_func", node.op.mase_op().into()),
+                op => ("module_related_func", op.mase_op().into()),
+            }
+        }
+    }
+}
+
+/// MASE's patterns for `get_attr` nodes that hold constants (§2.5).
+fn constant_name(name: &str) -> bool {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"^(_tensor_constant\d+|(block|seq_blocks|linear|conv2d)(_\d+)?(_\d+)?_(weight|bias|gamma|means|pruning_masks))").ok()
+    });
+    re.as_ref().is_some_and(|r| r.is_match(name))
+}
+
+/// Python class name of what the node calls, as MASE's quantization summary prints it: the
+/// module class for modules, the function's `__name__` for functions, the method or target name
+/// otherwise.
+pub fn type_str(node: &Node) -> String {
+    match node.kind {
+        NodeKind::CallModule => node.op.module_class().unwrap_or("Module").to_string(),
+        NodeKind::CallFunction => node.target.rsplit('.').next().unwrap_or(&node.target).to_string(),
+        _ => node.target.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mase_ir::{Graph, NormSpec};
+
+    #[test]
+    fn classes_follow_the_op() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let bn = g.call_module("seq_blocks.0", Op::BatchNorm1d(NormSpec::new(4)), &[x]);
+        let m0 = g.call_function("torch.matmul", Op::MatMul, &[bn, bn]);
+        let m1 = g.call_function("torch.matmul", Op::MatMul, &[m0, m0]);
+        let b = g.call_function("torch.bmm", Op::MatMul, &[m1, m1]);
+        let r6 = g.call_module("act", Op::Relu6, &[b]);
+        let fl = g.call_method("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[r6]);
+        let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[fl]);
+        let add = g.call_method("add", Op::Add, &[s, s]);
+        let c = g.get_attr("_tensor_constant0");
+        let w = g.get_attr("scale");
+        let o = g.output(add);
+        let want = [
+            (x, "placeholder", "placeholder"),
+            (bn, "module", "batch_norm1d"),
+            (m0, "builtin_func", "matmul"),
+            (m1, "builtin_func", "matmul"),
+            (b, "builtin_func", "bmm"),
+            (r6, "module_related_func", "relu6"),
+            (fl, "implicit_func", "flatten"),
+            (s, "module_related_func", "sigmoid"),
+            (add, "builtin_func", "add"),
+            (c, "implicit_func", "constant"),
+            (w, "get_attr", "constant"),
+            (o, "output", "output"),
+        ];
+        for (id, ty, op) in want {
+            let n = g.node(id);
+            assert_eq!(classify(n), (ty, op.to_string()), "{}", n.name);
+        }
+        assert_eq!(g.node(m1).name, "matmul_1", "the name MASE misclassifies as mul");
+    }
+}

@@ -1,0 +1,259 @@
+//! The `quantize` transform (spec mase-ir-passes.md §11): sets `node.quant` on the nodes a config
+//! selects, checks every format, and updates the metadata.
+//!
+//! Arguments (MASE's `pass_args`, a `[passes.quantize]` table):
+//! ```toml
+//! [passes.quantize]
+//! by = "type"                  # or "name", "regex_name"
+//! [passes.quantize.default.config]
+//! name = "NA"                  # nodes no key selects stay in float
+//! [passes.quantize.linear.config]
+//! name = "integer"
+//! data_in_width = 8
+//! data_in_frac_width = 4
+//! ...
+//! ```
+//! Precedence: the first key in the table's order that selects a node applies (for `type` and
+//! `name` at most one can), else `default`, else the node stays as it is. `report = true` is
+//! accepted (MASE's test configs carry it). Departures from MASE, each a fix: the arguments are
+//! not mutated; with `regex_name`, `default` and `report` are not patterns; a name that is no node,
+//! a pattern that matches no node, a type no op has, an unknown format, an unknown key or a bad
+//! width is an error naming it; naming a node that cannot be quantized is an error; the output
+//! formats are propagated into the metadata.
+
+pub mod config;
+pub mod summary;
+pub mod verify;
+
+use crate::metadata::common::refresh;
+use crate::select::{type_key, By, Selector};
+use crate::table::{Table, TableFormat};
+use crate::{PassContext, PassError, PassReport, Result};
+use config::{describe, node_quant, QUANTIZABLE_OPS};
+use indexmap::IndexMap;
+use mase_ir::{Graph, NodeQuant};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Parsed arguments of `quantize`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Map<String, Value>")]
+pub struct QuantizeArgs {
+    pub by: By,
+    /// The `default.config` table, if any.
+    pub default: Option<Map<String, Value>>,
+    /// Selector key (op type, node name or pattern) to its `config` table, in order.
+    pub entries: IndexMap<String, Map<String, Value>>,
+}
+
+impl TryFrom<Map<String, Value>> for QuantizeArgs {
+    type Error = String;
+
+    fn try_from(m: Map<String, Value>) -> std::result::Result<QuantizeArgs, String> {
+        let by = match m.get("by") {
+            Some(Value::String(s)) => match s.as_str() {
+                "type" => By::Type,
+                "name" => By::Name,
+                "regex_name" => By::RegexName,
+                other => return Err(format!("`by = \"{other}\"`: expected \"type\", \"name\" or \"regex_name\"")),
+            },
+            Some(v) => return Err(format!("`by = {v}`: expected \"type\", \"name\" or \"regex_name\"")),
+            None => return Err("missing key `by` (\"type\", \"name\" or \"regex_name\")".into()),
+        };
+        let config_of = |k: &str, v: &Value| -> std::result::Result<Map<String, Value>, String> {
+            let Value::Object(t) = v else { return Err(format!("`{k}` must be a table with a `config` table, got {v}")) };
+            if let Some(extra) = t.keys().find(|x| x.as_str() != "config") {
+                return Err(format!("`{k}.{extra}`: unknown key (an entry holds only a `config` table)"));
+            }
+            match t.get("config") {
+                Some(Value::Object(c)) => Ok(c.clone()),
+                _ => Err(format!("`{k}` has no `config` table")),
+            }
+        };
+        let mut default = None;
+        let mut entries = IndexMap::new();
+        for (k, v) in &m {
+            match k.as_str() {
+                "by" => {}
+                "report" if v.is_boolean() => {}
+                "baseline_weight_path" | "load_type" => return Err(format!("`{k}`: LogicNets baselines are not supported by mase-rs")),
+                "default" => default = Some(config_of(k, v)?),
+                _ => {
+                    entries.insert(k.clone(), config_of(k, v)?);
+                }
+            }
+        }
+        Ok(QuantizeArgs { by, default, entries })
+    }
+}
+
+/// How one node was quantized (for `ch transform --explain` and the report).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeChoice {
+    pub node: String,
+    pub mase_op: String,
+    /// The key that selected the node, or `default`.
+    pub selected_by: String,
+    /// The config as written.
+    pub config: Value,
+    /// The resulting quantization (`None`: the node is left as it was, `name = "NA"`).
+    pub quant: Option<NodeQuant>,
+}
+
+/// Sets `node.quant` on every node the arguments select, without a context: the transform that
+/// search and other callers reuse. Metadata is not touched (the pass refreshes it). On an error
+/// the graph is unchanged.
+pub fn quantize_graph(graph: &mut Graph, args: &QuantizeArgs) -> Result<(Vec<NodeChoice>, Vec<String>)> {
+    const PASS: &str = "quantize";
+    let keys: Vec<String> = args.entries.keys().cloned().collect();
+    let selector = Selector::new(PASS, args.by, &keys)?;
+    if args.by == By::Type {
+        if let Some(k) = keys.iter().find(|k| !QUANTIZABLE_OPS.contains(&k.as_str())) {
+            return Err(PassError::Config {
+                pass: PASS.into(),
+                key: k.clone(),
+                reason: format!("`{k}` ops cannot be quantized (quantizable: {})", QUANTIZABLE_OPS.join(", ")),
+            });
+        }
+    }
+    let (_, mut warnings) = selector.select(PASS, graph)?;
+    let mut choices = Vec::new();
+    let mut used = vec![false; keys.len()];
+    let mut updates = Vec::new();
+    for id in graph.ids().collect::<Vec<_>>() {
+        let node = graph.node(id);
+        let op = type_key(node);
+        let key = selector.key_for(node).map(str::to_string);
+        if !QUANTIZABLE_OPS.contains(&op.as_str()) {
+            if let (By::Name, Some(k)) = (args.by, &key) {
+                return Err(PassError::Node {
+                    pass: PASS.into(),
+                    node: k.clone(),
+                    reason: format!("a `{op}` node cannot be quantized (quantizable: {})", QUANTIZABLE_OPS.join(", ")),
+                });
+            }
+            continue;
+        }
+        let (selected_by, cfg) = match &key {
+            Some(k) => (k.clone(), &args.entries[k]),
+            None => match &args.default {
+                Some(d) => ("default".to_string(), d),
+                None => continue,
+            },
+        };
+        if let Some(i) = keys.iter().position(|k| Some(k) == key.as_ref()) {
+            used[i] = true;
+        }
+        let software = node.meta.software.clone();
+        let stats = move |entry: &str, stat: &str| -> Option<f64> {
+            let s = software.get("args")?.get(entry)?.get("stat")?;
+            let v = match stat {
+                "abs_mean" => s.get("abs_mean")?.get("abs_mean")?,
+                "median" => s.get("range_quantile")?.get("max")?,
+                _ => s.get("range_min_max")?.get("max")?,
+            };
+            v.as_f64()
+        };
+        let err = |reason: String| PassError::Node {
+            pass: PASS.into(),
+            node: node.name.clone(),
+            reason: format!("config `{selected_by}`: {reason}"),
+        };
+        let q = node_quant(node, &op, cfg, &stats).map_err(err)?;
+        if let Some(q) = &q {
+            let formats = q.data_in.iter().flatten().chain(q.weight.iter()).chain(q.bias.iter()).chain(q.data_out.iter());
+            for f in formats {
+                mase_quant::validate_format(f).map_err(|e| err(e.to_string()))?;
+            }
+        }
+        choices.push(NodeChoice {
+            node: node.name.clone(),
+            mase_op: op,
+            selected_by,
+            config: Value::Object(cfg.clone()),
+            quant: q.clone(),
+        });
+        if let Some(q) = q {
+            updates.push((id, q));
+        }
+    }
+    // Formats are set only once every node's config has been read and checked, so a bad config
+    // leaves the graph as it was.
+    for (id, q) in updates {
+        graph.node_mut(id).quant = Some(q);
+    }
+    if args.by == By::RegexName {
+        for (k, _) in keys.iter().zip(&used).filter(|(_, u)| !**u) {
+            warnings.push(format!("quantize: pattern `{k}` selects no quantizable node (or only nodes an earlier pattern took)"));
+        }
+    }
+    Ok((choices, warnings))
+}
+
+/// [`quantize_graph`] with MASE's `pass_args` as JSON (`{"by": ..., "default": {"config": ...},
+/// "<key>": {"config": ...}}`), for callers that hold a config rather than parsed arguments.
+pub fn quantize_json(graph: &mut Graph, args: &Value) -> Result<(Vec<NodeChoice>, Vec<String>)> {
+    let a: QuantizeArgs = crate::parse_args("quantize", args)?;
+    quantize_graph(graph, &a)
+}
+
+/// The resolved config of every quantizable node, as a table.
+pub fn explain_table(choices: &[NodeChoice]) -> Table {
+    let mut t = Table::new(["Node name", "Mase op", "Selected by", "Format", "data_in", "weight", "bias", "data_out"]);
+    let fmt = |f: Option<&mase_ir::QuantFormat>| f.map_or("-".to_string(), describe);
+    for c in choices {
+        let row = match &c.quant {
+            None => vec![
+                c.node.clone(),
+                c.mase_op.clone(),
+                c.selected_by.clone(),
+                "NA (float)".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+            Some(q) if q.bypass => vec![
+                c.node.clone(),
+                c.mase_op.clone(),
+                c.selected_by.clone(),
+                "bypass (float)".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+            Some(q) => {
+                let name = c.config.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                let ins: Vec<String> = q.data_in.iter().map(|f| fmt(f.as_ref())).collect();
+                vec![
+                    c.node.clone(),
+                    c.mase_op.clone(),
+                    c.selected_by.clone(),
+                    name,
+                    ins.join("; "),
+                    fmt(q.weight.as_ref()),
+                    fmt(q.bias.as_ref()),
+                    fmt(q.data_out.as_ref()),
+                ]
+            }
+        };
+        t.push(row);
+    }
+    t
+}
+
+/// The pass: [`quantize_graph`], then the metadata refresh. The graph before the first
+/// quantize of a pipeline is kept in the context for `summarize_quantization`.
+pub fn quantize(graph: &mut Graph, ctx: &mut PassContext, args: &QuantizeArgs) -> Result<PassReport> {
+    if ctx.original.is_none() {
+        ctx.original = Some(graph.clone());
+    }
+    let (choices, warnings) = quantize_graph(graph, args)?;
+    refresh(graph, ctx)?;
+    let changed = choices.iter().filter(|c| c.quant.is_some()).count();
+    let text = explain_table(&choices).render(TableFormat::Simple);
+    let mut r = PassReport::new("quantize", json!({"by": args.by.as_str(), "quantized": changed, "nodes": choices})).with_text(text);
+    r.warnings = warnings;
+    Ok(r)
+}

@@ -1,0 +1,66 @@
+//! QONNX `BipolarQuant`: `out = (x >= 0 ? 1 : -1) * scale`, `scale` per tensor or per channel.
+//! NaN gives `-scale`.
+
+use crate::bcast::{check, for_each_run, index_of};
+use crate::int_quant::validate_param;
+use crate::registry::FormatImpl;
+use crate::Result;
+use mase_ir::{QuantFormat, Rng, Tensor};
+
+pub(crate) const FORMAT: FormatImpl = FormatImpl {
+    name: "bipolar_quant",
+    doc: "scale: (x >= 0 ? 1 : -1) * scale (QONNX BipolarQuant)",
+    validate,
+    validate_shape,
+    quantize: kernel,
+    reference,
+    representable,
+    on_grid,
+};
+
+fn spec(fmt: &QuantFormat) -> &Tensor {
+    match fmt {
+        QuantFormat::BipolarQuant { scale } => scale,
+        _ => unreachable!("bipolar_quant called with {}", fmt.type_name()),
+    }
+}
+
+fn validate(fmt: &QuantFormat) -> Result<()> {
+    validate_param("bipolar_quant", "scale", spec(fmt), true)
+}
+
+fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
+    check("bipolar_quant", "scale", spec(fmt), shape)
+}
+
+fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let s = spec(fmt);
+    for_each_run(&s.shape, shape, x.len(), |r, off, step| {
+        for (k, (o, &v)) in out[r.clone()].iter_mut().zip(&x[r]).enumerate() {
+            *o = if v >= 0.0 { 1.0 } else { -1.0 } * s.data[off + k * step];
+        }
+    });
+}
+
+fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let s = spec(fmt);
+    for (i, &v) in x.iter().enumerate() {
+        let y_int = if v >= 0.0 { 1.0 } else { -1.0 };
+        out[i] = y_int * s.data[index_of(s, shape, i)];
+    }
+}
+
+/// `±scale` for some channel's scale.
+fn representable(fmt: &QuantFormat, v: f32) -> bool {
+    spec(fmt).data.iter().any(|&s| v == s || v == -s)
+}
+
+fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+    let s = spec(fmt);
+    (0..x.len())
+        .filter(|&i| {
+            let c = s.data[index_of(s, shape, i)];
+            !(x[i] == c || x[i] == -c)
+        })
+        .collect()
+}

@@ -1,0 +1,148 @@
+//! `block_minifloat`: a minifloat whose exponent bias is shared by a block (spec §12.7).
+//!
+//! ```text
+//! bias = clamp(floor(log2(max |x| over the block)), 0, 2^exponent_bias_width - 1)
+//! out = minifloat_ieee(x, width, exponent_width, exponent_bias = bias)
+//! ```
+//! As in MASE the bias is non-negative and subtracted, so blocks with large values get a range
+//! shifted *down*; reproduced as written. A NaN makes its block NaN.
+
+use crate::block::{reference_blocks, reference_guard, run_blocks, validate_block_size, Blocking};
+use crate::error::param;
+use crate::minifloat_denorm::validate_mini;
+use crate::minifloat_ieee::{ieee_one, ieee_reference, ieee_representable};
+use crate::registry::{any_shape, FormatImpl};
+use crate::round::{exp2i, floor_log2};
+use crate::Result;
+use mase_ir::{QuantFormat, Rng};
+
+pub(crate) const FORMAT: FormatImpl = FormatImpl {
+    name: "block_minifloat",
+    doc:
+        "width, exponent_width, exponent_bias_width, block_size: minifloat_ieee with bias clamp(floor(log2 max|x|), 0, 2^ebw - 1) per block",
+    validate,
+    validate_shape: any_shape,
+    quantize: kernel,
+    reference,
+    representable,
+    on_grid,
+};
+
+struct Spec<'a> {
+    m: i64,
+    e: i64,
+    bias_max: i64,
+    block: &'a [usize],
+    skip: bool,
+}
+
+impl Spec<'_> {
+    /// Exponent range for a block bias.
+    fn range(&self, bias: i64) -> (i64, i64) {
+        (-bias, (1i64 << self.e) - 1 - bias)
+    }
+
+    /// The bias MASE picks for a (guarded) block maximum; `None` for NaN.
+    fn bias(&self, pmax: f32) -> Option<i64> {
+        (!pmax.is_nan()).then(|| floor_log2(pmax).clamp(0, self.bias_max))
+    }
+}
+
+fn spec(fmt: &QuantFormat) -> Spec<'_> {
+    match fmt {
+        QuantFormat::BlockMinifloat { width, exponent_width, exponent_bias_width, block_size, skip_first_dim } => Spec {
+            m: *width as i64 - *exponent_width as i64 - 1,
+            e: *exponent_width as i64,
+            bias_max: (1i64 << *exponent_bias_width) - 1,
+            block: block_size,
+            skip: *skip_first_dim,
+        },
+        _ => unreachable!("block_minifloat called with {}", fmt.type_name()),
+    }
+}
+
+fn validate(fmt: &QuantFormat) -> Result<()> {
+    let QuantFormat::BlockMinifloat { width, exponent_width, exponent_bias_width, block_size, .. } = fmt else {
+        unreachable!("block_minifloat called with {}", fmt.type_name())
+    };
+    validate_mini("block_minifloat", *width, *exponent_width, None)?;
+    if *exponent_bias_width > 8 {
+        return Err(param("block_minifloat", "exponent_bias_width", exponent_bias_width, "must be at most 8"));
+    }
+    validate_block_size("block_minifloat", block_size)
+}
+
+fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let f = spec(fmt);
+    let bl = Blocking::new(shape, f.block, f.skip);
+    let shift = exp2i(f.m);
+    run_blocks(
+        &bl,
+        x,
+        out,
+        |m| f.bias(m).map(|b| f.range(b)),
+        |v, r| match r {
+            Some((lo, hi)) => ieee_one(v, lo, hi, shift),
+            None if v.is_nan() || crate::round::close_to_zero(v) => v,
+            None => f32::NAN,
+        },
+    );
+}
+
+fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let f = spec(fmt);
+    let bl = Blocking::new(shape, f.block, f.skip);
+    reference_blocks(&bl, x, out, |blocks, maxes| {
+        let maxes = reference_guard(maxes);
+        blocks
+            .iter()
+            .zip(&maxes)
+            .map(|(blk, &pmax)| {
+                let bias = (pmax as f64).log2().floor();
+                blk.iter()
+                    .map(|&v| {
+                        if bias.is_nan() {
+                            return if v.is_nan() || v.abs() <= 1e-8 { v } else { f32::NAN };
+                        }
+                        let b = (bias as i64).clamp(0, f.bias_max);
+                        let (lo, hi) = f.range(b);
+                        ieee_reference(v, lo, hi, f.m)
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+}
+
+/// Representable as a block of its own: some bias in `[0, 2^ebw - 1]` represents it.
+fn representable(fmt: &QuantFormat, v: f32) -> bool {
+    let f = spec(fmt);
+    (0..=f.bias_max).any(|b| {
+        let (lo, hi) = f.range(b);
+        ieee_representable(v, f.m, lo, hi)
+    })
+}
+
+/// A block is on the grid when one bias represents all of its values; otherwise the values that
+/// the bias MASE would pick for the block cannot represent are reported.
+fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+    let f = spec(fmt);
+    let bl = Blocking::new(shape, f.block, f.skip);
+    let mut bad = Vec::new();
+    for b in 0..bl.count() {
+        let fits_all = |bias: i64| {
+            let (lo, hi) = f.range(bias);
+            bl.runs(b).all(|r| x[r].iter().all(|&v| ieee_representable(v, f.m, lo, hi)))
+        };
+        if (0..=f.bias_max).any(fits_all) {
+            continue;
+        }
+        let bias = f.bias(bl.block_max(x, b)).unwrap_or(0);
+        let (lo, hi) = f.range(bias);
+        for r in bl.runs(b) {
+            bad.extend(r.filter(|&i| !ieee_representable(x[i], f.m, lo, hi)));
+        }
+    }
+    bad.sort_unstable();
+    bad
+}

@@ -1,0 +1,151 @@
+//! `minifloat_denorm`: sign, exponent and a mantissa without implicit leading bit (spec §12.2).
+//!
+//! ```text
+//! M = width - exponent_width - 1;  B = exponent_bias or 2^(E-1) - 1;  e in [-B, 2^E - 1 - B]
+//! s = sign(x + 1e-9);  v = |x|;  e = clamp(ceil(log2(v + 1e-9)), e_min, e_max)
+//! mi = clamp(round(v / 2^e * 2^M), 0, 2^M - 1);  out = s * 2^e * mi / 2^M
+//! ```
+//! Values with `|x| <= 1e-8` pass through unchanged (MASE's `isclose(x, 0)`). Because of `ceil`,
+//! an exact power of two has mantissa 1.0, which saturates to `(2^M - 1) / 2^M`. NaN stays NaN;
+//! ±inf saturate to `±2^e_max (1 - 2^-M)` (MASE's mask arithmetic turns them into NaN).
+
+use crate::error::param;
+use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
+use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, rne, sign};
+use crate::Result;
+use mase_ir::{QuantFormat, Rng};
+
+pub(crate) const FORMAT: FormatImpl = FormatImpl {
+    name: "minifloat_denorm",
+    doc: "width, exponent_width, exponent_bias: s * 2^e * clamp(round(|x| / 2^e * 2^M), 0, 2^M - 1) / 2^M, e = ceil(log2 |x|)",
+    validate,
+    validate_shape: any_shape,
+    quantize: kernel,
+    reference,
+    representable,
+    on_grid: on_grid_elementwise,
+};
+
+/// Mantissa bits and exponent range of a minifloat.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mini {
+    pub m: i64,
+    pub e_min: i64,
+    pub e_max: i64,
+}
+
+impl Mini {
+    /// `width`, `exponent_width` and an optional bias, with MASE's default bias `2^(E-1) - 1`.
+    pub fn new(width: u32, exponent_width: u32, bias: Option<i32>) -> Mini {
+        let e = exponent_width as i64;
+        let b = bias.map_or((1i64 << (e - 1)) - 1, i64::from);
+        Mini { m: width as i64 - e - 1, e_min: -b, e_max: (1i64 << e) - 1 - b }
+    }
+}
+
+/// The checks shared by both minifloats and block minifloat: `1 <= E <= 8`, `E < width <= 32`,
+/// `|bias| <= 256`.
+pub(crate) fn validate_mini(format: &'static str, width: u32, exponent_width: u32, bias: Option<i32>) -> Result<()> {
+    if !(2..=32).contains(&width) {
+        return Err(param(format, "width", width, "must be between 2 and 32"));
+    }
+    if !(1..=8).contains(&exponent_width) {
+        return Err(param(format, "exponent_width", exponent_width, "must be between 1 and 8 (an f32 carrier has 8 exponent bits)"));
+    }
+    if exponent_width >= width {
+        return Err(param(
+            format,
+            "exponent_width",
+            exponent_width,
+            format!("must be smaller than `width` = {width} (one bit is the sign)"),
+        ));
+    }
+    if let Some(b) = bias {
+        if b.abs() > 256 {
+            return Err(param(format, "exponent_bias", b, "must be between -256 and 256"));
+        }
+    }
+    Ok(())
+}
+
+fn spec(fmt: &QuantFormat) -> Mini {
+    match *fmt {
+        QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias } => Mini::new(width, exponent_width, exponent_bias),
+        _ => unreachable!("minifloat_denorm called with {}", fmt.type_name()),
+    }
+}
+
+fn validate(fmt: &QuantFormat) -> Result<()> {
+    match *fmt {
+        QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias } => {
+            validate_mini("minifloat_denorm", width, exponent_width, exponent_bias)
+        }
+        _ => unreachable!("minifloat_denorm called with {}", fmt.type_name()),
+    }
+}
+
+/// One value, exactly as the kernel computes it.
+#[inline(always)]
+fn one(v: f32, f: Mini, shift: f32) -> f32 {
+    if v.is_nan() || close_to_zero(v) {
+        return v;
+    }
+    let s = sign(v + 1e-9);
+    let a = v.abs();
+    let e = ceil_log2(a + 1e-9).clamp(f.e_min, f.e_max);
+    let p = exp2i(e);
+    let mi = clamp_nan(rne(a / p * shift), 0.0, shift - 1.0);
+    s * p * (mi / shift)
+}
+
+fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let f = spec(fmt);
+    let shift = exp2i(f.m);
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = one(v, f, shift);
+    }
+}
+
+fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+    let f = spec(fmt);
+    let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
+    let shift = pow2(f.m);
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = if v.is_nan() || v.abs() <= 1e-8 {
+            v
+        } else {
+            let s = sign(v + 1e-9);
+            let value = v.abs();
+            let exponent = (((value + 1e-9) as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
+            let mantissa = value / pow2(exponent);
+            let shifted = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
+            s * pow2(exponent) * (shifted / shift)
+        };
+    }
+}
+
+/// `|v| <= 1e-8` (passed through), or `v = ±mi * 2^(e - M)` with `mi < 2^M` and `e` in range.
+fn representable(fmt: &QuantFormat, v: f32) -> bool {
+    let f = spec(fmt);
+    if !v.is_finite() {
+        return false;
+    }
+    if close_to_zero(v) {
+        return true;
+    }
+    let a = v.abs() as f64;
+    // The largest exponent that keeps mi an integer is M + (position of a's lowest set bit);
+    // the largest allowed one gives the smallest mi.
+    let low_bit = lowest_bit_exponent(v.abs());
+    let e = f.e_max.min(f.m + low_bit);
+    e >= f.e_min && a * 2f64.powi((f.m - e) as i32) <= 2f64.powi(f.m as i32) - 1.0
+}
+
+/// `k` such that `a = odd * 2^k`, for a positive finite `a`.
+pub(crate) fn lowest_bit_exponent(a: f32) -> i64 {
+    let bits = a.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i64;
+    let man = if exp == 0 { bits & 0x7f_ffff } else { (bits & 0x7f_ffff) | 0x80_0000 };
+    let p = if exp == 0 { -149 } else { exp - 150 };
+    p + man.trailing_zeros() as i64
+}

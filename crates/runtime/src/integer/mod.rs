@@ -1,0 +1,342 @@
+//! The integer executor: inference in integer arithmetic, the way hardware computes a quantized
+//! network, for graphs whose quantized nodes use `integer` (fixed-point) formats.
+//!
+//! A node runs in integer arithmetic when it is a quantized `linear`, `conv1d`, `conv2d`, `relu`,
+//! `add`, `sub`, `mul` or `matmul` whose data inputs, weight and bias (where it has them) all have
+//! `integer` formats. Then:
+//!
+//! - inputs become codes `clamp(round(x * 2^f), lo, hi)` in the narrowest of `i8`/`i16`/`i32`
+//!   that holds the format; an input produced by an integer node is rescaled from that node's
+//!   integer result by a shift (round half to even) instead of from its float value;
+//! - weights and biases become codes the same way;
+//! - products are summed in an `i32` accumulator when the largest possible sum fits, else `i64`;
+//!   the result has `f_x + f_w` fraction bits, and the bias is added at that scale (or the sum is
+//!   shifted up to the bias's scale when the bias has more fraction bits);
+//! - a `data_out` integer format rescales the accumulator by a shift with round half to even
+//!   and clamps it; without one the accumulator is the node's result.
+//!
+//! Every other node (batch norm, pooling, nodes with other formats, unquantized nodes) runs in
+//! float on the dequantized values, with its fake quantization, exactly as in
+//! [`Executor::forward`] in evaluation mode.
+//!
+//! Why it lives in the runtime: it needs the plan (buffers, the float kernels for the nodes in
+//! between, the quantized weight copies) and is one more way to run a plan. The number formats
+//! themselves (`Fixed`, codes) come from `mase-quant`.
+//!
+//! Agreement with the fake-quant float path: a float kernel computes the same sum of products
+//! of dyadic values, and `f32` adds them exactly as long as every partial sum, in units of the
+//! result's last fraction bit, stays below 2^24. Where that holds for every node (`acc_bits <=
+//! 24` in the report), the two paths give the same bits; elsewhere the float path has rounded and
+//! the integer result is the exact one.
+
+mod codes;
+mod ops;
+
+use crate::executor::{Executor, Mode};
+use crate::kernels::conv::ConvGeom;
+use crate::kernels::{Fwd, Kern};
+use crate::plan::Plan;
+use crate::{ExecOptions, Result, RuntimeError};
+use codes::{bits_used, requant, Codes};
+use mase_ir::{Graph, Node, Op, ParamStore, QuantFormat};
+use mase_quant::Fixed;
+
+/// How one node ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntegerNode {
+    pub node: String,
+    /// MASE's op name (`linear`, `batch_norm1d`, ...).
+    pub op: String,
+    /// `None` when the node ran in integer arithmetic; otherwise why it ran in float.
+    pub float_reason: Option<String>,
+    /// Integer type of each input's codes (integer nodes only).
+    pub input_types: Vec<&'static str>,
+    /// `i32` or `i64` (integer nodes only).
+    pub accumulator: Option<&'static str>,
+    /// Bits of the largest accumulator magnitude this batch reached (integer nodes only). Up to
+    /// 24 the float path computes the same sums exactly.
+    pub acc_bits: u32,
+    /// Fraction bits of the node's integer result.
+    pub out_frac: Option<i32>,
+}
+
+impl IntegerNode {
+    /// Whether the node ran in integer arithmetic.
+    pub fn is_integer(&self) -> bool {
+        self.float_reason.is_none()
+    }
+}
+
+/// Which nodes ran in integer arithmetic, in graph order (nodes without a kernel, such as
+/// `flatten` and `output`, are left out).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IntegerReport {
+    pub nodes: Vec<IntegerNode>,
+}
+
+impl IntegerReport {
+    /// Names of the nodes that ran in integer arithmetic.
+    pub fn integer_nodes(&self) -> Vec<&str> {
+        self.nodes.iter().filter(|n| n.is_integer()).map(|n| n.node.as_str()).collect()
+    }
+
+    /// The largest accumulator width any integer node reached.
+    pub fn max_acc_bits(&self) -> u32 {
+        self.nodes.iter().map(|n| n.acc_bits).max().unwrap_or(0)
+    }
+}
+
+/// The result of [`run_integer`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntegerRun {
+    pub output: Vec<f32>,
+    pub shape: Vec<usize>,
+    pub report: IntegerReport,
+}
+
+/// Runs `graph` on the batch `x` (shape `shape`) with integer arithmetic wherever the
+/// quantization allows, in evaluation mode; see the module documentation.
+pub fn run_integer(graph: &Graph, params: &ParamStore, x: &[f32], shape: &[usize]) -> Result<IntegerRun> {
+    let mut exec = Executor::new(graph, params, ExecOptions { threads: 1, seed: 0 })?;
+    let (output, report) = exec.forward_integer(x, shape)?;
+    let output = output.to_vec();
+    let shape = exec.output_shape(shape.first().copied().unwrap_or(0))?;
+    Ok(IntegerRun { output, shape, report })
+}
+
+/// The integer formats of a node that can run in integer arithmetic.
+struct IntSpec {
+    ins: Vec<Fixed>,
+    weight: Option<(usize, Fixed)>,
+    bias: Option<(usize, Fixed)>,
+    out: Option<Fixed>,
+}
+
+fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
+    f.and_then(Fixed::of)
+}
+
+/// The node's integer formats, or why it runs in float.
+fn int_spec(node: &Node, slots: &[usize]) -> std::result::Result<IntSpec, String> {
+    let Some(q) = node.quant.as_ref().filter(|q| q.is_active()) else { return Err("not quantized".into()) };
+    if !matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::Relu | Op::Add | Op::Sub | Op::Mul | Op::MatMul) {
+        return Err(format!("{} has no integer kernel", node.op.mase_op()));
+    }
+    let params = node.params();
+    let slot_of = |name: &str| params.iter().position(|(_, s)| s.name == name).map(|p| slots[p]);
+    let (w_slot, b_slot) = (slot_of("weight"), slot_of("bias"));
+    let mut ins = Vec::new();
+    for k in 0..node.inputs.len() {
+        let f = match q.data_in.get(k) {
+            Some(Some(f)) => Some(f),
+            _ if k == 1 && w_slot.is_none() => q.weight.as_ref(),
+            _ => None,
+        };
+        ins.push(fixed(f).ok_or_else(|| format!("data_in_{k} is not an integer format"))?);
+    }
+    let weight = match w_slot {
+        Some(s) => Some((s, fixed(q.weight.as_ref()).ok_or("the weight is not an integer format")?)),
+        None => None,
+    };
+    let bias = match b_slot {
+        Some(s) => Some((s, fixed(q.bias.as_ref()).ok_or("the bias is not an integer format")?)),
+        None => None,
+    };
+    let out = match &q.data_out {
+        None => None,
+        Some(f) => Some(Fixed::of(f).ok_or("data_out is not an integer format")?),
+    };
+    Ok(IntSpec { ins, weight, bias, out })
+}
+
+/// An integer result: codes (or accumulator values) and their fraction bits.
+struct IntVal {
+    v: Vec<i64>,
+    frac: i32,
+}
+
+/// The largest code magnitude of a format.
+fn max_code(f: Fixed) -> i64 {
+    f.lo().abs().max(f.hi())
+}
+
+impl Executor {
+    /// Forward in evaluation mode with integer arithmetic wherever the quantization allows (see
+    /// [`crate::integer`]); returns the output and which nodes ran in integer arithmetic.
+    pub fn forward_integer(&mut self, x: &[f32], x_shape: &[usize]) -> Result<(&[f32], IntegerReport)> {
+        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        let report = self.run_integer_plan(p, x)?;
+        Ok((&self.plans[p].vals[self.topo.storage[self.topo.output]], report))
+    }
+
+    fn run_integer_plan(&mut self, p: usize, x: &[f32]) -> Result<IntegerReport> {
+        let Plan { vals, kerns, trained, ins, quant, shapes, .. } = &mut self.plans[p];
+        vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
+        let mut ints: Vec<Option<IntVal>> = (0..vals.len()).map(|_| None).collect();
+        let mut report = IntegerReport::default();
+        for (i, kern) in kerns.iter_mut().enumerate() {
+            if matches!(kern, Kern::Nop) {
+                continue;
+            }
+            let node = self.graph.node(mase_ir::NodeId(i));
+            let mut entry = IntegerNode {
+                node: node.name.clone(),
+                op: node.op.mase_op().into(),
+                float_reason: None,
+                input_types: Vec::new(),
+                accumulator: None,
+                acc_bits: 0,
+                out_frac: None,
+            };
+            match int_spec(node, &self.topo.slots[i]) {
+                Ok(spec) => {
+                    let in_shapes: Vec<&[usize]> = node.inputs.iter().map(|u| shapes[u.0].as_slice()).collect();
+                    let mut y = std::mem::take(&mut vals[i]);
+                    let r =
+                        integer_node(node, &spec, &self.topo.ins[i], &in_shapes, &shapes[i], vals, &ints, &self.params, &mut entry, &mut y);
+                    vals[i] = y;
+                    ints[i] = Some(r?);
+                }
+                Err(reason) => {
+                    // The float path of `Executor::forward`, fake quantization included.
+                    entry.float_reason = Some(reason);
+                    quant[i].inputs(vals, &mut self.quant.rng);
+                    self.quant.swap_in(i, &mut self.params);
+                    let mut y = std::mem::take(&mut vals[i]);
+                    let mut cx =
+                        Fwd { vals, ins: &ins[i], params: &mut self.params, train: false, pool: self.pool.as_ref(), rng: &mut self.rng };
+                    kern.forward(&mut cx, &mut y);
+                    self.quant.swap_out(i, &mut self.params);
+                    quant[i].output(vals, &mut y, &mut self.quant.rng);
+                    vals[i] = y;
+                }
+            }
+            report.nodes.push(entry);
+        }
+        *trained = false;
+        self.current = Some(p);
+        Ok(report)
+    }
+}
+
+/// Codes of data input `k`: rescaled from the producer's integer result when it has one, else
+/// quantized from its float value.
+fn input_codes(node: &Node, f: Fixed, src: usize, vals: &[Vec<f32>], ints: &[Option<IntVal>]) -> Result<Vec<i64>> {
+    if let Some(iv) = &ints[src] {
+        return Ok(iv.v.iter().map(|&c| requant(c, iv.frac, f)).collect());
+    }
+    vals[src]
+        .iter()
+        .map(|&v| f.code(v).ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "an input value is NaN".into() }))
+        .collect()
+}
+
+/// Codes of a parameter.
+fn param_codes(node: &Node, f: Fixed, data: &[f32]) -> Result<Vec<i64>> {
+    data.iter()
+        .map(|&v| f.code(v).ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "a parameter value is NaN".into() }))
+        .collect()
+}
+
+/// Runs one node in integer arithmetic: writes its dequantized result to `y` and returns the
+/// integer result.
+#[allow(clippy::too_many_arguments)]
+fn integer_node(
+    node: &Node,
+    spec: &IntSpec,
+    srcs: &[usize],
+    in_shapes: &[&[usize]],
+    out_shape: &[usize],
+    vals: &[Vec<f32>],
+    ints: &[Option<IntVal>],
+    params: &[crate::slots::ParamSlot],
+    entry: &mut IntegerNode,
+    y: &mut [f32],
+) -> Result<IntVal> {
+    let xs: Vec<Vec<i64>> = spec.ins.iter().zip(srcs).map(|(&f, &s)| input_codes(node, f, s, vals, ints)).collect::<Result<_>>()?;
+    let fx: Vec<i32> = spec.ins.iter().map(|f| f.frac_width).collect();
+    let mut acc = vec![0i64; y.len()];
+    let mut frac;
+    match &node.op {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => {
+            let (w_slot, fw) = spec.weight.ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "no weight".into() })?;
+            let w = param_codes(node, fw, &params[w_slot].data)?;
+            let fin = spec.ins[0];
+            let xc = Codes::pack(&xs[0], fin.lo(), fin.hi());
+            let wc = Codes::pack(&w, fw.lo(), fw.hi());
+            entry.input_types = vec![xc.type_name(), wc.type_name()];
+            let terms = match &node.op {
+                Op::Linear { in_features, .. } => *in_features,
+                Op::Conv1d(c) | Op::Conv2d(c) => c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>(),
+                _ => unreachable!("matched above"),
+            };
+            // The largest sum the products can reach decides the accumulator.
+            let bound = (terms as i128) * (max_code(fin) as i128) * (max_code(fw) as i128);
+            let wide = bound > i32::MAX as i128;
+            entry.accumulator = Some(if wide { "i64" } else { "i32" });
+            match &node.op {
+                Op::Linear { in_features, out_features, .. } => ops::linear(&xc, &wc, *in_features, *out_features, wide, &mut acc),
+                Op::Conv1d(c) | Op::Conv2d(c) => ops::conv(&xc, &wc, &ConvGeom::new(c, in_shapes[0], out_shape), wide, &mut acc),
+                _ => unreachable!("matched above"),
+            }
+            frac = fx[0] + fw.frac_width;
+            if let Some((b_slot, fb)) = spec.bias {
+                let b = param_codes(node, fb, &params[b_slot].data)?;
+                // Bias at the accumulator's scale: shift whichever has fewer fraction bits up.
+                let target = frac.max(fb.frac_width);
+                let (up_acc, up_b) = ((target - frac) as u32, (target - fb.frac_width) as u32);
+                let channels = b.len().max(1);
+                let inner = match &node.op {
+                    Op::Linear { .. } => 1,
+                    _ => out_shape[2..].iter().product(),
+                };
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = (*a << up_acc) + (b[(j / inner) % channels] << up_b);
+                }
+                frac = target;
+            }
+        }
+        Op::Relu => {
+            acc.iter_mut().zip(&xs[0]).for_each(|(a, &c)| *a = c.max(0));
+            frac = fx[0];
+        }
+        Op::Add | Op::Sub => {
+            // Align both operands to the finer scale, then add exactly.
+            frac = fx[0].max(fx[1]);
+            let a: Vec<i64> = xs[0].iter().map(|&c| c << (frac - fx[0])).collect();
+            let b: Vec<i64> = xs[1].iter().map(|&c| c << (frac - fx[1])).collect();
+            let sub = matches!(node.op, Op::Sub);
+            ops::broadcast(&a, in_shapes[0], &b, in_shapes[1], out_shape, &mut acc, |p, q| if sub { p - q } else { p + q });
+        }
+        Op::Mul => {
+            frac = fx[0] + fx[1];
+            ops::broadcast(&xs[0], in_shapes[0], &xs[1], in_shapes[1], out_shape, &mut acc, |p, q| p * q);
+        }
+        Op::MatMul => {
+            let (sa, sb) = (in_shapes[0], in_shapes[1]);
+            let r = out_shape.len();
+            if sa.len() != sb.len() || sa.len() < 2 || sa[..sa.len() - 2] != sb[..sb.len() - 2] {
+                return Err(RuntimeError::Integer {
+                    node: node.name.clone(),
+                    reason: format!("matmul of shapes {sa:?} and {sb:?} needs broadcasting, which the integer executor does not do"),
+                });
+            }
+            let (m, k, n) = (out_shape[r - 2], sa[sa.len() - 1], out_shape[r - 1]);
+            ops::matmul(&xs[0], &xs[1], out_shape[..r - 2].iter().product(), m, k, n, &mut acc);
+            frac = fx[0] + fx[1];
+            entry.accumulator = Some("i64");
+        }
+        _ => unreachable!("int_spec admits only the ops above"),
+    }
+    entry.acc_bits = bits_used(&acc);
+    let result = match spec.out {
+        Some(fo) => IntVal { v: acc.iter().map(|&a| requant(a, frac, fo)).collect(), frac: fo.frac_width },
+        None => IntVal { v: acc, frac },
+    };
+    entry.out_frac = Some(result.frac);
+    let scale = 2f64.powi(-result.frac);
+    for (o, &v) in y.iter_mut().zip(&result.v) {
+        *o = (v as f64 * scale) as f32;
+    }
+    Ok(result)
+}

@@ -1,0 +1,242 @@
+//! The integer executor against the fake-quant float path.
+//!
+//! Where the two agree exactly: the float path computes each quantized layer as `f32` sums of
+//! products of dyadic numbers (codes times powers of two). Those sums are exact while every
+//! partial sum, counted in units of the result's last fraction bit, stays below 2^24 (the `f32`
+//! mantissa). The report gives each integer node's largest accumulator magnitude in bits; where
+//! all are at most 24, every output must be the same bits. Where they are not, the float path
+//! rounds, and the integer result must be the exactly rounded value of the exact sum, within the
+//! float path's rounding error bound.
+
+mod common;
+
+use common::with_quant;
+use mase_io::{load_dataset, DataOptions};
+use mase_ir::{Graph, Node, NodeQuant, Op, ParamStore, QuantFormat, Rng, Tensor};
+use mase_runtime::{init_params, run_integer, ExecOptions, Executor, Mode, Optimizer, OptimizerKind};
+use mase_zoo::{build_model, ModelContext};
+use std::path::PathBuf;
+
+fn int(width: u32, frac_width: i32, signed: bool) -> QuantFormat {
+    QuantFormat::Integer { width, frac_width, signed }
+}
+
+fn opts() -> ExecOptions {
+    ExecOptions { threads: 1, seed: 0 }
+}
+
+/// Integer 8/4 on the data input, weight and bias of linear and conv layers, and unsigned 8/4
+/// on ReLU inputs (MASE's `relu_integer` is unsigned).
+fn quantize_8_4(node: &Node) -> Option<NodeQuant> {
+    let s = int(8, 4, true);
+    match node.op {
+        Op::Linear { .. } | Op::Conv2d(_) => {
+            Some(NodeQuant { data_in: vec![Some(s.clone())], weight: Some(s.clone()), bias: Some(s), ..Default::default() })
+        }
+        Op::Relu => Some(NodeQuant { data_in: vec![Some(int(8, 4, false))], ..Default::default() }),
+        _ => None,
+    }
+}
+
+/// The shipped MNIST data (8,000 / 1,000 / 1,000 images).
+fn mnist() -> mase_io::Splits {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data");
+    load_dataset("mnist", &DataOptions { data_dir: Some(dir) }).expect("the repository ships MNIST")
+}
+
+/// Trains `graph` in float for one epoch on the first `images` training images (so that weights
+/// and activations have realistic sizes) and returns its parameters.
+fn train_one_epoch(graph: &Graph, data: &mase_io::Dataset, images: usize) -> ParamStore {
+    let mut exec = Executor::new(graph, &init_params(graph, &mut Rng::new(0)), opts()).unwrap();
+    let mut opt = Optimizer::new(OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }, 2e-3);
+    let (b, f) = (250, data.sample_len());
+    let mut shape = vec![b];
+    shape.extend(&data.sample_shape);
+    for i in 0..images.min(data.len()) / b {
+        exec.train_step(&data.x[i * b * f..(i + 1) * b * f], &shape, &data.y[i * b..(i + 1) * b], &mut opt).unwrap();
+    }
+    exec.params()
+}
+
+/// Trains on `train` images, then runs the validation and test images (`sets` of them, 1,000
+/// each) through the fake-quant float path and the integer executor, in batches of 500, and
+/// checks every output bit for bit; returns the integer nodes and the accuracy.
+fn compare_on_mnist(model: &str, batch_shape: &[usize], train: usize, sets: usize) -> (Vec<String>, f64) {
+    let data = mnist();
+    let ctx = ModelContext::new(data.info.sample_shape.clone(), 10);
+    let float_graph = build_model(model, &ctx).unwrap();
+    let params = train_one_epoch(&float_graph, &data.train, train);
+    let graph = with_quant(float_graph, quantize_8_4);
+    let images = [&data.val, &data.test];
+    let mut fake = Executor::new(&graph, &params, opts()).unwrap();
+    let mut integer = Executor::new(&graph, &params, opts()).unwrap();
+    let (mut correct, mut seen, mut nodes) = (0usize, 0usize, Vec::new());
+    for set in images.into_iter().take(sets) {
+        let f = set.sample_len();
+        for start in (0..set.len()).step_by(500) {
+            let n = 500.min(set.len() - start);
+            let x = &set.x[start * f..(start + n) * f];
+            let mut shape = vec![n];
+            shape.extend(batch_shape);
+            let want = fake.forward(x, &shape, Mode::Eval).unwrap().to_vec();
+            let (got, report) = integer.forward_integer(x, &shape).unwrap();
+            // Exactness holds: no accumulator needed more than 24 bits ...
+            assert!(report.max_acc_bits() <= 24, "{report:#?}");
+            // ... so every output is the same bits.
+            let diff = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(diff, 0, "{model}: {diff} of {} outputs differ", want.len());
+            for (row, &label) in got.chunks(10).zip(&set.y[start..start + n]) {
+                let arg = row.iter().enumerate().fold(0, |b, (i, v)| if *v > row[b] { i } else { b });
+                correct += (arg == label as usize) as usize;
+            }
+            seen += n;
+            nodes = report.integer_nodes().iter().map(|s| s.to_string()).collect();
+            for n in &report.nodes {
+                if n.is_integer() && matches!(n.op.as_str(), "linear" | "conv2d") {
+                    assert_eq!(n.input_types, ["i8", "i8"], "{n:?}");
+                    assert_eq!(n.accumulator, Some("i32"), "{n:?}");
+                    // Inputs and weights at 4 fraction bits, bias added at their product's 8.
+                    assert_eq!(n.out_frac, Some(8), "{n:?}");
+                }
+                if n.op.starts_with("batch_norm") || n.op == "max_pool2d" {
+                    assert_eq!(n.float_reason.as_deref(), Some("not quantized"), "{n:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(seen, 1000 * sets);
+    (nodes, correct as f64 / seen as f64)
+}
+
+#[test]
+fn quantized_tfc_agrees_bit_for_bit_on_2000_mnist_images() {
+    let (nodes, acc) = compare_on_mnist("tfc", &[1, 28, 28], 8000, 2);
+    // Four linear layers and three ReLUs ran in integer arithmetic; batch norm in float.
+    assert_eq!(nodes, ["seq_blocks_1", "seq_blocks_3", "seq_blocks_4", "seq_blocks_6", "seq_blocks_7", "seq_blocks_9", "seq_blocks_10"]);
+    // One epoch on 8,000 images, then 8-bit fake quantization: far above chance.
+    assert!(acc > 0.8, "accuracy {acc}");
+}
+
+#[test]
+fn quantized_cnn_agrees_bit_for_bit_on_1000_mnist_images() {
+    // Convolutions in integer arithmetic; a smaller run, as direct convolution is slow.
+    let (nodes, acc) = compare_on_mnist("mnist-cnn", &[1, 28, 28], 4000, 1);
+    assert_eq!(nodes, ["seq_blocks_0", "seq_blocks_1", "seq_blocks_3", "seq_blocks_4", "seq_blocks_7"]);
+    // Sixteen steps of training: well above the 10 % of chance.
+    assert!(acc > 0.4, "accuracy {acc}");
+}
+
+#[test]
+fn wide_accumulators_are_exact_where_the_float_path_rounds() {
+    // 16-bit codes on 512 inputs: sums reach ~2^36 units, far past f32's 24 bits.
+    let (k, o, n) = (512, 4, 8);
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let fc = g.call_module("fc", Op::Linear { in_features: k, out_features: o, bias: true }, &[x]);
+    g.output(fc);
+    let (fx, fw) = (int(16, 10, true), int(16, 12, true));
+    let g = with_quant(g, |n| {
+        (n.name == "fc").then(|| NodeQuant {
+            data_in: vec![Some(fx.clone())],
+            weight: Some(fw.clone()),
+            bias: Some(fx.clone()),
+            ..Default::default()
+        })
+    });
+    let mut rng = Rng::new(17);
+    let mut params = ParamStore::new();
+    params.insert("fc.weight", Tensor::new(vec![o, k], (0..o * k).map(|_| rng.normal() as f32 * 2.0).collect()).unwrap(), true);
+    params.insert("fc.bias", Tensor::new(vec![o], vec![0.3, -1.7, 2.2, 0.0]).unwrap(), true);
+    let xs: Vec<f32> = (0..n * k).map(|_| rng.normal() as f32 * 8.0).collect();
+    let run = run_integer(&g, &params, &xs, &[n, k]).unwrap();
+    assert_eq!(run.shape, [n, o]);
+    let node = &run.report.nodes[0];
+    assert_eq!((node.input_types.as_slice(), node.accumulator), (["i16", "i16"].as_slice(), Some("i64")));
+    assert!(node.acc_bits > 30, "{node:?}");
+    let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[n, k], Mode::Eval).unwrap().to_vec();
+    // The exact result: products of codes are exact in f64, and so are sums below 2^53.
+    let q = |f: &QuantFormat, v: &[f32]| {
+        let mut out = vec![0.0; v.len()];
+        mase_quant::quantize(f, v, &[v.len()], &mut out, &mut Rng::new(0)).unwrap();
+        out
+    };
+    let (xq, wq, bq) = (q(&fx, &xs), q(&fw, &params.get("fc.weight").unwrap().data), q(&fx, &params.get("fc.bias").unwrap().data));
+    let mut rounded = 0;
+    for r in 0..n {
+        for c in 0..o {
+            let terms: Vec<f64> = (0..k).map(|i| xq[r * k + i] as f64 * wq[c * k + i] as f64).collect();
+            let exact = terms.iter().sum::<f64>() + bq[c] as f64;
+            let got = run.output[r * o + c];
+            assert_eq!(got, exact as f32, "the integer path is the exact sum, rounded once");
+            // The float path's error is within the classic bound k * 2^-24 * sum |terms|.
+            let bound = (k + 1) as f64 * 2f64.powi(-24) * (terms.iter().map(|t| t.abs()).sum::<f64>() + bq[c].abs() as f64);
+            assert!(((want[r * o + c] as f64) - exact).abs() <= bound, "{} vs {exact}", want[r * o + c]);
+            rounded += (want[r * o + c] != got) as usize;
+        }
+    }
+    assert!(rounded > 0, "with 36-bit sums some float results must have been rounded");
+}
+
+#[test]
+fn requantizing_shifts_and_elementwise_ops_agree_with_the_float_path() {
+    // fc (data_out 12/6) -> add(fc, x) -> mul(add, add) -> relu: every node integer, results
+    // passed on as codes and rescaled by shifts.
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let fc = g.call_module("fc", Op::Linear { in_features: 4, out_features: 4, bias: true }, &[x]);
+    let add = g.call_function("operator.add", Op::Add, &[fc, x]);
+    let mul = g.call_function("operator.mul", Op::Mul, &[add, add]);
+    let relu = g.call_function("torch.nn.functional.relu", Op::Relu, &[mul]);
+    g.output(relu);
+    let g = with_quant(g, |n| match n.name.as_str() {
+        "fc" => Some(NodeQuant {
+            data_in: vec![Some(int(8, 4, true))],
+            weight: Some(int(8, 5, true)),
+            bias: Some(int(8, 7, true)),
+            data_out: Some(int(12, 6, true)),
+            ..Default::default()
+        }),
+        "add" => Some(NodeQuant { data_in: vec![Some(int(8, 4, true)), Some(int(8, 2, true))], ..Default::default() }),
+        "mul" => Some(NodeQuant { data_in: vec![Some(int(8, 3, true)), Some(int(6, 2, true))], ..Default::default() }),
+        "relu" => Some(NodeQuant { data_in: vec![Some(int(10, 5, false))], ..Default::default() }),
+        _ => None,
+    });
+    let mut rng = Rng::new(23);
+    let params = init_params(&g, &mut rng);
+    let xs: Vec<f32> = (0..64 * 4).map(|_| rng.normal() as f32 * 1.5).collect();
+    let run = run_integer(&g, &params, &xs, &[64, 4]).unwrap();
+    assert_eq!(run.report.integer_nodes(), ["fc", "add", "mul", "relu"]);
+    // The bias has 7 fraction bits, more than x (4) + w (5) = 9? No: 9 > 7, so the bias is
+    // shifted up to 9; data_out then rescales to 6. add aligns 4 and 2 to 4; mul gives 3 + 2.
+    let fracs: Vec<Option<i32>> = run.report.nodes.iter().map(|n| n.out_frac).collect();
+    assert_eq!(fracs, [Some(6), Some(4), Some(5), Some(5)]);
+    let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[64, 4], Mode::Eval).unwrap().to_vec();
+    assert_eq!(run.output, want);
+}
+
+#[test]
+fn nodes_without_integer_formats_run_in_float_and_say_why() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("a", Op::Linear { in_features: 3, out_features: 3, bias: true }, &[x]);
+    let b = g.call_module("b", Op::Linear { in_features: 3, out_features: 2, bias: true }, &[a]);
+    g.output(b);
+    let mini = QuantFormat::MinifloatIeee { width: 8, exponent_width: 4, exponent_bias: None };
+    let g = with_quant(g, |n| match n.name.as_str() {
+        "a" => Some(NodeQuant {
+            data_in: vec![Some(int(8, 4, true))],
+            weight: Some(mini.clone()),
+            bias: Some(int(8, 4, true)),
+            ..Default::default()
+        }),
+        "b" => Some(NodeQuant { data_in: vec![Some(int(8, 4, true))], weight: Some(int(8, 4, true)), ..Default::default() }),
+        _ => None,
+    });
+    let params = init_params(&g, &mut Rng::new(1));
+    let xs = [0.5f32, -1.0, 2.0, 0.25, 0.125, -0.5];
+    let run = run_integer(&g, &params, &xs, &[2, 3]).unwrap();
+    let reasons: Vec<Option<&str>> = run.report.nodes.iter().map(|n| n.float_reason.as_deref()).collect();
+    assert_eq!(reasons, [Some("the weight is not an integer format"), Some("the bias is not an integer format")]);
+    let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[2, 3], Mode::Eval).unwrap().to_vec();
+    assert_eq!(run.output, want);
+}

@@ -1,0 +1,61 @@
+//! The error type of mase-search. Each variant names what was wrong (a config key, a trial, a
+//! runner, a file) so the CLI can print one line that points at the cause.
+
+use std::path::Path;
+
+/// Everything that can go wrong while configuring or running a search.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A key of the `[search]` table is missing, has the wrong type or an unusable value.
+    #[error("search config: `{key}`: {reason}")]
+    Config { key: String, reason: String },
+    /// A search-space name that no space is registered under.
+    #[error("search config: unknown search space `{name}`; known spaces: {known}")]
+    UnknownSpace { name: String, known: String },
+    /// A sampler name that no sampler is registered under.
+    #[error("search config: unknown sampler `{name}`; known samplers: {known}")]
+    UnknownSampler { name: String, known: String },
+    /// A runner name that no runner of that kind is registered under.
+    #[error("search config: unknown {kind} runner `{name}`; known: {known}")]
+    UnknownRunner { kind: &'static str, name: String, known: String },
+    /// A metric in `[search.strategy.metrics]` that none of the configured runners reports.
+    #[error("search config: metric `{metric}` is reported by no configured runner; the runners report: {available}")]
+    MetricWithoutRunner { metric: String, available: String },
+    /// The space cannot be built for this model (no quantizable node, empty choice list, ...).
+    #[error("search space `{space}`: {reason}")]
+    Space { space: String, reason: String },
+    /// A runner failed on a candidate model.
+    #[error("runner `{runner}`: {reason}")]
+    Runner { runner: String, reason: String },
+    /// A trial failed; the search stops, as MASE's does.
+    #[error("trial {trial}: {reason}")]
+    Trial { trial: u64, reason: String },
+    /// The study store could not be opened, read or written.
+    #[error("study storage {location}: {reason}")]
+    Storage { location: String, reason: String },
+    /// A stored study does not fit the configured search (another space or other objectives).
+    #[error("study `{study}`: {reason}")]
+    Study { study: String, reason: String },
+    /// An output file (report, CSV, plot) could not be written.
+    #[error("cannot write {path}: {reason}")]
+    Write { path: String, reason: String },
+    #[error(transparent)]
+    Runtime(#[from] mase_runtime::RuntimeError),
+    #[error(transparent)]
+    Ir(#[from] mase_ir::IrError),
+}
+
+/// The result type of mase-search.
+pub type Result<T, E = SearchError> = std::result::Result<T, E>;
+
+impl SearchError {
+    /// A config error at `key`.
+    pub fn config(key: impl Into<String>, reason: impl Into<String>) -> SearchError {
+        SearchError::Config { key: key.into(), reason: reason.into() }
+    }
+
+    /// A write error for `path`.
+    pub fn write(path: &Path, reason: impl std::fmt::Display) -> SearchError {
+        SearchError::Write { path: path.display().to_string(), reason: reason.to_string() }
+    }
+}

@@ -1,0 +1,64 @@
+//! Design-space search of mase-rs (MASE's `ch search`, spec mase-flow.md §6), done exactly:
+//! spaces rebuild every candidate from the unmodified base model, metrics are fresh per trial,
+//! samplers are seeded and stateless, and every trial is committed to a study store as it
+//! finishes, so a killed search resumes where it stopped.
+//!
+//! The pieces, each behind a small trait with a registry table:
+//! - [`space`]: what is searched ([`SearchSpace`]; `graph/quantize/mixed_precision_ptq`);
+//! - [`sampler`]: how points are chosen ([`Sampler`]; brute force, random, TPE, NSGA-II, QMC);
+//! - [`runner`]: how a candidate is measured ([`Runner`]; evaluation, training, bit widths,
+//!   BitOPs, FLOPs, model size, latency);
+//! - [`objective`]: metrics, scales, directions, constraints;
+//! - [`storage`]: where trials live ([`Storage`]; SQLite by default);
+//! - [`study`]: the loop that ties them together, on one or several threads;
+//! - [`report`] and [`plot`]: `log.json`, `best.json`, `trials.csv`, PNG and SVG charts.
+//!
+//! ```
+//! use mase_search::{SearchConfig, build_sampler};
+//! let cfg: toml::Table = r#"
+//!     [search_space]
+//!     name = "graph/quantize/mixed_precision_ptq"
+//!     [search_space.setup]
+//!     by = "name"
+//!     [search_space.seed.default.config]
+//!     name = ["integer"]
+//!     weight_width = [2, 4, 8]
+//!     [strategy.setup]
+//!     sampler = "brute"
+//!     sum_scaled_metrics = false
+//!     [strategy.metrics]
+//!     accuracy = { scale = 1.0, direction = "maximize" }
+//! "#.parse().unwrap();
+//! let search = SearchConfig::from_toml(&cfg).unwrap();
+//! assert_eq!(search.setup.n_trials, 20);
+//! assert_eq!(build_sampler(&search.setup.sampler, &search.sampler_options).unwrap().name(), "brute");
+//! ```
+
+pub mod config;
+mod error;
+pub mod flatten;
+pub mod math;
+pub mod objective;
+mod param;
+pub mod pareto;
+mod plan;
+pub mod plot;
+pub mod report;
+pub mod runner;
+pub mod sampler;
+pub mod space;
+pub mod storage;
+pub mod study;
+pub mod trial;
+
+pub use config::{SearchConfig, Setup};
+pub use error::{Result, SearchError};
+pub use objective::{Constraint, MetricSpec, Objective};
+pub use param::{Direction, ParamDef, ParamKind};
+pub use plan::{check_search_config, plan, SearchPlan};
+pub use runner::{build_runners, Runner, RunnerEnv, Stage};
+pub use sampler::{build_sampler, Sampler};
+pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
+pub use storage::{MemoryStorage, OpenMode, SqliteStorage, Storage};
+pub use study::{best_trials, run_study, Observer, Silent, StopReason, StudyOutcome, StudySetup};
+pub use trial::{Metrics, TrialRecord, TrialState};

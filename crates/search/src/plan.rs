@@ -1,0 +1,42 @@
+//! A search assembled from its config and checked as a whole before any trial runs: the space,
+//! the sampler and the runners are built, and every metric the objective or a constraint reads
+//! must be reported by a configured runner.
+
+use crate::config::SearchConfig;
+use crate::runner::{build_runners, Runner, RunnerEnv};
+use crate::sampler::{build_sampler, Sampler};
+use crate::space::{build_space, BaseModel, Quantizer, SearchSpace, SpaceInputs};
+use crate::{Result, SearchError};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Everything a study needs, built from a `[search]` table.
+pub struct SearchPlan {
+    pub config: SearchConfig,
+    pub space: Box<dyn SearchSpace>,
+    pub sampler: Box<dyn Sampler>,
+    pub runners: Vec<Box<dyn Runner>>,
+}
+
+/// Parses `search` (the `[search]` table as JSON) and builds its parts on `base`.
+pub fn plan(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchPlan> {
+    let config = SearchConfig::parse(search)?;
+    let sampler = build_sampler(&config.setup.sampler, &config.sampler_options)?;
+    let runners = build_runners(&config.sw_runners, &config.hw_runners, env)?;
+    let reported: Vec<&str> = runners.iter().flat_map(|r| r.reports()).collect();
+    for m in config.objective.required_metrics() {
+        if !reported.contains(&m) {
+            return Err(SearchError::MetricWithoutRunner {
+                metric: m.to_string(),
+                available: if reported.is_empty() { "nothing (no runner is configured)".into() } else { reported.join(", ") },
+            });
+        }
+    }
+    let space = build_space(&SpaceInputs { config: &config.space, base, quantizer })?;
+    Ok(SearchPlan { config, space, sampler, runners })
+}
+
+/// [`plan`], for callers that only want to know whether a config is usable.
+pub fn check_search_config(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchPlan> {
+    plan(search, base, quantizer, env)
+}

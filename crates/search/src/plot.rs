@@ -1,0 +1,166 @@
+//! Charts of a search, as PNG and SVG: best-so-far curves of one or several studies on one chart
+//! (lab 3: brute force against TPE), and the scatter of two objectives with the Pareto front.
+//! Text is drawn with DejaVu Sans, shipped in `assets/` with its licence, so plots render the
+//! same on a machine without fonts.
+
+use crate::{Result, SearchError};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static REGISTER: Once = Once::new();
+
+fn register_font() {
+    REGISTER.call_once(|| {
+        // The bytes are the shipped font file; a failure here would be a corrupt build.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// One curve: a label and `(x, y)` points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
+fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = vals.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = if hi > lo { 0.05 * (hi - lo) } else { lo.abs().max(1.0) * 0.05 };
+    (lo - pad, hi + pad)
+}
+
+fn draw_err(path: &Path, e: impl std::fmt::Display) -> SearchError {
+    SearchError::write(path, format!("plotting failed: {e}"))
+}
+
+/// Step curves (the value holds until the next point), with a legend.
+fn draw_steps<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> std::result::Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut steps = Vec::with_capacity(2 * s.points.len());
+        for (k, &(x, y)) in s.points.iter().enumerate() {
+            if k > 0 {
+                steps.push((x, s.points[k - 1].1));
+            }
+            steps.push((x, y));
+        }
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(s.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled()))).map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// All points in grey, the Pareto front in colour and joined.
+fn draw_pareto<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    all: &[(f64, f64)],
+    front: &[(f64, f64)],
+) -> std::result::Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (x0, x1) = range(all.iter().map(|p| p.0));
+    let (y0, y1) = range(all.iter().map(|p| p.1));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+    let grey = RGBColor(150, 150, 150);
+    chart
+        .draw_series(all.iter().map(|&p| Circle::new(p, 3, grey.filled())))
+        .map_err(|e| e.to_string())?
+        .label("trials")
+        .legend(move |(x, y)| Circle::new((x + 10, y), 3, grey.filled()));
+    let mut f = front.to_vec();
+    f.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let red = COLORS[1];
+    chart.draw_series(LineSeries::new(f.clone(), red.stroke_width(1))).map_err(|e| e.to_string())?;
+    chart
+        .draw_series(f.iter().map(|&p| Circle::new(p, 5, red.filled())))
+        .map_err(|e| e.to_string())?
+        .label("Pareto front")
+        .legend(move |(x, y)| Circle::new((x + 10, y), 5, red.filled()));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+const SIZE: (u32, u32) = (900, 600);
+
+/// Writes `<stem>.png` and `<stem>.svg` with best-so-far step curves; returns both paths.
+pub fn plot_best_so_far(stem: &Path, title: &str, y_label: &str, series: &[Series]) -> Result<Vec<PathBuf>> {
+    register_font();
+    let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
+    draw_steps(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, "trial", y_label, series).map_err(|e| draw_err(&png, e))?;
+    draw_steps(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, "trial", y_label, series).map_err(|e| draw_err(&svg, e))?;
+    Ok(vec![png, svg])
+}
+
+/// Writes `<stem>.png` and `<stem>.svg` with every trial and the Pareto front of two objectives.
+pub fn plot_pareto(
+    stem: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    all: &[(f64, f64)],
+    front: &[(f64, f64)],
+) -> Result<Vec<PathBuf>> {
+    register_font();
+    let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
+    draw_pareto(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, x_label, y_label, all, front).map_err(|e| draw_err(&png, e))?;
+    draw_pareto(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, x_label, y_label, all, front).map_err(|e| draw_err(&svg, e))?;
+    Ok(vec![png, svg])
+}

@@ -1,0 +1,287 @@
+//! The acceptance tests of the search issue, on the library.
+
+mod common;
+use common::*;
+use mase_search::objective::{MetricSpec, Objective};
+use mase_search::pareto::dominates;
+use mase_search::storage::OpenMode;
+use mase_search::{
+    best_trials, build_runners, build_sampler, run_study, Direction, MemoryStorage, Runner, SearchConfig, Silent, SqliteStorage,
+    StopReason, StudySetup, TrialState,
+};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+fn setup<'a>(
+    space: &'a dyn mase_search::SearchSpace,
+    sampler: &'a dyn mase_search::Sampler,
+    objective: &'a Objective,
+    runners: &'a [Box<dyn Runner>],
+    n_trials: usize,
+    seed: u64,
+) -> StudySetup<'a> {
+    StudySetup { name: "t".into(), space, sampler, objective, runners, n_trials, n_jobs: 1, timeout: None, seed, threads: 1 }
+}
+
+#[test]
+fn brute_force_enumerates_the_lab_space_exactly_once_and_stops() {
+    let search = example_search("jsc_toy_by_type.toml");
+    let cfg = SearchConfig::parse(&search).unwrap();
+    let splits = jsc_splits();
+    let space = space(&search, base_model("jsc-tiny", &splits, 0)).unwrap();
+    // Spec §6.4: nine flattened keys, in node order, with 2 x 3 x 3 = 18 points.
+    let names: Vec<&str> = space.params().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "seq_blocks_1/config/name",
+            "seq_blocks_2/config/name",
+            "seq_blocks_2/config/data_in_width",
+            "seq_blocks_2/config/data_in_frac_width",
+            "seq_blocks_2/config/weight_width",
+            "seq_blocks_2/config/weight_frac_width",
+            "seq_blocks_2/config/bias_width",
+            "seq_blocks_2/config/bias_frac_width",
+            "seq_blocks_3/config/name"
+        ]
+    );
+    let sampler = build_sampler("brute", &Value::Null).unwrap();
+    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
+    let mut store = MemoryStorage::new();
+    let out = run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 20, 42), &mut store, OpenMode::Fresh, &Silent)
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Exhausted);
+    assert_eq!(out.trials.len(), 18, "n_trials = 20 but the space has 18 points");
+    let points: HashSet<Vec<u64>> = out.trials.iter().map(|t| t.point.iter().map(|&x| x as u64).collect()).collect();
+    assert_eq!(points.len(), 18);
+    assert!(out.trials.iter().all(|t| t.state == TrialState::Complete));
+    // The sampled config has MASE's shape (no `by`, `default` appended, NA as null) and the
+    // average bit width is the weight width of the one quantized Linear.
+    let t = &out.trials[17];
+    assert_eq!(t.config["seq_blocks_1"], json!({"config": {"name": null}}));
+    assert_eq!(
+        t.config["seq_blocks_2"],
+        json!({"config": {"name": "integer", "data_in_width": 8, "data_in_frac_width": null, "weight_width": 8, "weight_frac_width": null, "bias_width": 8, "bias_frac_width": null}})
+    );
+    assert_eq!(t.config["default"]["config"]["bypass"], json!(true));
+    assert!(t.config.get("by").is_none());
+    for t in &out.trials {
+        let w = t.config["seq_blocks_2"]["config"]["weight_width"].as_f64().unwrap();
+        assert_eq!(t.hardware_metrics["average_bitwidth"], w);
+        assert_eq!(t.hardware_metrics["memory_density"], 32.0 / w);
+        assert_eq!(t.scaled_metrics["average_bitwidth"], 0.2 * w);
+        assert_eq!(t.software_metrics.keys().collect::<Vec<_>>(), ["loss", "accuracy"]);
+    }
+}
+
+/// Trials until the quadratic's optimum (f = 0) is first found, capped at `cap`.
+fn trials_to_optimum(sampler: &str, seed: u64, cap: usize) -> usize {
+    let space = PointGrid(Grid::new(3, 8));
+    let target = vec![5.0, 2.0, 6.0];
+    let runners: Vec<Box<dyn Runner>> = vec![Box::new(QuadraticRunner { target })];
+    let objective = Objective::new(
+        vec![MetricSpec { name: "f".into(), scale: 1.0, direction: Direction::Minimize }],
+        Some(Direction::Minimize),
+        vec![],
+    );
+    let s = build_sampler(sampler, &Value::Null).unwrap();
+    let mut store = MemoryStorage::new();
+    let out = run_study(&setup(&space, s.as_ref(), &objective, &runners, cap, seed), &mut store, OpenMode::Fresh, &Silent).unwrap();
+    out.trials.iter().position(|t| t.values.as_ref().unwrap()[0] == 0.0).map_or(cap, |i| i + 1)
+}
+
+#[test]
+fn tpe_finds_a_known_optimum_in_fewer_trials_than_random() {
+    // 512 points; the optimum is one of them. Ten fixed seeds, the same for both samplers.
+    let cap = 300;
+    let seeds: Vec<u64> = (1..=10).collect();
+    let mean = |s: &str| seeds.iter().map(|&seed| trials_to_optimum(s, seed, cap)).sum::<usize>() as f64 / seeds.len() as f64;
+    let (tpe, random) = (mean("tpe"), mean("random"));
+    assert!(tpe < random, "TPE needed {tpe} trials on average, random {random}");
+    assert!(tpe < 0.5 * random, "TPE should be clearly better: {tpe} vs {random}");
+}
+
+#[test]
+fn same_seed_same_study_and_parallel_jobs_finish_the_budget() {
+    let space = PointGrid(Grid::new(4, 6));
+    let runners: Vec<Box<dyn Runner>> = vec![Box::new(QuadraticRunner { target: vec![1.0, 2.0, 3.0, 4.0] })];
+    let objective = Objective::new(
+        vec![
+            MetricSpec { name: "f".into(), scale: 1.0, direction: Direction::Minimize },
+            MetricSpec { name: "g".into(), scale: 1.0, direction: Direction::Maximize },
+        ],
+        None,
+        vec![],
+    );
+    for name in ["tpe", "random", "nsgaii", "qmc", "brute"] {
+        let s = build_sampler(name, &json!(if name == "nsgaii" { json!({"population_size": 8}) } else { Value::Null })).unwrap();
+        let run = |jobs: usize| {
+            let mut st = setup(&space, s.as_ref(), &objective, &runners, 30, 7);
+            st.n_jobs = jobs;
+            let mut store = MemoryStorage::new();
+            run_study(&st, &mut store, OpenMode::Fresh, &Silent).unwrap().trials
+        };
+        let (a, b) = (run(1), run(1));
+        let pts = |t: &[mase_search::TrialRecord]| t.iter().map(|t| t.point.clone()).collect::<Vec<_>>();
+        assert_eq!(pts(&a), pts(&b), "{name}: same seed, same points");
+        let par = run(3);
+        assert_eq!(par.iter().filter(|t| t.state == TrialState::Complete).count(), 30, "{name} with 3 jobs");
+        let numbers: HashSet<u64> = par.iter().map(|t| t.number).collect();
+        assert_eq!(numbers.len(), par.len(), "{name}: trial numbers are unique");
+        if name == "nsgaii" {
+            assert_eq!(a[20].system_attrs["nsga2:generation"], json!(2));
+            assert!(a[20].system_attrs.contains_key("nsga2:parents"));
+        }
+    }
+}
+
+#[test]
+fn multi_objective_tfc_on_mnist_gives_a_pareto_front_and_plots() {
+    let splits = mnist_splits();
+    let base = base_model("tfc", &splits, 0);
+    let search: Value = serde_json::to_value(
+        r#"
+        [search_space]
+        name = "graph/quantize/mixed_precision_ptq"
+        [search_space.setup]
+        by = "type"
+        [search_space.seed.default.config]
+        name = ["NA"]
+        [search_space.seed.linear.config]
+        name = ["integer"]
+        data_in_width = [8]
+        data_in_frac_width = ["NA"]
+        weight_width = [2, 3, 4, 8]
+        weight_frac_width = ["NA"]
+        bias_width = [8]
+        bias_frac_width = ["NA"]
+        [strategy.sw_runner.basic_evaluation]
+        data_loader = "val_dataloader"
+        num_samples = 500
+        [strategy.hw_runner.average_bitwidth]
+        compare_to = 32
+        [strategy.setup]
+        sampler = "tpe"
+        n_trials = 24
+        sum_scaled_metrics = false
+        [strategy.metrics]
+        accuracy = { scale = 1.0, direction = "maximize" }
+        average_bitwidth = { scale = 0.2, direction = "minimize" }
+        "#
+        .parse::<toml::Table>()
+        .unwrap(),
+    )
+    .unwrap();
+    let cfg = SearchConfig::parse(&search).unwrap();
+    let space = space(&search, base).unwrap();
+    assert_eq!(space.params().len(), 4 * 7 + 3, "four linear layers with 7 fields each, three relus with a name");
+    let sampler = build_sampler("tpe", &Value::Null).unwrap();
+    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
+    let dir = scratch("pareto");
+    let mut store = SqliteStorage::open(&dir.join("study.db")).unwrap();
+    let out =
+        run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 24, 3), &mut store, OpenMode::Fresh, &Silent).unwrap();
+    assert_eq!(out.trials.len(), 24);
+    let best = best_trials(&out.trials, &cfg.objective);
+    assert!(!best.is_empty());
+    let losses: Vec<Vec<f64>> = best.iter().map(|t| cfg.objective.losses(t.values.as_ref().unwrap())).collect();
+    for a in &losses {
+        for b in &losses {
+            assert!(!dominates(a, b), "Pareto front point {a:?} dominates {b:?}");
+        }
+    }
+    // Every non-front trial is dominated by (or equal to) some front trial.
+    for t in &out.trials {
+        let l = cfg.objective.losses(t.values.as_ref().unwrap());
+        assert!(losses.iter().any(|f| dominates(f, &l) || *f == l), "trial {} is neither on nor behind the front", t.number);
+    }
+    mase_search::report::write_reports(&dir, &out.trials, &cfg.objective, space.params()).unwrap();
+    let best_json: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best_json.as_object().unwrap().len(), best.len());
+    assert!(best_json["0"]["value"].as_array().unwrap().len() == 2);
+    let all: Vec<(f64, f64)> =
+        out.trials.iter().map(|t| (t.hardware_metrics["average_bitwidth"], t.software_metrics["accuracy"])).collect();
+    let front: Vec<(f64, f64)> = best.iter().map(|t| (t.hardware_metrics["average_bitwidth"], t.software_metrics["accuracy"])).collect();
+    let files = mase_search::plot::plot_pareto(&dir.join("pareto"), "tfc on MNIST", "average bit width", "accuracy", &all, &front).unwrap();
+    let png = image::open(&files[0]).expect("the PNG decodes");
+    assert_eq!((png.width(), png.height()), (900, 600));
+    let svg = std::fs::read_to_string(&files[1]).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>") && svg.contains("Pareto front"), "SVG with text");
+}
+
+#[test]
+fn a_killed_study_resumes_from_sqlite() {
+    let dir = scratch("resume");
+    let db = dir.join("study.db");
+    let space = PointGrid(Grid::new(2, 5));
+    let runners: Vec<Box<dyn Runner>> = vec![Box::new(QuadraticRunner { target: vec![1.0, 3.0] })];
+    let objective = Objective::new(
+        vec![MetricSpec { name: "f".into(), scale: 1.0, direction: Direction::Minimize }],
+        Some(Direction::Minimize),
+        vec![],
+    );
+    let s = build_sampler("brute", &Value::Null).unwrap();
+    {
+        let mut store = SqliteStorage::open(&db).unwrap();
+        run_study(&setup(&space, s.as_ref(), &objective, &runners, 6, 1), &mut store, OpenMode::Fresh, &Silent).unwrap();
+        // A trial claimed by a process that then died: it stays RUNNING in the file.
+        use mase_search::storage::{Claim, Storage};
+        store
+            .claim("t", &mut |_, _| {
+                Ok(Some(Claim { point: vec![1.0, 1.0], config: json!({"x": [1.0, 1.0]}), system_attrs: Default::default() }))
+            })
+            .unwrap();
+    }
+    let mut store = SqliteStorage::open(&db).unwrap();
+    let out = run_study(&setup(&space, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent).unwrap();
+    assert_eq!(out.interrupted, 1);
+    let complete: Vec<_> = out.trials.iter().filter(|t| t.state == TrialState::Complete).collect();
+    assert_eq!(complete.len(), 25, "the 5 x 5 grid, each point once");
+    let pts: HashSet<Vec<u64>> = complete.iter().map(|t| t.point.iter().map(|&x| x as u64).collect()).collect();
+    assert_eq!(pts.len(), 25);
+    assert_eq!(out.trials.iter().filter(|t| t.state == TrialState::Fail).count(), 1);
+    // Resuming with another space is refused with the study named.
+    let other = PointGrid(Grid::new(3, 5));
+    let e =
+        run_study(&setup(&other, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent).unwrap_err().to_string();
+    assert!(e.contains("study `t`") && e.contains("space") && !e.contains('\n'), "{e}");
+}
+
+#[test]
+fn bad_search_configs_fail_with_one_line() {
+    let base = toml::from_str::<toml::Table>(&std::fs::read_to_string(repo_root().join("configs/examples/jsc_toy_by_type.toml")).unwrap())
+        .unwrap();
+    let splits = jsc_splits();
+    let model = base_model("jsc-tiny", &splits, 0);
+    let env = env(splits);
+    // (what to change in the [search] table, words the error must contain)
+    type Edit = fn(&mut Value);
+    let cases: &[(Edit, &[&str])] = &[
+        (|s| s["strategy"]["setup"]["sampler"] = json!("annealing"), &["unknown sampler `annealing`", "tpe"]),
+        (
+            |s| s["search_space"]["seed"]["seq_blocks_2"]["config"]["weight_width"] = json!([]),
+            &["empty choice list", "seq_blocks_2.config.weight_width"],
+        ),
+        (
+            |s| s["strategy"]["metrics"]["bitops"] = json!({"scale": 1.0, "direction": "minimize"}),
+            &["metric `bitops`", "no configured runner"],
+        ),
+        (|s| s["strategy"]["sw_runner"]["basic_evaluaton"] = json!({}), &["unknown software runner `basic_evaluaton`"]),
+        (|s| s["strategy"]["setup"]["n_trails"] = json!(3), &["search.strategy.setup.n_trails", "unknown key"]),
+        (|s| s["search_space"]["setup"]["by"] = json!("regex"), &["search.search_space.setup.by"]),
+        (|s| s["search_space"]["name"] = json!("graph/prune"), &["unknown search space `graph/prune`"]),
+        (|s| s["strategy"]["metrics"]["accuracy"]["direction"] = json!("up"), &["search.strategy.metrics.accuracy.direction"]),
+    ];
+    for (edit, words) in cases {
+        let mut search = serde_json::to_value(&base["search"]).unwrap();
+        edit(&mut search);
+        let e = mase_search::check_search_config(&search, model.clone(), std::sync::Arc::new(mase_search::LocalQuantizer), &env)
+            .err()
+            .expect("must fail")
+            .to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        for w in *words {
+            assert!(e.contains(w), "`{e}` should mention `{w}`");
+        }
+    }
+}

@@ -1,0 +1,131 @@
+#![allow(dead_code)]
+//! Helpers shared by the search tests: models, data, configs and a synthetic space.
+
+use mase_io::{DataOptions, Splits};
+use mase_ir::{Graph, Rng};
+use mase_search::runner::{RunContext, Stage};
+use mase_search::space::{BaseModel, Candidate, SpaceInputs};
+use mase_search::{build_space, Metrics, ParamDef, ParamKind, Result, Runner, RunnerEnv, SearchSpace};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+/// A fresh, empty folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mase-search-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// The jsc fixture (MASE's HDF5 format) loaded from a temporary data dir.
+pub fn jsc_splits() -> Splits {
+    let d = scratch("jsc-data");
+    std::fs::create_dir_all(d.join("jsc")).unwrap();
+    std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
+    mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d) }).expect("jsc fixture")
+}
+
+/// The MNIST test images shipped in the repo.
+pub fn mnist_splits() -> Splits {
+    mase_io::load_dataset("mnist", &DataOptions { data_dir: Some(repo_root().join("data")) }).expect("shipped mnist")
+}
+
+/// A zoo model for a data set, with seeded initial weights.
+pub fn base_model(name: &str, splits: &Splits, seed: u64) -> Arc<BaseModel> {
+    let ctx = mase_zoo::ModelContext::new(splits.info.sample_shape.clone(), splits.info.num_classes);
+    let graph: Graph = mase_zoo::build_model(name, &ctx).expect("zoo model");
+    let params = mase_runtime::init_params(&graph, &mut Rng::new(seed));
+    Arc::new(BaseModel { graph, params: Arc::new(params) })
+}
+
+pub fn env(splits: Splits) -> RunnerEnv {
+    RunnerEnv { splits: Arc::new(splits), batch_size: 512, learning_rate: 1e-2, seed: 0 }
+}
+
+/// The `[search]` table of a config file under `configs/examples`.
+pub fn example_search(file: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("configs/examples").join(file)).unwrap();
+    let t: toml::Table = text.parse().unwrap();
+    serde_json::to_value(&t["search"]).unwrap()
+}
+
+/// The mixed-precision space of a `[search]` table on a base model.
+pub fn space(search: &Value, base: Arc<BaseModel>) -> Result<Box<dyn SearchSpace>> {
+    build_space(&SpaceInputs { config: &search["search_space"], base, quantizer: Arc::new(mase_search::PassesQuantizer) })
+}
+
+/// A synthetic space of `dims` ordered choices of `n` values; its candidate carries nothing.
+pub struct Grid {
+    pub params: Vec<ParamDef>,
+}
+
+impl Grid {
+    pub fn new(dims: usize, n: usize) -> Grid {
+        Grid { params: (0..dims).map(|i| ParamDef { name: format!("x{i}"), kind: ParamKind::Index { choices: n } }).collect() }
+    }
+}
+
+impl SearchSpace for Grid {
+    fn name(&self) -> &str {
+        "test/grid"
+    }
+    fn params(&self) -> &[ParamDef] {
+        &self.params
+    }
+    fn to_config(&self, point: &[f64]) -> Result<Value> {
+        Ok(json!(point))
+    }
+    fn build(&self, _config: &Value) -> Result<Candidate> {
+        Ok(Candidate { graph: Graph::new(), params: Arc::new(Default::default()) })
+    }
+}
+
+/// A runner computing the quadratic from the candidate's config, which the test space stores in
+/// the graph's metadata.
+pub struct QuadraticRunner {
+    pub target: Vec<f64>,
+}
+
+impl Runner for QuadraticRunner {
+    fn name(&self) -> &'static str {
+        "quadratic"
+    }
+    fn stage(&self) -> Stage {
+        Stage::Software
+    }
+    fn reports(&self) -> Vec<&'static str> {
+        vec!["f"]
+    }
+    fn run(&self, cand: &mut Candidate, _cx: &RunContext) -> Result<Metrics> {
+        let x: Vec<f64> = cand.graph.meta.common.get("point").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default();
+        let mut m = Metrics::new();
+        m.insert("f".into(), x.iter().zip(&self.target).map(|(a, b)| (a - b) * (a - b)).sum());
+        m.insert("g".into(), x.iter().sum());
+        Ok(m)
+    }
+}
+
+/// [`Grid`] whose candidates carry their point in the graph metadata, for [`QuadraticRunner`].
+pub struct PointGrid(pub Grid);
+
+impl SearchSpace for PointGrid {
+    fn name(&self) -> &str {
+        "test/point_grid"
+    }
+    fn params(&self) -> &[ParamDef] {
+        &self.0.params
+    }
+    fn to_config(&self, point: &[f64]) -> Result<Value> {
+        Ok(json!({"x": point}))
+    }
+    fn build(&self, config: &Value) -> Result<Candidate> {
+        let mut graph = Graph::new();
+        graph.meta.common.insert("point".into(), config["x"].clone());
+        Ok(Candidate { graph, params: Arc::new(Default::default()) })
+    }
+}
