@@ -18,6 +18,10 @@ onnxruntime's outputs `y`. The tests read these files; they need no Python.
       Quant:        y = (round_half_even(clip(x / scale + zp, min_int, max_int)) - zp) * scale
       BipolarQuant: y = where(x >= 0, 1, -1) * scale
   (onnxruntime's Round rounds half to even, as QONNX's ROUND does.)
+- Small one-operator models across opsets 6 to 21 (tests/fixtures/ops/) are written with
+  onnx.helper and run in onnxruntime on 7 random inputs each.
+- Small torch.save files (tests/fixtures/torch/) cover strided views, offsets, half types and
+  a pickled module.
 - The jsc-tiny Lightning checkpoint is evaluated with torch on 100 random inputs
   (refs/jsc-tiny_best.ckpt.npz).
 - A model trained by mase-rs and exported to ONNX (tests/fixtures/trained/*.onnx, written by
@@ -174,6 +178,124 @@ def ckpt_reference(shared, rng):
     np.savez(FIX / "refs/jsc-tiny_best.ckpt.npz", x=x, y=y.astype(np.float32))
 
 
+def op_models(rng):
+    """Small models, one or two operators each, across opsets 6 to 21: they cover the attributes
+    and input forms the shared models do not (auto_pad, dilations, groups, legacy BatchNorm,
+    pre-13 Softmax, Squeeze/Unsqueeze/Clip as attributes and as inputs, ...)."""
+    out = FIX / "ops"
+    out.mkdir(exist_ok=True)
+    f32 = lambda *shape: rng.normal(0.0, 1.0, size=shape).astype(np.float32)
+    init = lambda name, a: numpy_helper.from_array(np.asarray(a), name)
+    I = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    cases = []
+
+    def case(name, opset, nodes, x_shape, inits, out_name="y"):
+        cases.append((name, opset, nodes, x_shape, inits, out_name))
+
+    N = "N"
+    case("conv2d_same_upper_stride2", 13, [helper.make_node("Conv", ["x", "w", "b"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])], [N, 3, 7, 7], [init("w", f32(4, 3, 3, 3)), init("b", f32(4))])
+    case("conv2d_same_lower", 11, [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER", kernel_shape=[2, 2])], [N, 2, 5, 5], [init("w", f32(3, 2, 2, 2))])
+    case("conv2d_dilation_group_pads", 9, [helper.make_node("Conv", ["x", "w", "b"], ["y"], dilations=[2, 1], group=2, pads=[0, 2, 1, 1], strides=[1, 2])], [N, 4, 8, 9], [init("w", f32(6, 2, 3, 3)), init("b", f32(6))])
+    case("conv1d_valid_stride", 17, [helper.make_node("Conv", ["x", "w", "b"], ["y"], auto_pad="VALID", strides=[3])], [N, 2, 11], [init("w", f32(5, 2, 3)), init("b", f32(5))])
+    case("maxpool_asym_pads", 12, [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 1, 2, 1], strides=[2, 2])], [N, 2, 6, 7], [])
+    case("maxpool1d_default_stride", 8, [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])], [N, 3, 6], [])
+    case("avgpool_count_pad", 10, [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], count_include_pad=1)], [N, 2, 6, 6], [])
+    case("avgpool_no_pad", 7, [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], [N, 3, 4, 6], [])
+    case("global_avgpool", 21, [helper.make_node("GlobalAveragePool", ["x"], ["y"])], [N, 3, 4, 5], [])
+    case("batchnorm_legacy_opset7", 7, [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=1, epsilon=1e-3)], [N, 3, 4], [init("s", f32(3)), init("b", f32(3)), init("m", f32(3)), init("v", np.abs(f32(3)) + 0.5)])
+    case("batchnorm2d_opset15", 15, [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], momentum=0.8)], [N, 2, 3, 3], [init("s", f32(2)), init("b", f32(2)), init("m", f32(2)), init("v", np.abs(f32(2)) + 0.5)])
+    case("softmax_opset11_coerced", 11, [helper.make_node("Softmax", ["x"], ["y"], axis=1)], [N, 3, 4], [])
+    case("logsoftmax_opset13_axis1", 13, [helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)], [N, 3, 4], [])
+    case("activations", 14, [
+        helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.2),
+        helper.make_node("Selu", ["a"], ["b"]),
+        helper.make_node("Tanh", ["b"], ["c"]),
+        helper.make_node("Sigmoid", ["c"], ["d"]),
+        helper.make_node("Sqrt", ["d"], ["e"]),
+        helper.make_node("Relu", ["e"], ["y"]),
+    ], [N, 5], [])
+    case("clip_attrs_opset6", 6, [helper.make_node("Clip", ["x"], ["y"], min=-0.5, max=0.75)], [N, 6], [])
+    case("clip_inputs_opset13", 13, [helper.make_node("Clip", ["x", "", "hi"], ["y"])], [N, 6], [init("hi", np.array(0.25, np.float32))])
+    case("squeeze_unsqueeze_attrs", 11, [helper.make_node("Unsqueeze", ["x"], ["a"], axes=[1, 3]), helper.make_node("Squeeze", ["a"], ["y"], axes=[3])], [N, 4, 2], [])
+    case("squeeze_unsqueeze_inputs", 13, [helper.make_node("Unsqueeze", ["x", "ax"], ["a"]), helper.make_node("Squeeze", ["a", "sq"], ["y"])], [N, 4], [init("ax", np.array([2, 3], np.int64)), init("sq", np.array([3], np.int64))])
+    case("transpose_default_perm", 9, [helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]), helper.make_node("Transpose", ["a"], ["t"]), helper.make_node("Transpose", ["t"], ["y"], perm=[2, 1, 0])], [N, 3, 4], [])
+    case("arith_broadcast", 13, [
+        helper.make_node("Sub", ["c1", "x"], ["a"]),
+        helper.make_node("Div", ["a", "c2"], ["b"]),
+        helper.make_node("Mul", ["b", "b"], ["c"]),
+        helper.make_node("Pow", ["c", "c3"], ["d"]),
+        helper.make_node("Add", ["d", "x"], ["y"]),
+    ], [N, 3, 4], [init("c1", f32(4)), init("c2", np.abs(f32(3, 1)) + 0.5), init("c3", np.array(1.5, np.float32))])
+    case("gemm_transA_alpha_beta", 13, [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]), helper.make_node("Gemm", ["xt", "w", "c"], ["y"], transA=1, alpha=0.5, beta=2.0)], [N, 6], [init("w", f32(6, 3)), init("c", f32(1, 3))])
+    case("gemm_transB_opset7", 7, [helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], [N, 5], [init("w", f32(2, 5)), init("c", f32(2))])
+    case("matmul_dynamic_both", 13, [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["x", "xt"], ["y"])], [N, 3, 4], [])
+    case("matmul_batched_const", 13, [helper.make_node("MatMul", ["x", "w"], ["y"])], [N, 2, 3], [init("w", f32(3, 4))])
+    case("concat_and_shape_flatten", 13, [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Concat", ["x", "r"], ["a"], axis=1),
+        helper.make_node("Shape", ["a"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["nu"]),
+        helper.make_node("Concat", ["nu", "m1"], ["shp"], axis=0),
+        helper.make_node("Reshape", ["a", "shp"], ["y"]),
+    ], [N, 2, 3], [init("i0", np.array(0, np.int64)), init("ax0", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))])
+    case("reshape_zero_copy_flatten_negative_axis", 13, [
+        helper.make_node("Reshape", ["x", "shp"], ["a"]),
+        helper.make_node("Flatten", ["a"], ["y"], axis=-3),
+    ], [N, 6, 4], [init("shp", np.array([0, 3, -1, 2], np.int64))])
+    case("constant_identity_dropout_cast", 12, [
+        helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([0.5, -1.0, 2.0], np.float32))),
+        helper.make_node("Identity", ["x"], ["a"]),
+        helper.make_node("Dropout", ["a"], ["b"]),
+        helper.make_node("Cast", ["b"], ["c"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["c", "k"], ["y"]),
+    ], [N, 3], [])
+    case("pad_constant_opset13", 13, [helper.make_node("Pad", ["x", "p", "v"], ["y"])], [N, 2, 3], [init("p", np.array([0, 1, 0, 0, 0, 2], np.int64)), init("v", np.array(0.5, np.float32))])
+    for name, opset, nodes, x_shape, inits, out_name in cases:
+        graph = helper.make_graph(nodes, name, [I("x", x_shape)], [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        x = rng.normal(0.0, 1.0, size=[7] + x_shape[1:]).astype(np.float32)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        y = sess.run(None, {"x": x})[0].astype(np.float32)
+        # The output's shape, batch left symbolic, from what onnxruntime computed.
+        del model.graph.output[:]
+        model.graph.output.append(I(out_name, [N] + list(y.shape[1:])))
+        onnx.checker.check_model(model)
+        path = out / f"{name}.onnx"
+        onnx.save(model, str(path))
+        np.savez(out / f"{name}.npz", x=x, y=y)
+        print(f"ops/{name}.onnx (opset {opset}): {x.shape} -> {y.shape}")
+
+
+def torch_fixtures():
+    """Small torch.save files: strided views, offsets, half types, a pickled module."""
+    import collections
+    import torch
+
+    d = FIX / "torch"
+    d.mkdir(exist_ok=True)
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) / 8
+    sd = collections.OrderedDict()
+    sd["fc.weight"] = base[:, 1:4]
+    sd["fc.weight_t"] = base.t()
+    sd["fc.bias"] = torch.tensor([0.5, -1.25, 3.0, 1e-3])
+    sd["half"] = torch.tensor([1.0, -2.0, 0.333251953125], dtype=torch.float16)
+    sd["bf16"] = torch.tensor([1.0, -3.5], dtype=torch.bfloat16)
+    sd["count"] = torch.tensor(7, dtype=torch.int64)
+    sd["scalar"] = torch.tensor(2.5)
+    torch.save(sd, d / "mixed_state_dict.pt")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    torch.save(net, d / "module.pt")
+    np.savez(d / "module_state.npz", **{k: v.detach().numpy() for k, v in net.state_dict().items() if v.dtype == torch.float32})
+    np.savez_compressed(
+        d / "compressed.npz",
+        a=np.arange(6, dtype=np.float64).reshape(2, 3),
+        b=np.array([[1, 2], [3, 4]], dtype=np.int32).T,
+        c=np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),
+    )
+
+
 def trained_references():
     for path in sorted((FIX / "trained").glob("*.onnx")):
         data = np.load(path.with_suffix(".inputs.npz"))
@@ -200,6 +322,8 @@ def main():
         shutil.copyfile(shared / "mase_jsc/jsc-tiny_best.ckpt", FIX / "models/jsc-tiny_best.ckpt")
         shutil.copyfile(shared / "mase_jsc/jsc-tiny_best.state_dict.npz", FIX / "models/jsc-tiny_best.state_dict.npz")
         ckpt_reference(shared, rng)
+        op_models(np.random.default_rng(7))
+        torch_fixtures()
     if (FIX / "trained").is_dir():
         trained_references()
 

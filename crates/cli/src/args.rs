@@ -22,6 +22,8 @@ pub enum Action {
     Test(RunArgs),
     /// Search a design space (the `[search]` table of `--config`); trials go to a study database.
     Search(SearchArgs),
+    /// List, show, export or copy the studies of a store (SQLite file or PostgreSQL server).
+    Study(StudyArgs),
     /// Run the `[passes.*]` of `--config` in order (quantize, analyses) and save the transformed model.
     Transform(TransformArgs),
     /// Report on a model without a config: graph, metadata, statistics, FLOPs, BitOPs, latency.
@@ -67,6 +69,9 @@ pub struct RunArgs {
     /// Stop after this many optimizer steps (values <= 0 mean no limit).
     #[arg(long = "max-steps", allow_hyphen_values = true)]
     pub max_steps: Option<i64>,
+    /// Random crop (zero padding 4) and horizontal flip of every training batch (cifar10).
+    #[arg(long)]
+    pub augment: bool,
     #[arg(long)]
     pub seed: Option<u64>,
     #[arg(long)]
@@ -134,6 +139,81 @@ pub struct SearchArgs {
     /// Name of the study in the database (default: the project name).
     #[arg(long)]
     pub study: Option<String>,
+    /// A shared study store to join as one of several workers: `postgresql://user:password@host/db`,
+    /// `sqlite:///path/study.db` or a path (overrides `[search.storage] url`).
+    #[arg(long)]
+    pub storage: Option<String>,
+}
+
+/// `ch study ACTION`.
+#[derive(Debug, Args, Clone)]
+pub struct StudyArgs {
+    #[command(subcommand)]
+    pub action: StudyAction,
+}
+
+/// What `ch study` does.
+#[derive(Debug, Subcommand, Clone)]
+pub enum StudyAction {
+    /// Every study of a store with its trial counts and best value.
+    List(StudyStoreArgs),
+    /// A study's summary: space, objectives, trial counts, best trials or Pareto front.
+    Show(StudySelectArgs),
+    /// Write a study's trials (CSV and/or JSON: trials.csv, log.json, best.json, study.json) and plots.
+    Export(StudyExportArgs),
+    /// Copy studies from one store to another (SQLite <-> PostgreSQL), trials unchanged.
+    Copy(StudyCopyArgs),
+}
+
+/// A store.
+#[derive(Debug, Args, Clone)]
+pub struct StudyStoreArgs {
+    /// `postgresql://user:password@host/db`, `sqlite:///path/study.db` or a path.
+    #[arg(long)]
+    pub storage: String,
+    /// Print one JSON object with the results on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A store and, optionally, one study of it.
+#[derive(Debug, Args, Clone)]
+pub struct StudySelectArgs {
+    #[command(flatten)]
+    pub store: StudyStoreArgs,
+    /// The study (default: every study of the store).
+    #[arg(long)]
+    pub study: Option<String>,
+}
+
+/// `ch study export`.
+#[derive(Debug, Args, Clone)]
+pub struct StudyExportArgs {
+    #[command(flatten)]
+    pub select: StudySelectArgs,
+    /// `csv` (trials.csv) or `json` (log.json, best.json, study.json); default both.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Output folder (default: mase_output/<study>/software/search_ckpts, as `ch search` writes).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+}
+
+/// `ch study copy`.
+#[derive(Debug, Args, Clone)]
+pub struct StudyCopyArgs {
+    /// The store to copy from.
+    #[arg(long)]
+    pub from: String,
+    /// The store to copy to (its study must not exist yet).
+    #[arg(long)]
+    pub to: String,
+    /// The study to copy (default: every study).
+    #[arg(long)]
+    pub study: Option<String>,
+    /// Print one JSON object with the results on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `ch transform` besides the shared ones.

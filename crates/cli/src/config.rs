@@ -31,6 +31,7 @@ pub struct ConfigFile {
     pub weight_decay: Option<f64>,
     pub max_epochs: Option<usize>,
     pub max_steps: Option<i64>,
+    pub augment: Option<bool>,
     pub accumulate_grad_batches: Option<usize>,
     pub log_every_n_steps: Option<usize>,
     pub num_workers: Option<usize>,
@@ -101,6 +102,8 @@ pub struct Settings {
     pub weight_decay: f64,
     pub max_epochs: usize,
     pub max_steps: Option<u64>,
+    /// Random crop and flip of every training batch (`--augment`, TOML `augment`).
+    pub augment: bool,
     pub seed: u64,
     pub eta_min: f64,
     pub project: Option<String>,
@@ -183,10 +186,15 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if let Some(t) = t_max {
         warnings.push(format!("`t_max = {t}` is ignored: the cosine schedule spans max_epochs, as in MASE"));
     }
+    // With `--model-file`, a single positional names the data set (`ch test --model-file m.onnx jsc`).
+    let (pos_model, pos_dataset) = match (&args.model_file, &args.model, &args.dataset) {
+        (Some(_), Some(m), None) => (None, Some(m.clone())),
+        _ => (args.model.clone(), args.dataset.clone()),
+    };
     let settings = Settings {
-        model: args.model.clone().or(cfg.model.clone()),
+        model: pos_model.or(cfg.model.clone()),
         model_file: args.model_file.clone().or(cfg.model_file.clone()),
-        dataset: args.dataset.clone().or(cfg.dataset.clone()).map(|d| d.to_lowercase()),
+        dataset: pos_dataset.or(cfg.dataset.clone()).map(|d| d.to_lowercase()),
         task,
         load_name: args.load_name.clone().or(cfg.load_name.clone()),
         load_type,
@@ -196,6 +204,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         weight_decay: args.weight_decay.or(cfg.weight_decay).unwrap_or(0.0),
         max_epochs: args.max_epochs.or(cfg.max_epochs).unwrap_or(20),
         max_steps,
+        augment: args.augment || cfg.augment == Some(true),
         seed: args.seed.or(cfg.seed).unwrap_or(0),
         eta_min: cfg.eta_min.unwrap_or(if optimizer == OptimizerName::Sgd { 0.0 } else { 1e-6 }),
         project: args.project.clone().or(cfg.project.clone()),

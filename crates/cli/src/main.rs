@@ -30,6 +30,7 @@ fn main() {
         Action::Train(a) => actions::train::run(a),
         Action::Test(a) => actions::test::run(a),
         Action::Search(a) => actions::search::run(a),
+        Action::Study(a) => actions::study::run(a),
         Action::Transform(a) => actions::transform::run(a),
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),

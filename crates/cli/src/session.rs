@@ -186,3 +186,13 @@ pub fn same_model(a: &Graph, b: &Graph) -> bool {
     };
     a.len() == b.len() && a.nodes().iter().zip(b.nodes()).all(|(x, y)| same(x, y))
 }
+
+/// Whether two graphs have the same nodes and wiring (names, kinds, targets, inputs and kinds
+/// of op), whatever the widths of their layers: a model widened by `channel_multiplier` has the
+/// same wiring as the zoo model it came from.
+pub fn same_wiring(a: &Graph, b: &Graph) -> bool {
+    let same = |x: &mase_ir::Node, y: &mase_ir::Node| {
+        x.name == y.name && x.kind == y.kind && x.target == y.target && x.inputs == y.inputs && x.op.mase_op() == y.op.mase_op()
+    };
+    a.len() == b.len() && a.nodes().iter().zip(b.nodes()).all(|(x, y)| same(x, y))
+}

@@ -41,7 +41,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let out_shape = exec.output_shape(100)?;
         let trained = exec.params();
         let file = out.join(format!("{model}_digits.onnx"));
-        export_file(&file, &graph, &trained, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(splits.info.sample_shape.clone()) })?;
+        export_file(
+            &file,
+            &graph,
+            &trained,
+            &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(splits.info.sample_shape.clone()) },
+        )?;
         let xs = Tensor::new(shape.clone(), x.clone())?;
         std::fs::write(out.join(format!("{model}_digits.inputs.npz")), npy::write_npz(&[("x", &xs)]))?;
         std::fs::write(out.join(format!("{model}_digits.ours.npz")), npy::write_npz(&[("y", &Tensor::new(out_shape, ours)?)]))?;

@@ -92,8 +92,15 @@ mod tests {
 
     #[test]
     fn halves_convert_exactly() {
-        let cases: [(u16, f32); 7] =
-            [(0x3c00, 1.0), (0xc000, -2.0), (0x3555, 0.333_251_95), (0x0001, 5.960_464_5e-8), (0x7bff, 65504.0), (0x0000, 0.0), (0x7c00, f32::INFINITY)];
+        let cases: [(u16, f32); 7] = [
+            (0x3c00, 1.0),
+            (0xc000, -2.0),
+            (0x3555, 0.333_251_95),
+            (0x0001, 5.960_464_5e-8),
+            (0x7bff, 65504.0),
+            (0x0000, 0.0),
+            (0x7c00, f32::INFINITY),
+        ];
         for (h, want) in cases {
             assert_eq!(f16_to_f32(h), want, "{h:#06x}");
         }

@@ -7,7 +7,8 @@
 
 use crate::onnx::proto::{
     tensor_shape_proto::{dimension::Value as DV, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
 };
 use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
@@ -61,7 +62,13 @@ fn a_ints(name: &str, v: &[usize]) -> AttributeProto {
 fn value_info(name: &str, dims: &[Option<usize>]) -> ValueInfoProto {
     let dim = dims
         .iter()
-        .map(|d| Dimension { value: Some(match d { Some(v) => DV::DimValue(*v as i64), None => DV::DimParam("batch".into()) }), ..Default::default() })
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(v) => DV::DimValue(*v as i64),
+                None => DV::DimParam("batch".into()),
+            }),
+            ..Default::default()
+        })
         .collect();
     ValueInfoProto {
         name: name.into(),
@@ -223,15 +230,31 @@ impl Ex<'_> {
                     (Tensor::full(vec![c], 1.0), Tensor::zeros(vec![c]))
                 };
                 let (m, v) = (self.param(n, &p("running_mean"))?, self.param(n, &p("running_var"))?);
-                let i = vec![x, self.init(&p("weight"), &w), self.init(&p("bias"), &b), self.init(&p("running_mean"), &m), self.init(&p("running_var"), &v)];
-                self.add(on("BatchNormalization"), "BatchNormalization", i, out.clone(), vec![a_float("epsilon", s.eps), a_float("momentum", 1.0 - s.momentum)]);
+                let i = vec![
+                    x,
+                    self.init(&p("weight"), &w),
+                    self.init(&p("bias"), &b),
+                    self.init(&p("running_mean"), &m),
+                    self.init(&p("running_var"), &v),
+                ];
+                self.add(
+                    on("BatchNormalization"),
+                    "BatchNormalization",
+                    i,
+                    out.clone(),
+                    vec![a_float("epsilon", s.eps), a_float("momentum", 1.0 - s.momentum)],
+                );
             }
             Op::Relu => self.add(on("Relu"), "Relu", vec![x], out.clone(), vec![]),
             Op::Sigmoid => self.add(on("Sigmoid"), "Sigmoid", vec![x], out.clone(), vec![]),
             Op::Tanh => self.add(on("Tanh"), "Tanh", vec![x], out.clone(), vec![]),
             Op::Sqrt => self.add(on("Sqrt"), "Sqrt", vec![x], out.clone(), vec![]),
-            Op::Selu => self.add(on("Selu"), "Selu", vec![x], out.clone(), vec![a_float("alpha", 1.673_263_2), a_float("gamma", 1.050_701)]),
-            Op::LeakyRelu { negative_slope } => self.add(on("LeakyRelu"), "LeakyRelu", vec![x], out.clone(), vec![a_float("alpha", *negative_slope)]),
+            Op::Selu => {
+                self.add(on("Selu"), "Selu", vec![x], out.clone(), vec![a_float("alpha", 1.673_263_2), a_float("gamma", 1.050_701)])
+            }
+            Op::LeakyRelu { negative_slope } => {
+                self.add(on("LeakyRelu"), "LeakyRelu", vec![x], out.clone(), vec![a_float("alpha", *negative_slope)])
+            }
             Op::Relu6 | Op::Clip { .. } => {
                 let (lo, hi) = if let Op::Clip { min, max } = n.op { (min, max) } else { (0.0, 6.0) };
                 let lo = self.init(&format!("{name}.min"), &Tensor::scalar(lo));
@@ -268,7 +291,13 @@ impl Ex<'_> {
                     self.add(on("GlobalAveragePool"), "GlobalAveragePool", vec![x], out.clone(), vec![]);
                 } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
                     let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
-                    self.add(on("AveragePool"), "AveragePool", vec![x], out.clone(), vec![a_ints("kernel_shape", &k), a_ints("strides", &k)]);
+                    self.add(
+                        on("AveragePool"),
+                        "AveragePool",
+                        vec![x],
+                        out.clone(),
+                        vec![a_ints("kernel_shape", &k), a_ints("strides", &k)],
+                    );
                 } else {
                     return Err(xerr(&name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
                 }
@@ -383,7 +412,14 @@ pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
         opset_import,
         producer_name: "mase-rs".into(),
         producer_version: env!("CARGO_PKG_VERSION").into(),
-        graph: Some(GraphProto { node: ex.nodes, name: "mase_graph".into(), initializer: ex.inits, input: inputs, output: vec![output], ..Default::default() }),
+        graph: Some(GraphProto {
+            node: ex.nodes,
+            name: "mase_graph".into(),
+            initializer: ex.inits,
+            input: inputs,
+            output: vec![output],
+            ..Default::default()
+        }),
         ..Default::default()
     })
 }

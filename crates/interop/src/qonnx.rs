@@ -176,14 +176,19 @@ pub(crate) fn quant_node(fmt: &QuantFormat, x: &str, y: &str, name: &str, inits:
             node(
                 "IntQuant",
                 ins,
-                vec![attr_int("signed", *signed as i64), attr_int("narrow", *narrow as i64), attr_str("rounding_mode", rounding_name(*rounding_mode))],
+                vec![
+                    attr_int("signed", *signed as i64),
+                    attr_int("narrow", *narrow as i64),
+                    attr_str("rounding_mode", rounding_name(*rounding_mode)),
+                ],
             )
         }
         QuantFormat::Integer { width, frac_width, signed } => {
             // MASE's fixed point: clamp(round_half_even(x * 2^frac)) / 2^frac, which is IntQuant
             // with scale 2^-frac (a power of two, so x / scale and x * 2^frac are the same float).
             let scale = Tensor::scalar(2f32.powi(-*frac_width));
-            let ins = vec![param("scale", &scale), param("zero_point", &Tensor::scalar(0.0)), param("bit_width", &Tensor::scalar(*width as f32))];
+            let ins =
+                vec![param("scale", &scale), param("zero_point", &Tensor::scalar(0.0)), param("bit_width", &Tensor::scalar(*width as f32))];
             node("IntQuant", ins, vec![attr_int("signed", *signed as i64), attr_int("narrow", 0), attr_str("rounding_mode", "ROUND")])
         }
         QuantFormat::BipolarQuant { scale } => node("BipolarQuant", vec![param("scale", scale)], vec![]),

@@ -54,7 +54,8 @@ pub fn read_weight_bytes(bytes: &[u8]) -> Result<StateDict> {
 
 /// Reads the tensors of a weight file; errors name the file.
 pub fn read_weights(path: &Path) -> Result<StateDict> {
-    let bytes = std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
+    let bytes =
+        std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
     read_weight_bytes(&bytes).map_err(|e| e.in_file(path))
 }
 
@@ -104,7 +105,8 @@ pub struct MapReport {
 /// The tensors a graph needs, by state-dict name, with whether each is trainable: module
 /// parameters and buffers (`param_specs`) and `get_attr` constants.
 fn graph_tensors(graph: &Graph) -> Vec<(String, Option<Vec<usize>>, bool)> {
-    let mut v: Vec<(String, Option<Vec<usize>>, bool)> = graph.param_specs().into_iter().map(|(n, s)| (n, Some(s.shape), s.trainable)).collect();
+    let mut v: Vec<(String, Option<Vec<usize>>, bool)> =
+        graph.param_specs().into_iter().map(|(n, s)| (n, Some(s.shape), s.trainable)).collect();
     for n in graph.nodes().iter().filter(|n| n.kind == NodeKind::GetAttr) {
         if !v.iter().any(|(name, _, _)| *name == n.target) {
             v.push((n.target.clone(), None, false));
@@ -126,7 +128,12 @@ pub fn map_onto_graph(graph: &Graph, sd: &StateDict) -> Result<(ParamStore, MapR
     // matches the most names.
     let mut candidates: Vec<String> = sd.iter().filter_map(|(k, _)| k.strip_suffix(first.as_str()).map(str::to_string)).collect();
     candidates.push(String::new());
-    let score = |p: &str| needed.iter().filter(|(n, _, _)| sd.iter().any(|(k, _)| k.len() == p.len() + n.len() && k.starts_with(p) && k.ends_with(n.as_str()))).count();
+    let score = |p: &str| {
+        needed
+            .iter()
+            .filter(|(n, _, _)| sd.iter().any(|(k, _)| k.len() == p.len() + n.len() && k.starts_with(p) && k.ends_with(n.as_str())))
+            .count()
+    };
     let prefix = candidates.into_iter().max_by_key(|p| (score(p), std::cmp::Reverse(p.len()))).unwrap_or_default();
     let mut store = ParamStore::new();
     let mut missing = Vec::new();
@@ -139,7 +146,9 @@ pub fn map_onto_graph(graph: &Graph, sd: &StateDict) -> Result<(ParamStore, MapR
                 let t = &sd[i].1.tensor;
                 if let Some(shape) = shape {
                     if t.shape != *shape {
-                        return Err(InteropError::Mapping { reason: format!("tensor `{key}` has shape {:?}, the model needs {shape:?}", t.shape) });
+                        return Err(InteropError::Mapping {
+                            reason: format!("tensor `{key}` has shape {:?}, the model needs {shape:?}", t.shape),
+                        });
                     }
                 }
                 used[i] = true;
@@ -152,7 +161,12 @@ pub fn map_onto_graph(graph: &Graph, sd: &StateDict) -> Result<(ParamStore, MapR
         let more = if missing.len() > 8 { format!(" and {} more", missing.len() - 8) } else { String::new() };
         let have: Vec<&str> = sd.iter().take(6).map(|(k, _)| k.as_str()).collect();
         return Err(InteropError::Mapping {
-            reason: format!("missing {}{more} (the file has {}{})", shown.join(", "), have.join(", "), if sd.len() > 6 { ", ..." } else { "" }),
+            reason: format!(
+                "missing {}{more} (the file has {}{})",
+                shown.join(", "),
+                have.join(", "),
+                if sd.len() > 6 { ", ..." } else { "" }
+            ),
         });
     }
     let unused = sd.iter().zip(&used).filter(|(_, u)| !**u).map(|((k, _), _)| k.clone()).collect();

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use mase_interop::{export_bytes, export_model, import_bytes, ExportFormat, ExportOptions, ImportOptions};
-use mase_ir::{ConvSpec, Graph, NodeKind, Op, PoolSpec, QuantFormat, RoundingMode, Rng, Tensor};
+use mase_ir::{ConvSpec, Graph, NodeKind, Op, PoolSpec, QuantFormat, Rng, RoundingMode, Tensor};
 use mase_runtime::init_params;
 use mase_zoo::{build_model, ModelContext};
 
@@ -27,7 +27,13 @@ fn round_trip(label: &str, g: &Graph, sample: &[usize]) {
     let bytes = export_bytes(g, &params, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
     let m = import_bytes(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(m.sample_shape, sample, "{label}");
-    let modules = |g: &Graph| g.nodes().iter().filter(|n| n.kind == NodeKind::CallModule && !n.op.param_specs().is_empty()).map(|n| n.target.clone()).collect::<Vec<_>>();
+    let modules = |g: &Graph| {
+        g.nodes()
+            .iter()
+            .filter(|n| n.kind == NodeKind::CallModule && !n.op.param_specs().is_empty())
+            .map(|n| n.target.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(modules(&m.graph), modules(g), "{label}: module paths");
     assert_eq!(m.params.names().collect::<Vec<_>>(), params.names().collect::<Vec<_>>(), "{label}: parameter names");
     let x = random_input(&[[4].as_slice(), sample].concat(), 9);
@@ -49,7 +55,11 @@ fn zoo_models_round_trip_through_onnx() {
         let g = build_model(name, &ModelContext::new(sample.clone(), classes)).unwrap();
         round_trip(name, &g, &sample);
     }
-    let g = mase_zoo::load_model_file(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/jsc-residual.toml"), &ModelContext::new(vec![16], 5)).unwrap();
+    let g = mase_zoo::load_model_file(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/jsc-residual.toml"),
+        &ModelContext::new(vec![16], 5),
+    )
+    .unwrap();
     round_trip("jsc-residual.toml", &g, &[16]);
 }
 
@@ -91,11 +101,24 @@ fn quantized_graphs_need_qonnx_and_carry_their_formats() {
     let params = init_params(&g, &mut Rng::new(0));
     let fc = g.find("seq_blocks_2").unwrap();
     let fmt = QuantFormat::Integer { width: 8, frac_width: 4, signed: true };
-    g.node_mut(fc).quant = Some(mase_ir::NodeQuant { data_in: vec![Some(fmt.clone())], weight: Some(fmt.clone()), bias: Some(fmt.clone()), ..Default::default() });
+    g.node_mut(fc).quant = Some(mase_ir::NodeQuant {
+        data_in: vec![Some(fmt.clone())],
+        weight: Some(fmt.clone()),
+        bias: Some(fmt.clone()),
+        ..Default::default()
+    });
     let e = export_model(&g, &params, &ExportOptions::new(ExportFormat::Onnx)).unwrap_err().to_string();
     assert!(e.contains("seq_blocks_2") && e.contains("export it as QONNX"), "{e}");
     let m = export_model(&g, &params, &ExportOptions::new(ExportFormat::Qonnx)).unwrap();
-    let q: Vec<&str> = m.graph.as_ref().unwrap().node.iter().filter(|n| n.domain == mase_interop::qonnx::QONNX_DOMAIN).map(|n| n.op_type.as_str()).collect();
+    let q: Vec<&str> = m
+        .graph
+        .as_ref()
+        .unwrap()
+        .node
+        .iter()
+        .filter(|n| n.domain == mase_interop::qonnx::QONNX_DOMAIN)
+        .map(|n| n.op_type.as_str())
+        .collect();
     assert_eq!(q, ["IntQuant", "IntQuant", "IntQuant"]);
     // MASE's fixed point comes back as the equivalent QONNX IntQuant, with the same outputs.
     let again = mase_interop::import_model(&m, &ImportOptions::default()).unwrap();

@@ -45,11 +45,25 @@ fn pytorch_names_and_parameters_are_kept() {
     let keys: Vec<&str> = m.params.names().collect();
     assert_eq!(
         keys,
-        ["seq_blocks.0.weight", "seq_blocks.0.bias", "seq_blocks.0.running_mean", "seq_blocks.0.running_var", "seq_blocks.2.weight", "seq_blocks.2.bias"]
+        [
+            "seq_blocks.0.weight",
+            "seq_blocks.0.bias",
+            "seq_blocks.0.running_mean",
+            "seq_blocks.0.running_var",
+            "seq_blocks.2.weight",
+            "seq_blocks.2.bias"
+        ]
     );
     // The same weights in the zoo's jsc-tiny give the same outputs, bit for bit.
     let zoo = mase_zoo::build_model("jsc-tiny", &mase_zoo::ModelContext::new(vec![16], 5)).unwrap();
-    let (params, report) = mase_interop::map_onto_graph(&zoo, &m.params.iter().map(|(k, e)| (k.to_string(), mase_interop::Weight { dtype: mase_interop::DType::F32, tensor: e.tensor.clone() })).collect()).unwrap();
+    let (params, report) = mase_interop::map_onto_graph(
+        &zoo,
+        &m.params
+            .iter()
+            .map(|(k, e)| (k.to_string(), mase_interop::Weight { dtype: mase_interop::DType::F32, tensor: e.tensor.clone() }))
+            .collect(),
+    )
+    .unwrap();
     assert!(report.unused.is_empty() && report.prefix.is_empty());
     let x = npz("refs/jsc-tiny_lab_model_dynbatch.npz", "x");
     assert_eq!(run(&zoo, &params, &x), run(&m.graph, &m.params, &x));
@@ -57,7 +71,8 @@ fn pytorch_names_and_parameters_are_kept() {
 
 #[test]
 fn fixed_batches_become_dynamic_and_are_noted() {
-    for (file, hard) in [("three_layer_pytorch.onnx", "789444"), ("jsc-tiny_lab_model_batch8.onnx", "8"), ("conv2d_small_keras.onnx", "1")] {
+    for (file, hard) in [("three_layer_pytorch.onnx", "789444"), ("jsc-tiny_lab_model_batch8.onnx", "8"), ("conv2d_small_keras.onnx", "1")]
+    {
         let m = import(file);
         assert!(m.notes.iter().any(|n| n.contains(&format!("fixes the batch size to {hard}"))), "{file}: {:?}", m.notes);
         let x = mase_ir::Tensor::zeros([vec![7], m.sample_shape.clone()].concat());
@@ -73,7 +88,26 @@ fn keras_conv_exports_keep_their_layout_ops() {
     // Keras' Flatten(axis = 0) read as a flatten that keeps the batch.
     assert_eq!(
         ops,
-        ["placeholder", "permute", "pad", "conv1d", "relu", "pad", "conv1d", "relu", "pad", "conv1d", "relu", "permute", "flatten", "linear", "relu", "linear", "softmax", "output"]
+        [
+            "placeholder",
+            "permute",
+            "pad",
+            "conv1d",
+            "relu",
+            "pad",
+            "conv1d",
+            "relu",
+            "pad",
+            "conv1d",
+            "relu",
+            "permute",
+            "flatten",
+            "linear",
+            "relu",
+            "linear",
+            "softmax",
+            "output"
+        ]
     );
     let conv = m.graph.nodes().iter().find(|n| n.op.mase_op() == "conv1d").unwrap();
     let mase_ir::Op::Conv1d(c) = &conv.op else { unreachable!() };

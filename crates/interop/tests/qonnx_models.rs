@@ -52,6 +52,23 @@ fn qkeras_jet_tagger_has_six_bit_formats_and_round_trips_bit_exactly() {
 }
 
 #[test]
+fn folded_weights_lie_on_their_grid_and_change_nothing() {
+    let opts = ImportOptions { weight_quant: mase_interop::WeightQuant::Fold };
+    let bytes = std::fs::read(fixture("models/qkeras_jettagging.onnx")).unwrap();
+    let folded = import_bytes(&bytes, &opts).unwrap();
+    let kept = import("qkeras_jettagging.onnx");
+    let w = folded.params.get("MatMul_0.weight").unwrap();
+    assert!(
+        w.data.iter().all(|v| (v * 32.0).fract() == 0.0 && (-1.0..=31.0 / 32.0).contains(v)),
+        "not on the 6-bit grid: {:?}",
+        &w.data[..8]
+    );
+    assert_ne!(kept.params.get("MatMul_0.weight"), Some(w));
+    let x = npz("refs/qkeras_jettagging.npz", "x");
+    assert_eq!(run(&folded.graph, &folded.params, &x), run(&kept.graph, &kept.params, &x));
+}
+
+#[test]
 fn brevitas_binary_layer_keeps_every_format() {
     let m = import("bnn_model_fc_1layer.onnx");
     let fc = m.graph.nodes().iter().find(|n| matches!(n.op, Op::Linear { .. })).unwrap();

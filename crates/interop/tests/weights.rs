@@ -122,7 +122,10 @@ fn truncated_checkpoints_give_one_clear_error() {
     let bytes = std::fs::read(fixture("models/jsc-tiny_best.ckpt")).unwrap();
     for cut in [0, 10, 100, 5_000, 8_000, bytes.len() - 30, bytes.len() - 1] {
         let e = mase_interop::read_weight_bytes(&bytes[..cut]).unwrap_err().to_string();
-        assert!(!e.contains('\n') && (e.contains("truncated") || e.contains("not a weight file") || e.contains("zip")), "cut at {cut}: {e}");
+        assert!(
+            !e.contains('\n') && (e.contains("truncated") || e.contains("not a weight file") || e.contains("zip")),
+            "cut at {cut}: {e}"
+        );
     }
     let e = read_weights(&fixture("models/three_layer_keras.onnx")).unwrap_err().to_string();
     assert!(e.contains("three_layer_keras.onnx") && e.contains("not a weight file"), "{e}");

@@ -27,6 +27,7 @@
 //! assert_eq!(r.json["quantized"], 1);
 //! ```
 
+pub mod architecture;
 mod context;
 pub mod cost;
 mod error;

@@ -3,7 +3,7 @@
 //! (doc/how-to-add-a-pass.md).
 
 use crate::report::parse_args;
-use crate::{cost, interface, metadata, quantize, reports, stats};
+use crate::{architecture, cost, interface, metadata, quantize, reports, stats};
 use crate::{PassContext, PassError, PassReport, Result};
 use mase_ir::Graph;
 use serde_json::Value;
@@ -98,6 +98,12 @@ pub static PASSES: &[PassInfo] = &[
     pass!("bitops", "BitOPs, traffic and model size in bits with the quantized widths", cost::CostArgs, cost::bitops),
     pass!("latency", "measured forward time per node and of the model on this machine", cost::latency::LatencyArgs, cost::latency::latency),
     pass!("quantize", "set number formats on nodes chosen by type, name or regex", quantize::QuantizeArgs, quantize::quantize),
+    pass!(
+        "channel_multiplier",
+        "widen linear/conv layers by a channel multiplier; consumers, batch norms and views follow",
+        architecture::ChannelArgs,
+        architecture::channel_multiplier
+    ),
     pass!(
         "summarize_quantization",
         "compare table and histogram of what quantize changed",

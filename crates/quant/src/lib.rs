@@ -59,6 +59,25 @@ pub fn validate_format(fmt: &QuantFormat) -> Result<()> {
     (lookup(fmt).validate)(fmt)
 }
 
+/// `validate_format` plus the checks for formats a person writes by hand: an integer
+/// `frac_width` above its `width` computes (MASE's formula is defined for it, and search spaces
+/// enumerate such products), but in a hand-written config it is almost always a typo, so
+/// `ch transform` refuses it.
+pub fn lint_format(fmt: &QuantFormat) -> Result<()> {
+    validate_format(fmt)?;
+    if let QuantFormat::Integer { width, frac_width, .. } = fmt {
+        if *frac_width > *width as i32 {
+            return Err(QuantError::Param {
+                format: "integer",
+                field: "frac_width",
+                value: frac_width.to_string(),
+                reason: format!("is larger than `width` = {width}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Checks a format and that it applies to tensors of `shape` (QONNX scales and zero points must
 /// broadcast to it). Every format applies to every shape otherwise.
 pub fn validate_for_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {

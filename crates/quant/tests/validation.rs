@@ -13,7 +13,7 @@ fn bad_parameters_name_their_field() {
     let cases = [
         (Integer { width: 0, frac_width: 0, signed: true }, "integer format: `width` = 0"),
         (Integer { width: 33, frac_width: 0, signed: true }, "`width` = 33"),
-        (Integer { width: 8, frac_width: 9, signed: true }, "`frac_width` = 9: is larger than `width` = 8"),
+        (Integer { width: 8, frac_width: 65, signed: true }, "`frac_width` = 65: must be at most 64"),
         (
             MinifloatDenorm { width: 8, exponent_width: 8, exponent_bias: None },
             "minifloat_denorm format: `exponent_width` = 8: must be smaller than `width` = 8",

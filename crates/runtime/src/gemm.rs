@@ -1,10 +1,16 @@
 //! The single matrix-product entry point of the runtime.
 //!
 //! Every kernel that multiplies matrices (linear, conv via im2col, matmul) calls [`gemm`], so the
-//! choice of the underlying library and the threading policy live in one place. Large products are
-//! always cut into the same blocks of [`ROW_BLOCK`] rows of `C`, with or without a pool: the
-//! library's blocking over `k` depends on the shape it is given, so cutting by thread count would
-//! change the rounding, while fixed blocks give the same bits on one thread or many.
+//! choice of the underlying library and the threading policy live in one place.
+//!
+//! Threads and rounding: the `gemm` crate sums over `k` in blocks of `kc` values, and `kc`
+//! depends on `k` alone on its general path (`gemm-common`'s `kernel_params`), but not on its
+//! small-matrix paths (both sides at most 64, `m * n <= 256`, a side of 1). A product on the
+//! general path is therefore cut only into pieces that stay on the general path: into row blocks
+//! when `n > 64`, into column blocks when `m > 64`, never otherwise. Each output element then sees
+//! the same sums in the same order whatever the number of pieces, so one thread (one call, no
+//! cut) and several threads give the same bits, and a single thread never repacks an operand for
+//! a cut it does not need.
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -13,8 +19,44 @@ use rayon::ThreadPool;
 /// waking the pool costs more than it saves.
 const PAR_MIN_MACS: usize = 1 << 20;
 
-/// Rows of `C` per block of a large product.
-const ROW_BLOCK: usize = 64;
+/// Pieces are whole multiples of this many rows or columns (the f32 micro-kernel's height), so
+/// no piece ends in a partly filled register tile that the whole product would not have.
+const PIECE_ALIGN: usize = 16;
+
+/// The largest side of a product the `gemm` crate runs on its small-matrix path.
+const SMALL_SIDE: usize = 64;
+
+/// How a product is cut for the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// One call.
+    Whole,
+    /// Row blocks of `C` of this many rows.
+    Rows(usize),
+    /// Column blocks of `C` of this many columns.
+    Cols(usize),
+}
+
+/// The cut of an `m x k x n` product for `threads` threads: one piece per thread along the side
+/// whose cut keeps every piece on the library's general path and repacks the smaller operand
+/// (a row cut repacks `B`, `k x n`; a column cut repacks `A`, `m x k`).
+fn cut(m: usize, k: usize, n: usize, threads: usize) -> Cut {
+    if threads < 2 || m.saturating_mul(n).saturating_mul(k) < PAR_MIN_MACS {
+        return Cut::Whole;
+    }
+    let piece = |len: usize| len.div_ceil(threads).next_multiple_of(PIECE_ALIGN);
+    // A piece of `r` rows of a product with `n > 64` columns is on the general path when
+    // `r * n > 256` and `r > 1`, which `r >= 16` ensures; the same holds for columns.
+    let rows_ok = n > SMALL_SIDE && m >= 2 * PIECE_ALIGN;
+    let cols_ok = m > SMALL_SIDE && n >= 2 * PIECE_ALIGN;
+    match (rows_ok, cols_ok) {
+        (true, true) if m >= n => Cut::Rows(piece(m)),
+        (true, true) => Cut::Cols(piece(n)),
+        (true, false) => Cut::Rows(piece(m)),
+        (false, true) => Cut::Cols(piece(n)),
+        (false, false) => Cut::Whole,
+    }
+}
 
 /// A read-only strided matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +98,12 @@ impl<'a> Mat<'a> {
         let start = (r0 * self.rs).min(self.data.len());
         Mat { data: &self.data[start..], rows: n, cols: self.cols, rs: self.rs, cs: self.cs }
     }
+
+    /// Columns `c0..c0 + n` of the view.
+    fn col_block(&self, c0: usize, n: usize) -> Mat<'a> {
+        let start = (c0 * self.cs).min(self.data.len());
+        Mat { data: &self.data[start..], rows: self.rows, cols: n, rs: self.rs, cs: self.cs }
+    }
 }
 
 /// A mutable row-major matrix with leading dimension `ld >= cols`.
@@ -96,19 +144,49 @@ pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: 
         }
         return;
     }
-    if m > ROW_BLOCK && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
-        let ld = c.ld;
-        let block = |(i, cblock): (usize, &mut [f32])| {
-            let (r0, rows) = (i * ROW_BLOCK, ROW_BLOCK.min(m - i * ROW_BLOCK));
-            sgemm_block(alpha, a.row_block(r0, rows), b, beta, MatMut { data: cblock, rows, cols: n, ld });
-        };
-        let used = &mut c.data[..(m - 1) * ld + n];
-        match pool {
-            Some(p) if p.current_num_threads() > 1 => p.install(|| used.par_chunks_mut(ROW_BLOCK * ld).enumerate().for_each(block)),
-            _ => used.chunks_mut(ROW_BLOCK * ld).enumerate().for_each(block),
+    let threads = pool.map_or(1, |p| p.current_num_threads());
+    match (cut(m, k, n, threads), pool) {
+        (Cut::Rows(rows), Some(p)) => {
+            let ld = c.ld;
+            let used = &mut c.data[..(m - 1) * ld + n];
+            p.install(|| {
+                used.par_chunks_mut(rows * ld).enumerate().for_each(|(i, cblock)| {
+                    let (r0, nr) = (i * rows, rows.min(m - i * rows));
+                    sgemm_block(alpha, a.row_block(r0, nr), b, beta, MatMut { data: cblock, rows: nr, cols: n, ld });
+                })
+            });
         }
-    } else {
-        sgemm_block(alpha, a, b, beta, c);
+        (Cut::Cols(cols), Some(p)) => {
+            let ld = c.ld;
+            let base = SharedOut(c.data.as_mut_ptr());
+            let pieces = n.div_ceil(cols);
+            p.install(|| {
+                (0..pieces).into_par_iter().for_each(|j| {
+                    let (c0, nc) = (j * cols, cols.min(n - j * cols));
+                    // SAFETY: `gemm` checked that rows `0..m` and columns `0..n` of `C` lie in
+                    // `c.data`, which is borrowed mutably for this whole call. Piece `j` writes
+                    // columns `c0..c0 + nc` of every row only, so no two pieces write the same
+                    // element and no one else reads or writes the slice meanwhile.
+                    unsafe { sgemm_raw(alpha, a, b.col_block(c0, nc), beta, base.at(c0), m, nc, ld) };
+                })
+            });
+        }
+        _ => sgemm_block(alpha, a, b, beta, c),
+    }
+}
+
+/// The output pointer of a column-cut product, shared by the pieces (each writes its own columns).
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+
+// SAFETY: the pieces that share the pointer write disjoint elements (see `gemm`).
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// The pointer moved `offset` elements on (within the output slice, which the caller checks).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
     }
 }
 
@@ -131,36 +209,47 @@ pub fn in_gemm_library() -> bool {
 /// `examples/step_speed.rs`). Its AVX-512 kernels (feature `x86-v4`) were slower on this
 /// machine's Zen 4, so they stay off.
 fn sgemm_block(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>) {
-    let (m, k, n, ld) = (c.rows, a.cols, c.cols, c.ld);
+    let (m, n, ld) = (c.rows, c.cols, c.ld);
     assert!(a.rows == m && a.span() <= a.data.len() && (m - 1) * ld + n <= c.data.len(), "gemm block out of range");
-    // SAFETY: the asserts above and in `gemm` check that every index the product touches lies
-    // inside the three slices, and `c` is borrowed mutably so it cannot alias `a` or `b`.
+    // SAFETY: the assert above and those in `gemm` check that every index the product touches
+    // lies inside the three slices, and `c` is borrowed mutably so it cannot alias `a` or `b`.
+    unsafe { sgemm_raw(alpha, a, b, beta, c.data.as_mut_ptr(), m, n, ld) }
+}
+
+/// `C = alpha * A * B + beta * C` into the row-major `m x n` matrix at `c` with leading
+/// dimension `ld`.
+///
+/// # Safety
+/// `a` and `b` must fit their slices, `c` must be valid for writes of every element
+/// `i * ld + j` (`i < m`, `j < n`), and nothing else may access those elements during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_raw(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: *mut f32, m: usize, n: usize, ld: usize) {
+    let k = a.cols;
+    debug_assert!(a.rows == m && b.rows == k && b.cols == n && a.span() <= a.data.len() && b.span() <= b.data.len());
     // The crate computes dst = alpha * dst + beta * lhs * rhs: its names are swapped against
     // BLAS, and with `read_dst == false` the old contents of dst are not read.
     IN_LIBRARY.with(|f| f.set(true));
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.data.as_mut_ptr(),
-            1,
-            ld as isize,
-            beta != 0.0,
-            a.data.as_ptr(),
-            a.cs as isize,
-            a.rs as isize,
-            b.data.as_ptr(),
-            b.cs as isize,
-            b.rs as isize,
-            beta,
-            alpha,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
+    gemm::gemm(
+        m,
+        n,
+        k,
+        c,
+        1,
+        ld as isize,
+        beta != 0.0,
+        a.data.as_ptr(),
+        a.cs as isize,
+        a.rs as isize,
+        b.data.as_ptr(),
+        b.cs as isize,
+        b.rs as isize,
+        beta,
+        alpha,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    );
     IN_LIBRARY.with(|f| f.set(false));
 }
 
@@ -194,21 +283,47 @@ mod tests {
 
     #[test]
     fn threaded_result_is_bitwise_the_single_thread_result() {
-        // Row blocks of C must see the same reduction order over k, including when k spans
-        // several cache blocks of the kernel.
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
-        for (m, k, n) in [(130, 97, 111), (67, 1500, 40), (512, 300, 9)] {
+        // Row and column cuts must see the same reduction order over k as the whole product,
+        // including when k spans several cache blocks of the kernel (k > 512) and when one side
+        // is at most 64 (the library's small-matrix path for pieces of such a side).
+        let pools: Vec<rayon::ThreadPool> =
+            [2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().expect("pool")).collect();
+        let shapes =
+            [(130, 97, 111), (67, 1500, 40), (512, 300, 9), (40, 1500, 300), (300, 1500, 100), (128, 1152, 200), (96, 700, 96), (1000, 2, 1000)];
+        for (m, k, n) in shapes {
             let mut r = mase_ir::Rng::new(3);
             let a: Vec<f32> = (0..m * k).map(|_| r.uniform() - 0.5).collect();
             let b: Vec<f32> = (0..k * n).map(|_| r.uniform() - 0.5).collect();
             let mut c1 = vec![0.0; m * n];
-            let mut c3 = vec![0.0; m * n];
             gemm(1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut c1, m, n), None);
-            gemm(1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut c3, m, n), Some(&pool));
-            assert_eq!(c1, c3, "{m}x{k}x{n}");
+            for pool in &pools {
+                let mut cp = vec![f32::NAN; m * n];
+                gemm(1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut cp, m, n), Some(pool));
+                assert!(c1 == cp, "{m}x{k}x{n} on {} threads ({:?})", pool.current_num_threads(), cut(m, k, n, pool.current_num_threads()));
+            }
             let want = naive(&a, &b, m, k, n);
             let worst = c1.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
             assert!(worst < 1e-3, "{m}x{k}x{n}: {worst}");
+        }
+    }
+
+    #[test]
+    fn cuts_keep_every_piece_on_the_general_path() {
+        // (m, k, n, threads) -> cut
+        let cases = [
+            ((2048, 2048, 2048, 1), Cut::Whole),
+            ((2048, 2048, 2048, 2), Cut::Rows(1024)),
+            ((128, 1024, 1152, 2), Cut::Cols(576)),
+            ((1152, 128, 1024, 2), Cut::Rows(576)),
+            ((512, 4608, 64, 2), Cut::Cols(32)),
+            ((4608, 512, 64, 3), Cut::Cols(32)),
+            ((64, 4096, 64, 2), Cut::Whole),
+            ((8, 100_000, 8, 2), Cut::Whole),
+            ((100, 30, 100, 2), Cut::Whole),
+            ((1000, 2, 1000, 2), Cut::Rows(512)),
+        ];
+        for ((m, k, n, t), want) in cases {
+            assert_eq!(cut(m, k, n, t), want, "{m}x{k}x{n} on {t}");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! PyTorch's default initialisation of module parameters.
 
-use mase_ir::{Graph, Init, ParamStore, Rng, Tensor};
+use mase_ir::{Graph, Init, ParamSpec, ParamStore, Rng, Tensor};
 
 /// A fresh parameter store for `graph`: every module tensor from [`mase_ir::Op::param_specs`],
 /// drawn from `rng` in state-dict order, so the same seed gives the same model.
@@ -14,16 +14,24 @@ pub fn init_params(graph: &Graph, rng: &mut Rng) -> ParamStore {
         if store.contains(&name) {
             continue;
         }
-        let n = spec.shape.iter().product::<usize>();
-        let data = match spec.init {
-            Init::Uniform { fan_in } => {
-                let bound = if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f32).sqrt() };
-                (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
-            }
-            Init::Ones => vec![1.0; n],
-            Init::Zeros => vec![0.0; n],
-        };
-        store.insert(name, Tensor { shape: spec.shape, data }, spec.trainable);
+        let tensor = init_tensor(&spec, rng);
+        store.insert(name, tensor, spec.trainable);
     }
     store
+}
+
+/// One tensor drawn by the rule of its spec, as [`init_params`] draws it (the same values for
+/// the same generator state). Transforms that replace a layer (a widened `Linear`) use it to
+/// initialise the new tensors as PyTorch would initialise the new module.
+pub fn init_tensor(spec: &ParamSpec, rng: &mut Rng) -> Tensor {
+    let n = spec.shape.iter().product::<usize>();
+    let data = match spec.init {
+        Init::Uniform { fan_in } => {
+            let bound = if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f32).sqrt() };
+            (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
+        }
+        Init::Ones => vec![1.0; n],
+        Init::Zeros => vec![0.0; n],
+    };
+    Tensor { shape: spec.shape.clone(), data }
 }

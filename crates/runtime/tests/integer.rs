@@ -240,3 +240,39 @@ fn nodes_without_integer_formats_run_in_float_and_say_why() {
     let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[2, 3], Mode::Eval).unwrap().to_vec();
     assert_eq!(run.output, want);
 }
+
+#[test]
+fn matmul_runs_in_integer_unless_it_broadcasts() {
+    let build = |x_rank3: bool| {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let w = g.get_attr("w");
+        let m = g.call_function("torch.matmul", Op::MatMul, &[x, w]);
+        g.output(m);
+        let g = with_quant(g, |n| {
+            (n.name == "matmul").then(|| NodeQuant {
+                data_in: vec![Some(int(8, 4, true))],
+                weight: Some(int(8, 3, true)),
+                ..Default::default()
+            })
+        });
+        (g, if x_rank3 { vec![2, 2, 3] } else { vec![4, 3] })
+    };
+    let mut params = ParamStore::new();
+    params.insert("w", Tensor::new(vec![3, 2], vec![0.3, -0.71, 1.26, 0.04, 0.5, -2.2]).unwrap(), false);
+    let xs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+    for (rank3, integer) in [(false, true), (true, false)] {
+        let (g, shape) = build(rank3);
+        let run = run_integer(&g, &params, &xs, &shape).unwrap();
+        let node = run.report.nodes.iter().find(|n| n.node == "matmul").expect("matmul is reported");
+        assert_eq!(node.is_integer(), integer, "{node:?}");
+        if integer {
+            // Codes at 4 and 3 fraction bits multiply to 7.
+            assert_eq!(node.out_frac, Some(7));
+        } else {
+            assert!(node.float_reason.as_deref().is_some_and(|r| r.contains("broadcasts")), "{node:?}");
+        }
+        let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &shape, Mode::Eval).unwrap().to_vec();
+        assert_eq!(run.output, want);
+    }
+}

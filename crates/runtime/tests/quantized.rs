@@ -168,10 +168,10 @@ fn matmul_weight_format_applies_to_the_second_operand() {
 fn bad_quantization_is_an_error_naming_the_node() {
     let g = linear_net(false);
     let params = init_params(&g, &mut Rng::new(0));
-    let bad = QuantFormat::Integer { width: 8, frac_width: 9, signed: true };
+    let bad = QuantFormat::Integer { width: 0, frac_width: 0, signed: true };
     let gq = with_quant(g.clone(), |n| (n.name == "fc").then(|| NodeQuant { weight: Some(bad.clone()), ..Default::default() }));
     let e = Executor::new(&gq, &params, opts()).unwrap_err();
-    assert_eq!(e.to_string(), "node `fc`, weight: integer format: `frac_width` = 9: is larger than `width` = 8");
+    assert_eq!(e.to_string(), "node `fc`, weight: integer format: `width` = 0: must be between 1 and 32");
     // A per-channel scale that does not fit the data fails at the first batch, naming the input.
     let scale = Tensor::new(vec![5, 1], vec![1.0; 5]).unwrap();
     let iq = QuantFormat::IntQuant {

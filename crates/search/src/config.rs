@@ -22,6 +22,8 @@ pub struct SearchConfig {
     pub sampler_options: Value,
     /// `search.strategy.eval_mode` (MASE's; batch norm and dropout in evaluation behaviour).
     pub eval_mode: bool,
+    /// `[search.storage]` (mase-rs's): a shared study store and the heartbeat settings.
+    pub storage: StorageConfig,
     /// Keys that were accepted but have no effect.
     pub warnings: Vec<String>,
 }
@@ -36,6 +38,84 @@ pub struct Setup {
     pub sampler: String,
     /// The sampler seed; `None` uses the run's `seed`.
     pub seed: Option<u64>,
+}
+
+/// `[search.storage]`: where the study lives (`url`, `study`) and how workers show they are
+/// alive (`stale_after`, `heartbeat_interval`, in seconds), and how long to wait for a server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageConfig {
+    /// `postgresql://...`, `sqlite:///...` or a path; `None`: the project's `study.db`.
+    pub url: Option<String>,
+    /// The study to join (default: the project name).
+    pub study: Option<String>,
+    /// Seconds without a heartbeat after which a running trial is failed and its point re-queued.
+    pub stale_after: f64,
+    /// Seconds between heartbeats (default: a quarter of `stale_after`).
+    pub heartbeat_interval: f64,
+    /// Seconds to wait for a server to answer.
+    pub connect_timeout: f64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> StorageConfig {
+        StorageConfig { url: None, study: None, stale_after: 60.0, heartbeat_interval: 15.0, connect_timeout: 5.0 }
+    }
+}
+
+impl StorageConfig {
+    /// Parses `[search.storage]` (absent: the defaults).
+    pub fn parse(v: Option<&Value>) -> Result<StorageConfig> {
+        let at = "search.storage";
+        let Some(m) = table(v, at)? else { return Ok(StorageConfig::default()) };
+        check_keys(m, at, &["url", "study", "stale_after", "heartbeat_interval", "connect_timeout"])?;
+        let text = |k: &str| -> Result<Option<String>> {
+            m.get(k)
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| SearchError::config(format!("{at}.{k}"), format!("must be a string, got {v}")))
+                })
+                .transpose()
+        };
+        let secs = |k: &str| -> Result<Option<f64>> {
+            m.get(k)
+                .map(|v| {
+                    v.as_f64()
+                        .filter(|x| x.is_finite() && *x > 0.0)
+                        .ok_or_else(|| SearchError::config(format!("{at}.{k}"), format!("must be a positive number of seconds, got {v}")))
+                })
+                .transpose()
+        };
+        let d = StorageConfig::default();
+        let stale_after = secs("stale_after")?.unwrap_or(d.stale_after);
+        let heartbeat_interval = secs("heartbeat_interval")?.unwrap_or(stale_after / 4.0);
+        if heartbeat_interval >= stale_after {
+            return Err(SearchError::config(
+                format!("{at}.heartbeat_interval"),
+                format!("must be shorter than stale_after ({stale_after} s), got {heartbeat_interval}"),
+            ));
+        }
+        Ok(StorageConfig {
+            url: text("url")?,
+            study: text("study")?,
+            stale_after,
+            heartbeat_interval,
+            connect_timeout: secs("connect_timeout")?.unwrap_or(d.connect_timeout),
+        })
+    }
+
+    /// The heartbeat settings of a study run.
+    pub fn liveness(&self) -> crate::study::Liveness {
+        crate::study::Liveness {
+            stale_after: Some(std::time::Duration::from_secs_f64(self.stale_after)),
+            heartbeat_interval: std::time::Duration::from_secs_f64(self.heartbeat_interval),
+        }
+    }
+
+    /// How to reach a server.
+    pub fn connect_options(&self) -> crate::storage::ConnectOptions {
+        crate::storage::ConnectOptions { connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout) }
+    }
 }
 
 fn get<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -67,7 +147,8 @@ impl SearchConfig {
     /// Parses the `[search]` table (as JSON; see [`SearchConfig::from_toml`]).
     pub fn parse(search: &Value) -> Result<SearchConfig> {
         let root = table(Some(search), "search")?.ok_or_else(|| SearchError::config("search", "missing"))?;
-        check_keys(root, "search", &["search_space", "strategy"])?;
+        check_keys(root, "search", &["search_space", "strategy", "storage"])?;
+        let storage = StorageConfig::parse(get(root, "storage"))?;
         let space = get(root, "search_space")
             .cloned()
             .ok_or_else(|| SearchError::config("search.search_space", "missing: name the space to search"))?;
@@ -250,6 +331,7 @@ impl SearchConfig {
             objective: Objective::new(metrics, sum_scaled, constraints),
             sampler_options: get(strategy, "sampler_options").cloned().unwrap_or(Value::Null),
             eval_mode,
+            storage,
             warnings,
         })
     }

@@ -36,6 +36,10 @@ pub enum SearchError {
     /// A stored study does not fit the configured search (another space or other objectives).
     #[error("study `{study}`: {reason}")]
     Study { study: String, reason: String },
+    /// A worker tried to finish a trial that is no longer running: another worker declared it
+    /// stale (no heartbeat for `stale_after`) and re-queued its point, so this result is dropped.
+    #[error("study `{study}`: trial {trial} is {state}, not RUNNING (another worker declared it stale); its result is dropped")]
+    NotRunning { study: String, trial: u64, state: String },
     /// An output file (report, CSV, plot) could not be written.
     #[error("cannot write {path}: {reason}")]
     Write { path: String, reason: String },

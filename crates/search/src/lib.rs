@@ -9,7 +9,8 @@
 //! - [`runner`]: how a candidate is measured ([`Runner`]; evaluation, training, bit widths,
 //!   BitOPs, FLOPs, model size, latency);
 //! - [`objective`]: metrics, scales, directions, constraints;
-//! - [`storage`]: where trials live ([`Storage`]; SQLite by default);
+//! - [`storage`]: where trials live ([`Storage`]; SQLite by default, PostgreSQL for studies
+//!   shared by workers on many machines);
 //! - [`study`]: the loop that ties them together, on one or several threads;
 //! - [`report`] and [`plot`]: `log.json`, `best.json`, `trials.csv`, PNG and SVG charts.
 //!
@@ -51,7 +52,7 @@ pub mod storage;
 pub mod study;
 pub mod trial;
 
-pub use config::{SearchConfig, Setup};
+pub use config::{SearchConfig, Setup, StorageConfig};
 pub use error::{Result, SearchError};
 pub use objective::{Constraint, MetricSpec, Objective};
 pub use param::{Direction, ParamDef, ParamKind};
@@ -59,6 +60,6 @@ pub use plan::{check_search_config, plan, SearchPlan};
 pub use runner::{build_runners, Runner, RunnerEnv, Stage};
 pub use sampler::{build_sampler, Sampler};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
-pub use storage::{MemoryStorage, OpenMode, SqliteStorage, Storage};
-pub use study::{best_trials, run_study, Observer, Silent, StopReason, StudyOutcome, StudySetup};
+pub use storage::{open_storage, ConnectOptions, MemoryStorage, OpenMode, PostgresStorage, SqliteStorage, Storage, StorageUrl};
+pub use study::{best_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome, StudySetup};
 pub use trial::{Metrics, TrialRecord, TrialState};

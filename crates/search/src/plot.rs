@@ -140,12 +140,21 @@ fn draw_pareto<DB: DrawingBackend>(
 
 const SIZE: (u32, u32) = (900, 600);
 
+/// Draws into a temporary file beside `path` and renames it into place, so that workers of one
+/// study drawing the same chart never leave a half-written file.
+fn draw_atomic(path: &Path, draw: impl FnOnce(&Path) -> std::result::Result<(), String>) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("out");
+    let tmp = path.with_extension(format!("{}.tmp.{ext}", std::process::id()));
+    draw(&tmp).map_err(|e| draw_err(path, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| SearchError::write(path, e))
+}
+
 /// Writes `<stem>.png` and `<stem>.svg` with best-so-far step curves; returns both paths.
 pub fn plot_best_so_far(stem: &Path, title: &str, y_label: &str, series: &[Series]) -> Result<Vec<PathBuf>> {
     register_font();
     let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
-    draw_steps(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, "trial", y_label, series).map_err(|e| draw_err(&png, e))?;
-    draw_steps(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, "trial", y_label, series).map_err(|e| draw_err(&svg, e))?;
+    draw_atomic(&png, |p| draw_steps(BitMapBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
+    draw_atomic(&svg, |p| draw_steps(SVGBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
     Ok(vec![png, svg])
 }
 
@@ -160,7 +169,7 @@ pub fn plot_pareto(
 ) -> Result<Vec<PathBuf>> {
     register_font();
     let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
-    draw_pareto(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, x_label, y_label, all, front).map_err(|e| draw_err(&png, e))?;
-    draw_pareto(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, x_label, y_label, all, front).map_err(|e| draw_err(&svg, e))?;
+    draw_atomic(&png, |p| draw_pareto(BitMapBackend::new(p, SIZE).into_drawing_area(), title, x_label, y_label, all, front))?;
+    draw_atomic(&svg, |p| draw_pareto(SVGBackend::new(p, SIZE).into_drawing_area(), title, x_label, y_label, all, front))?;
     Ok(vec![png, svg])
 }

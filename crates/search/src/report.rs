@@ -167,9 +167,10 @@ pub fn common_reference(studies: &[&[TrialRecord]], objective: &Objective) -> Ve
     reference_point(&pts)
 }
 
-/// Writes `text` to `path` atomically (temporary file, then rename).
+/// Writes `text` to `path` atomically (temporary file, then rename). The temporary name holds
+/// the process id, so workers of one study writing the same report do not collide.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     std::fs::write(&tmp, text).map_err(|e| SearchError::write(path, e))?;
     std::fs::rename(&tmp, path).map_err(|e| SearchError::write(path, e))
 }

@@ -5,6 +5,14 @@
 //! With `n_jobs = 1` a study is reproducible: the same seed gives the same trials in the same
 //! order, because samplers are functions of the seed, the trial number and the stored history.
 //! With more jobs each sampler sees the trials finished so far, so the order depends on timing.
+//!
+//! Several processes (on one machine or many) can run the loop on one shared study
+//! ([`OpenMode::Join`]): each claim sees every worker's trials. While a worker evaluates, a
+//! thread refreshes the heartbeat of its running trials every `heartbeat_interval`; a claim marks
+//! another worker's trial whose heartbeat is older than `stale_after` as failed, and the next
+//! claim hands its point out again (`retry_of` in the new trial's system attrs). A worker that
+//! finds nothing left to claim while other workers' trials still run waits for them (polling the
+//! store), so a point whose worker died is always finished by someone.
 
 use crate::objective::Objective;
 use crate::pareto::pareto_front;
@@ -12,12 +20,33 @@ use crate::runner::{RunContext, Runner, Stage};
 use crate::sampler::{SampleContext, Sampler};
 use crate::space::SearchSpace;
 use crate::storage::{Claim, OpenMode, Storage};
-use crate::trial::{now_ms, Metrics, TrialOutcome, TrialRecord, TrialState};
+use crate::trial::{now_ms, Metrics, TrialOutcome, TrialRecord, TrialState, INTERRUPTED_PREFIX};
 use crate::{Result, SearchError};
-use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How often a point whose worker vanished is handed out again before it is left failed.
+pub const MAX_RETRIES: u64 = 3;
+
+/// How workers show they are alive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Liveness {
+    /// A running trial whose heartbeat is older than this is failed and its point re-queued;
+    /// `None` turns heartbeats off.
+    pub stale_after: Option<Duration>,
+    /// How often a worker refreshes the heartbeat of its running trials.
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for Liveness {
+    /// 60 s to stale, a heartbeat every 15 s.
+    fn default() -> Liveness {
+        Liveness { stale_after: Some(Duration::from_secs(60)), heartbeat_interval: Duration::from_secs(15) }
+    }
+}
 
 /// Everything a study run needs.
 pub struct StudySetup<'a> {
@@ -34,6 +63,8 @@ pub struct StudySetup<'a> {
     pub seed: u64,
     /// Kernel threads of a trial when `n_jobs = 1` (0: all cores); parallel trials use 1 each.
     pub threads: usize,
+    /// Heartbeats and the stale timeout.
+    pub liveness: Liveness,
 }
 
 /// Why the loop stopped.
@@ -66,6 +97,9 @@ pub struct StudyOutcome {
     pub stop: StopReason,
     /// Running trials of a previous, killed run that were marked failed on resume.
     pub interrupted: usize,
+    /// Trials of this worker that another worker declared stale before they finished; their
+    /// results were dropped (their points were run again).
+    pub discarded: usize,
 }
 
 /// The spec stored with a study, checked when it is resumed.
@@ -77,6 +111,33 @@ pub fn study_spec(space: &dyn SearchSpace, objective: &Objective, sampler: &str,
         "sampler": sampler,
         "seed": seed,
     })
+}
+
+/// The objective a stored study spec describes, as far as ranking trials needs it (names and
+/// directions; scales and constraints were applied when the trials were scored).
+pub fn objective_from_spec(study: &str, spec: &Value) -> Result<Objective> {
+    let bad = |what: &str| SearchError::Study { study: study.into(), reason: format!("the stored spec has no valid `{what}`") };
+    let dirs: Vec<crate::Direction> = spec
+        .get("directions")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .filter(|d: &Vec<crate::Direction>| !d.is_empty())
+        .ok_or_else(|| bad("directions"))?;
+    let names: Vec<String> =
+        spec.get("objectives").and_then(|d| serde_json::from_value(d.clone()).ok()).ok_or_else(|| bad("objectives"))?;
+    if names.len() != dirs.len() {
+        return Err(bad("objectives"));
+    }
+    let metric = |(name, direction): (String, crate::Direction)| crate::MetricSpec { name, scale: 1.0, direction };
+    Ok(if names == ["value"] {
+        Objective::new(vec![metric(("value".into(), dirs[0]))], Some(dirs[0]), vec![])
+    } else {
+        Objective::new(names.into_iter().zip(dirs).map(metric).collect(), None, vec![])
+    })
+}
+
+/// The parameters of a stored study's space (empty when its signature does not list them).
+pub fn params_from_spec(spec: &Value) -> Vec<crate::ParamDef> {
+    spec.pointer("/space/params").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default()
 }
 
 /// The best trials: for one objective every feasible complete trial tied at the best value, for
@@ -118,7 +179,7 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
     storage.open_study(&setup.name, &spec, mode)?;
     let interrupted = if mode == OpenMode::Resume {
-        storage.fail_running(&setup.name, "interrupted: the search process stopped during this trial")?
+        storage.fail_running(&setup.name, &format!("{INTERRUPTED_PREFIX} the search process stopped during this trial"))?
     } else {
         0
     };
@@ -136,10 +197,20 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     let abort = AtomicBool::new(false);
     let exhausted = AtomicBool::new(false);
     let timed_out = AtomicBool::new(false);
+    let discarded = AtomicUsize::new(0);
     let failure: Mutex<Option<SearchError>> = Mutex::new(None);
+    // The trials this process is evaluating: they get heartbeats, and a worker never waits for them.
+    let inflight: Mutex<HashSet<u64>> = Mutex::new(HashSet::new());
+    let done = (Mutex::new(false), Condvar::new());
     let start = Instant::now();
     let directions = setup.objective.directions();
     let threads = if setup.n_jobs > 1 { 1 } else { setup.threads };
+    let stale_after = setup.liveness.stale_after;
+    let poll = setup.liveness.heartbeat_interval.min(Duration::from_secs(1));
+    let fail = |e: SearchError| {
+        abort.store(true, Ordering::SeqCst);
+        failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+    };
 
     let worker = || {
         while !abort.load(Ordering::SeqCst) {
@@ -147,17 +218,32 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
                 timed_out.store(true, Ordering::SeqCst);
                 break;
             }
+            let mut wait = false;
             let claimed = {
                 let mut st = storage.lock().unwrap_or_else(|p| p.into_inner());
-                st.claim(&setup.name, &mut |trials: &[TrialRecord], number: u64| {
-                    let active = trials.iter().filter(|t| matches!(t.state, TrialState::Complete | TrialState::Running)).count();
-                    if active >= setup.n_trials {
+                let claimed = st.claim(&setup.name, stale_after, &mut |trials: &[TrialRecord], number: u64| {
+                    let ours = inflight.lock().unwrap_or_else(|p| p.into_inner());
+                    let complete = trials.iter().filter(|t| t.state == TrialState::Complete).count();
+                    if complete >= setup.n_trials {
                         return Ok(None);
+                    }
+                    let running: Vec<&TrialRecord> = trials.iter().filter(|t| t.state == TrialState::Running).collect();
+                    // Another worker's trial may still fail or go stale and need a re-run.
+                    let foreign = running.iter().any(|t| !ours.contains(&t.number));
+                    if complete + running.len() >= setup.n_trials {
+                        wait = foreign;
+                        return Ok(None);
+                    }
+                    if let Some(claim) = requeue(trials) {
+                        return Ok(Some(claim));
                     }
                     let cx = SampleContext { params: setup.space.params(), trials, directions: &directions, number, seed: setup.seed };
                     match setup.sampler.sample(&cx)? {
                         None => {
-                            exhausted.store(true, Ordering::SeqCst);
+                            wait = foreign;
+                            if !foreign {
+                                exhausted.store(true, Ordering::SeqCst);
+                            }
                             Ok(None)
                         }
                         Some(p) => {
@@ -165,14 +251,23 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
                             Ok(Some(Claim { point: p.point, config, system_attrs: p.system_attrs }))
                         }
                     }
-                })
+                });
+                // Recorded before the store is unlocked, so that this process's other threads
+                // never take the new trial for another worker's and wait for it.
+                if let Ok(Some(t)) = &claimed {
+                    inflight.lock().unwrap_or_else(|p| p.into_inner()).insert(t.number);
+                }
+                claimed
             };
             let trial = match claimed {
                 Ok(Some(t)) => t,
+                Ok(None) if wait => {
+                    std::thread::sleep(poll);
+                    continue;
+                }
                 Ok(None) => break,
                 Err(e) => {
-                    abort.store(true, Ordering::SeqCst);
-                    failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                    fail(e);
                     break;
                 }
             };
@@ -188,14 +283,22 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             rec.error = outcome.error.clone();
             rec.complete_ms = Some(outcome.complete_ms);
             let stored = storage.lock().unwrap_or_else(|p| p.into_inner()).finish(&setup.name, trial.number, &outcome);
-            if let Err(e) = stored {
-                abort.store(true, Ordering::SeqCst);
-                failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                break;
+            inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&trial.number);
+            match stored {
+                Ok(()) => {}
+                Err(SearchError::NotRunning { .. }) => {
+                    // Declared stale while we were slow: the point was handed out again, and
+                    // recording this result too would duplicate it.
+                    discarded.fetch_add(1, Ordering::SeqCst);
+                    continue;
+                }
+                Err(e) => {
+                    fail(e);
+                    break;
+                }
             }
             if let Some(reason) = failed {
-                abort.store(true, Ordering::SeqCst);
-                failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(SearchError::Trial { trial: trial.number, reason });
+                fail(SearchError::Trial { trial: trial.number, reason });
                 break;
             }
             let (complete, best) = {
@@ -209,15 +312,44 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             observer.trial_finished(&rec, complete, setup.n_trials, &best);
         }
     };
-    if setup.n_jobs <= 1 {
-        worker();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..setup.n_jobs {
-                s.spawn(worker);
+    // Refreshes the heartbeats of this process's running trials until the workers are done. A
+    // failed refresh is not fatal: at worst another worker declares a trial stale and re-runs it.
+    let heartbeats = || {
+        let (lock, signal) = &done;
+        loop {
+            {
+                let finished = lock.lock().unwrap_or_else(|p| p.into_inner());
+                if *finished {
+                    break;
+                }
+                let (finished, _) = signal.wait_timeout(finished, setup.liveness.heartbeat_interval).unwrap_or_else(|p| p.into_inner());
+                if *finished {
+                    break;
+                }
             }
-        });
-    }
+            let numbers: Vec<u64> = inflight.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+            if !numbers.is_empty() {
+                let _ = storage.lock().unwrap_or_else(|p| p.into_inner()).heartbeat(&setup.name, &numbers);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        if stale_after.is_some() {
+            s.spawn(heartbeats);
+        }
+        if setup.n_jobs <= 1 {
+            worker();
+        } else {
+            let jobs: Vec<_> = (0..setup.n_jobs).map(|_| s.spawn(worker)).collect();
+            for j in jobs {
+                if j.join().is_err() {
+                    fail(SearchError::Trial { trial: 0, reason: "a worker thread panicked".into() });
+                }
+            }
+        }
+        *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        done.1.notify_all();
+    });
     if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
@@ -230,7 +362,24 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     } else {
         StopReason::Completed
     };
-    Ok(StudyOutcome { trials, stop, interrupted })
+    Ok(StudyOutcome { trials, stop, interrupted, discarded: discarded.load(Ordering::SeqCst) })
+}
+
+/// The claim that runs again the point of a trial whose worker vanished (stale) or was killed
+/// (interrupted), unless it was re-run already, holds a point that is running or complete again,
+/// or has been retried [`MAX_RETRIES`] times.
+fn requeue(trials: &[TrialRecord]) -> Option<Claim> {
+    let retried: HashSet<u64> = trials.iter().filter_map(|t| t.system_attrs.get("retry_of").and_then(Value::as_u64)).collect();
+    let busy: Vec<&[f64]> =
+        trials.iter().filter(|t| matches!(t.state, TrialState::Running | TrialState::Complete)).map(|t| t.point.as_slice()).collect();
+    let retries = |t: &TrialRecord| t.system_attrs.get("retries").and_then(Value::as_u64).unwrap_or(0);
+    let t = trials
+        .iter()
+        .find(|t| t.is_requeueable() && !retried.contains(&t.number) && retries(t) < MAX_RETRIES && !busy.contains(&t.point.as_slice()))?;
+    let mut attrs = Map::new();
+    attrs.insert("retry_of".into(), json!(t.number));
+    attrs.insert("retries".into(), json!(retries(t) + 1));
+    Some(Claim { point: t.point.clone(), config: t.config.clone(), system_attrs: attrs })
 }
 
 /// Builds, measures and scores one trial's candidate. Errors become a failed outcome.

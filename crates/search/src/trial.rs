@@ -65,6 +65,9 @@ pub struct TrialRecord {
     /// Start and end, milliseconds since the Unix epoch.
     pub start_ms: i64,
     pub complete_ms: Option<i64>,
+    /// The worker that claimed the trial (`host:pid`), as the store recorded it.
+    #[serde(default)]
+    pub worker: Option<String>,
 }
 
 impl TrialRecord {
@@ -84,7 +87,15 @@ impl TrialRecord {
             error: None,
             start_ms: now_ms(),
             complete_ms: None,
+            worker: None,
         }
+    }
+
+    /// Failed because its worker vanished (stale heartbeat) or its process was killed (found on
+    /// `--resume`), rather than because the candidate failed: such a point is run again.
+    pub fn is_requeueable(&self) -> bool {
+        self.state == TrialState::Fail
+            && self.error.as_deref().is_some_and(|e| e.starts_with(STALE_PREFIX) || e.starts_with(INTERRUPTED_PREFIX))
     }
 
     /// Finished with values that satisfy every constraint.
@@ -97,6 +108,12 @@ impl TrialRecord {
         self.complete_ms.map(|c| c - self.start_ms)
     }
 }
+
+/// How the error of a trial whose worker stopped sending heartbeats begins.
+pub const STALE_PREFIX: &str = "stale:";
+
+/// How the error of a trial that a killed process left running (found on `--resume`) begins.
+pub const INTERRUPTED_PREFIX: &str = "interrupted:";
 
 /// What a worker reports when a trial ends.
 #[derive(Clone, Debug, PartialEq)]

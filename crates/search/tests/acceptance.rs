@@ -20,7 +20,19 @@ fn setup<'a>(
     n_trials: usize,
     seed: u64,
 ) -> StudySetup<'a> {
-    StudySetup { name: "t".into(), space, sampler, objective, runners, n_trials, n_jobs: 1, timeout: None, seed, threads: 1 }
+    StudySetup {
+        name: "t".into(),
+        space,
+        sampler,
+        objective,
+        runners,
+        n_trials,
+        n_jobs: 1,
+        timeout: None,
+        seed,
+        threads: 1,
+        liveness: Default::default(),
+    }
 }
 
 #[test]
@@ -227,7 +239,7 @@ fn a_killed_study_resumes_from_sqlite() {
         // A trial claimed by a process that then died: it stays RUNNING in the file.
         use mase_search::storage::{Claim, Storage};
         store
-            .claim("t", &mut |_, _| {
+            .claim("t", None, &mut |_, _| {
                 Ok(Some(Claim { point: vec![1.0, 1.0], config: json!({"x": [1.0, 1.0]}), system_attrs: Default::default() }))
             })
             .unwrap();
@@ -271,6 +283,12 @@ fn bad_search_configs_fail_with_one_line() {
         (|s| s["search_space"]["setup"]["by"] = json!("regex"), &["search.search_space.setup.by"]),
         (|s| s["search_space"]["name"] = json!("graph/prune"), &["unknown search space `graph/prune`"]),
         (|s| s["strategy"]["metrics"]["accuracy"]["direction"] = json!("up"), &["search.strategy.metrics.accuracy.direction"]),
+        (|s| s["storage"] = json!({"urll": "study.db"}), &["search.storage.urll", "unknown key"]),
+        (
+            |s| s["storage"] = json!({"stale_after": 2, "heartbeat_interval": 5}),
+            &["search.storage.heartbeat_interval", "shorter than stale_after"],
+        ),
+        (|s| s["storage"] = json!({"stale_after": -1}), &["search.storage.stale_after", "positive number of seconds"]),
     ];
     for (edit, words) in cases {
         let mut search = serde_json::to_value(&base["search"]).unwrap();

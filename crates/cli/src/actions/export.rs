@@ -47,7 +47,9 @@ pub fn run(args: &ExportArgs) -> Result<()> {
         let label = onnx.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
         (m.graph, m.params, label, Some(m.sample_shape))
     } else {
-        let ctx = load_ctx(s.dataset.clone())?.ok_or_else(|| anyhow!("no weights given: pass --load CKPT, or --model-file model.onnx, or a data set for an untrained model"))?;
+        let ctx = load_ctx(s.dataset.clone())?.ok_or_else(|| {
+            anyhow!("no weights given: pass --load CKPT, or --model-file model.onnx, or a data set for an untrained model")
+        })?;
         let (graph, label) = session::resolve_graph(&s, &ctx)?;
         human.warn("no --load: the exported model has untrained initial weights");
         let params = session::initial_params(&s, &graph, &mut Rng::new(s.seed).fork(INIT_STREAM))?;
@@ -56,7 +58,12 @@ pub fn run(args: &ExportArgs) -> Result<()> {
     export_file(&out, &graph, &params, &ExportOptions { format, sample_shape: sample })
         .with_context(|| format!("cannot export model `{label}`"))?;
     let quantized = graph.nodes().iter().filter(|n| n.quant.as_ref().is_some_and(|q| q.is_active())).count();
-    human.line(format!("Exported '{label}' ({} nodes, {quantized} quantized) as {} to {}", graph.len(), args.format.to_ascii_lowercase(), out.display()));
+    human.line(format!(
+        "Exported '{label}' ({} nodes, {quantized} quantized) as {} to {}",
+        graph.len(),
+        args.format.to_ascii_lowercase(),
+        out.display()
+    ));
     human.result(&json!({
         "action": "export",
         "model": label,

@@ -2,6 +2,10 @@
 //! action (spec mase-flow.md §6) on the study store of mase-search. Trials are committed to
 //! `<project>/software/search_ckpts/study.db` as they finish; `log.json`, `best.json`,
 //! `trials.csv` and the plots are written when the search ends.
+//!
+//! With `--storage URL` (or `[search.storage] url`) the process joins a shared study as one of
+//! several workers, on this machine or others: the study is created by the first worker, every
+//! worker claims trials from it, and each writes the reports of the whole study when it stops.
 
 use crate::args::SearchArgs;
 use crate::config::merge;
@@ -13,7 +17,8 @@ use mase_ir::Rng;
 use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
 use mase_search::report::{best_json, best_so_far, common_reference, hypervolume_so_far, write_reports};
 use mase_search::{
-    best_trials, run_study, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage, StopReason, TrialRecord,
+    best_trials, open_storage, run_study, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage, StopReason, Storage,
+    StorageConfig, TrialRecord,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -58,10 +63,23 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             setup.insert("sampler".into(), json!(x));
         }
     }
+    let storage_cfg = StorageConfig::parse(search.get("storage"))?;
+    let shared_url = args.storage.clone().or(storage_cfg.url.clone());
+    // A shared store is opened first, so that a wrong URL or an unreachable server fails at once.
+    let mut shared: Option<Box<dyn Storage>> = match &shared_url {
+        Some(url) => Some(open_storage(url, &storage_cfg.connect_options())?),
+        None => None,
+    };
+    if shared.is_some() && args.run.resume {
+        human.warn("--resume has no effect with --storage: a worker always joins the shared study where it stands");
+    }
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
     let ctx = session::model_context(&splits);
-    let (graph, label) = session::resolve_graph(&s, &ctx)?;
+    let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
+    // Spaces that change layer widths follow shapes from the input, as MASE's graph spaces do
+    // after add_common_metadata.
+    mase_search::space::record_input_shape(&mut graph, &splits.info.sample_shape);
     let params = match &s.load_name {
         Some(path) => {
             let ck = session::read_checkpoint(path)?;
@@ -81,7 +99,7 @@ pub fn run(args: &SearchArgs) -> Result<()> {
     std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let db = out_dir.join("study.db");
     let project = dirs.root.file_name().and_then(|n| n.to_str()).unwrap_or("study").to_string();
-    let base_name = args.study.clone().unwrap_or(project);
+    let base_name = args.study.clone().or(storage_cfg.study.clone()).unwrap_or(project);
 
     let compare = !args.compare_samplers.is_empty();
     let samplers: Vec<Option<String>> =
@@ -106,16 +124,23 @@ pub fn run(args: &SearchArgs) -> Result<()> {
         let seed = cfg.setup.seed.unwrap_or(s.seed);
         let name = if compare { format!("{base_name}-{}", plan.sampler.name()) } else { base_name.clone() };
         let dir = if compare { out_dir.join("compare").join(plan.sampler.name()) } else { out_dir.clone() };
-        let mut store = SqliteStorage::open(&db)?;
-        let mode = if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh };
+        let mut local;
+        let (store, mode): (&mut dyn Storage, OpenMode) = match shared.as_mut() {
+            Some(st) => (st.as_mut(), OpenMode::Join),
+            None => {
+                local = SqliteStorage::open(&db)?;
+                (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
+            }
+        };
         human.info(format!(
-            "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}",
+            "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}{}",
             plan.space.name(),
             plan.sampler.name(),
             plan.space.params().len(),
             cfg.setup.n_trials,
             cfg.setup.n_jobs,
-            db.display()
+            store.location(),
+            if mode == OpenMode::Join { format!(" (joined as worker {})", mase_search::storage::worker_id()) } else { String::new() }
         ));
         let bar = if args.run.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
         if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
@@ -132,15 +157,23 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
             seed,
             threads: s.threads,
+            liveness: storage_cfg.liveness(),
         };
         let observer = Bar(bar.clone());
         let t0 = std::time::Instant::now();
-        let out = run_study(&setup, &mut store, mode, &observer);
+        let location = store.location();
+        let out = run_study(&setup, store, mode, &observer);
         let seconds = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
         let out = out?;
         if out.interrupted > 0 {
             human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
+        }
+        if out.discarded > 0 {
+            human.warn(format!(
+                "{} trial(s) of this worker were declared stale by another worker (no heartbeat for {} s) and re-run there; their results here were dropped",
+                out.discarded, storage_cfg.stale_after
+            ));
         }
         match out.stop {
             StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
@@ -181,6 +214,7 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             "complete": complete,
             "stop": format!("{:?}", out.stop).to_lowercase(),
             "seconds": seconds,
+            "storage": location,
             "best": best_json(&out.trials, &cfg.objective),
             "dir": abs(&dir),
         }));
@@ -207,7 +241,10 @@ pub fn run(args: &SearchArgs) -> Result<()> {
         "action": "search",
         "model": label,
         "dataset": dataset,
-        "study_db": abs(&db),
+        "study_db": match &shared_url {
+            Some(_) => json!(shared.as_ref().map(|st| st.location())),
+            None => json!(abs(&db)),
+        },
         "studies": results,
         "plots": files.iter().map(|f| abs(f)).collect::<Vec<_>>(),
     }));
@@ -218,7 +255,7 @@ fn abs(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-fn curve_label(objective: &mase_search::Objective) -> String {
+pub(crate) fn curve_label(objective: &mase_search::Objective) -> String {
     if objective.is_multi() {
         "hypervolume of the trials so far".into()
     } else {
@@ -228,7 +265,7 @@ fn curve_label(objective: &mase_search::Objective) -> String {
 
 /// Best value so far, or for several objectives the hypervolume so far (against a reference
 /// point shared by every study drawn on the same chart).
-fn curve(trials: &[TrialRecord], objective: &mase_search::Objective, all: &[&[TrialRecord]]) -> Vec<(f64, f64)> {
+pub(crate) fn curve(trials: &[TrialRecord], objective: &mase_search::Objective, all: &[&[TrialRecord]]) -> Vec<(f64, f64)> {
     let pts = if objective.is_multi() {
         hypervolume_so_far(trials, objective, &common_reference(all, objective))
     } else {
@@ -237,7 +274,7 @@ fn curve(trials: &[TrialRecord], objective: &mase_search::Objective, all: &[&[Tr
     pts.into_iter().map(|(n, v)| (n as f64, v)).collect()
 }
 
-fn print_best(human: &Human, best: &[&TrialRecord]) {
+pub(crate) fn print_best(human: &Human, best: &[&TrialRecord]) {
     human.info("Best trial(s):");
     let fmt = |m: &mase_search::Metrics| m.iter().map(|(k, v)| format!("{k}={v:.3}")).collect::<Vec<_>>().join(", ");
     for t in best {

@@ -31,6 +31,9 @@ pub struct EpochRecord {
 /// shuffles exactly as an uninterrupted one.
 const INIT_STREAM: u64 = 1;
 const SHUFFLE_STREAM: u64 = 1_000;
+/// One augmentation stream per epoch (`--augment`), so a resumed run crops and flips as an
+/// uninterrupted one.
+const AUGMENT_STREAM: u64 = 2_000;
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let merged = merge(args)?;
@@ -41,6 +44,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let s = merged.settings;
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
+    if s.augment && splits.train.sample_shape != [3, 32, 32] {
+        bail!(
+            "--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}",
+            splits.train.sample_shape
+        );
+    }
     let ctx = session::model_context(&splits);
     let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
@@ -58,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let resume_path = args.resume_from.clone().or_else(|| args.resume.then(|| ckpt_dir.join("last.ckpt")));
     if let Some(path) = &resume_path {
         let ck = session::read_checkpoint(path)?;
-        if !session::same_model(&ck.graph, &graph) {
+        if !session::same_model(&ck.graph, &graph) && !session::same_wiring(&ck.graph, &graph) {
             bail!("checkpoint {}: it holds a different model than `{label}`; resume with the same model and data set", path.display());
         }
         // The checkpoint's graph keeps the number formats of a quantization-aware run.
@@ -79,6 +88,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         human.info(format!("Resuming from {} after epoch {}", path.display(), history.len()));
     } else if let Some(path) = &s.load_name {
         let ck = session::read_checkpoint(path)?;
+        // A checkpoint of an architecture transform (`channel_multiplier`) holds the same nodes
+        // with other layer widths: training continues on its graph.
+        if !session::same_model(&ck.graph, &graph) && session::same_wiring(&ck.graph, &graph) {
+            graph = ck.graph.clone();
+            human.info("the checkpoint holds a transformed architecture (other layer widths): training it");
+        }
         session::check_params_fit(&graph, &ck.params, path)?;
         // A transformed checkpoint carries number formats: training continues on its graph, so
         // the quantized nodes train through their straight-through estimators (QAT).
@@ -125,10 +140,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
             order.truncate(1);
         }
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
+        let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
         let (mut loss_sum, mut seen, mut correct, mut n_batches) = (0.0f64, 0usize, 0usize, 0usize);
         for idx in &order {
             splits.train.gather(idx, &mut x, &mut y);
             shape[0] = idx.len();
+            if s.augment {
+                mase_io::augment_cifar(&mut x, idx.len(), &mut augment_rng);
+            }
             let st = exec.train_step(&x, &shape, &y, &mut opt)?;
             if !st.loss.is_finite() {
                 bail!("training diverged at epoch {epoch}, step {global_step}: loss is {}; lower the learning rate", st.loss);

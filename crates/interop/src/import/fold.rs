@@ -47,7 +47,8 @@ fn broadcast_offsets(shape: &[usize], out: &[usize]) -> Vec<usize> {
 
 /// `a op b` with NumPy broadcasting.
 pub(crate) fn binary(op: Bin, a: &Const, b: &Const) -> Result<Const, String> {
-    let out = mase_ir::broadcast_shapes(&a.shape, &b.shape).ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape))?;
+    let out =
+        mase_ir::broadcast_shapes(&a.shape, &b.shape).ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape))?;
     // Broadcasting is the one fold whose result can be far larger than its inputs; a hostile
     // file must not make the importer allocate without bound.
     if out.iter().try_fold(1usize, |p, &d| p.checked_mul(d)).is_none_or(|n| n > MAX_FOLDED) {
@@ -153,6 +154,9 @@ pub(crate) fn gather(c: &Const, indices: &Const, axis: usize) -> Result<Const, S
         .collect::<Result<_, _>>()?;
     let outer: usize = c.shape[..axis].iter().product();
     let inner: usize = c.shape[axis + 1..].iter().product();
+    if outer.checked_mul(inner).and_then(|x| x.checked_mul(idx.len())).is_none_or(|n| n > MAX_FOLDED) {
+        return Err(format!("gathering {} indices gives a constant larger than {MAX_FOLDED} values", idx.len()));
+    }
     let mut offs = Vec::with_capacity(outer * idx.len() * inner);
     for o in 0..outer {
         for &j in &idx {

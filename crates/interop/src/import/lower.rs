@@ -25,6 +25,17 @@ fn axis(n: &NodeProto, a: i64, rank: usize) -> Result<usize> {
     }
 }
 
+/// Flatten's axis: in [-rank, rank], negative values counting from the end.
+fn flatten_axis(n: &NodeProto, a: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let v = if a < 0 { a + r } else { a };
+    if (0..=r).contains(&v) {
+        Ok(v as usize)
+    } else {
+        Err(err(n, format!("axis {a} is out of range for rank {rank}")))
+    }
+}
+
 /// How torch.fx would spell a parameter-free op: node kind and target.
 fn fx_target(op: &Op) -> Option<(NodeKind, &'static str)> {
     Some(match op {
@@ -47,12 +58,17 @@ fn fx_target(op: &Op) -> Option<(NodeKind, &'static str)> {
     })
 }
 
+/// Product of the fixed dimensions (saturating, so hostile sizes compare unequal rather than
+/// overflow) and the number of batch dimensions.
 fn product(dims: &[Dim]) -> (i64, usize) {
     dims.iter().fold((1, 0), |(p, b), d| match d {
-        Dim::Fixed(v) => (p * v, b),
+        Dim::Fixed(v) => (p.saturating_mul(*v), b),
         Dim::Batch => (p, b + 1),
     })
 }
+
+/// Strides, dilations and kernel sizes beyond this are treated as hostile.
+const MAX_WINDOW: i64 = 1 << 16;
 
 impl Importer {
     /// Imports one ONNX node.
@@ -104,7 +120,8 @@ impl Importer {
         let first = n.output.first().filter(|o| !o.is_empty()).ok_or_else(|| err(n, "the node has no output"))?;
         self.vals.insert(first.clone(), out);
         for (k, o) in n.output.iter().enumerate().skip(1).filter(|(_, o)| !o.is_empty()) {
-            self.unavailable.insert(o.clone(), format!("it is output {k} of node `{}` ({}), which mase-rs does not compute", n.name, n.op_type));
+            self.unavailable
+                .insert(o.clone(), format!("it is output {k} of node `{}` ({}), which mase-rs does not compute", n.name, n.op_type));
         }
         Ok(())
     }
@@ -228,7 +245,6 @@ impl Importer {
             m.quant.get_or_insert_with(NodeQuant::default).bias = Some(f);
         }
         self.params.insert(format!("{target}.bias"), Tensor { shape: vec![out_features], data: c.f32s() }, true);
-        let _ = n;
         Ok(true)
     }
 
@@ -346,7 +362,12 @@ impl Importer {
                 let vals = match c.numel() {
                     1 => vec![c.f32s()[0]; out],
                     k if k == out && rows == 1 => c.f32s(),
-                    _ => return Err(err(n, format!("C of shape {:?} is not a bias of {out} values (a per-sample C needs a fixed batch)", c.shape))),
+                    _ => {
+                        return Err(err(
+                            n,
+                            format!("C of shape {:?} is not a bias of {out} values (a per-sample C needs a fixed batch)", c.shape),
+                        ))
+                    }
                 };
                 if beta != 1.0 && cq.is_some() {
                     return Err(err(n, "beta other than 1 on a quantized bias is not supported"));
@@ -382,7 +403,7 @@ impl Importer {
         match auto.as_str() {
             "NOTSET" => {
                 let p = at.ints("pads")?.unwrap_or_else(|| vec![0; 2 * dims]);
-                if p.len() != 2 * dims || p.iter().any(|&v| v < 0) {
+                if p.len() != 2 * dims || p.iter().any(|&v| !(0..=MAX_WINDOW).contains(&v)) {
                     return Err(err(n, format!("pads {p:?} do not fit {dims} spatial dimensions")));
                 }
                 let p: Vec<usize> = p.iter().map(|&v| v as usize).collect();
@@ -394,7 +415,8 @@ impl Importer {
                 for d in 0..dims {
                     let len = x.fixed(2 + d).ok_or_else(|| err(n, "auto_pad needs fixed spatial sizes"))?;
                     let out = len.div_ceil(strides[d]);
-                    let total = ((out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1).saturating_sub(len);
+                    let span = out.saturating_sub(1) * strides[d] + kernel[d].saturating_sub(1) * dilations[d] + 1;
+                    let total = span.saturating_sub(len);
                     let small = total / 2;
                     let (pb, pe) = if auto == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
                     b.push(pb);
@@ -408,7 +430,15 @@ impl Importer {
 
     /// Pads the asymmetric part explicitly and returns the input and the symmetric padding, at
     /// most `max_sym[d]` per side.
-    fn split_pads(&mut self, n: &NodeProto, x: Dyn, begin: &[usize], end: &[usize], max_sym: &[usize], value: f32) -> Result<(Dyn, Vec<usize>)> {
+    fn split_pads(
+        &mut self,
+        n: &NodeProto,
+        x: Dyn,
+        begin: &[usize],
+        end: &[usize],
+        max_sym: &[usize],
+        value: f32,
+    ) -> Result<(Dyn, Vec<usize>)> {
         let sym: Vec<usize> = begin.iter().zip(end).zip(max_sym).map(|((b, e), m)| (*b).min(*e).min(*m)).collect();
         let eb: Vec<usize> = begin.iter().zip(&sym).map(|(b, s)| b - s).collect();
         let ee: Vec<usize> = end.iter().zip(&sym).map(|(e, s)| e - s).collect();
@@ -422,7 +452,10 @@ impl Importer {
     fn conv(&mut self, n: &NodeProto) -> Result<Val> {
         let at = Attrs::new(n);
         let x = self.req_dyn(n, 0)?;
-        let (w, wq) = { let v = self.req(n, 1)?; self.weight(n, v, "weight")? };
+        let (w, wq) = {
+            let v = self.req(n, 1)?;
+            self.weight(n, v, "weight")?
+        };
         let b = match self.opt(n, 2)? {
             Some(v) => Some(self.weight(n, v, "bias")?),
             None => None,
@@ -437,19 +470,34 @@ impl Importer {
                 return Err(err(n, format!("kernel_shape {k:?} differs from the weight's {kernel:?}")));
             }
         }
+        if w.shape.iter().any(|&d| d == 0 || d as i64 > MAX_WINDOW * 16) {
+            return Err(err(n, format!("weight shape {:?} is not a valid convolution kernel", w.shape)));
+        }
         let list = |name: &str| -> Result<Vec<usize>> {
             let v = at.ints(name)?.unwrap_or_else(|| vec![1; dims]);
-            if v.len() != dims || v.iter().any(|&s| s < 1) {
+            if v.len() != dims || v.iter().any(|&s| !(1..=MAX_WINDOW).contains(&s)) {
                 return Err(err(n, format!("{name} {v:?} do not fit {dims} spatial dimensions")));
             }
             Ok(v.iter().map(|&s| s as usize).collect())
         };
         let (stride, dilation) = (list("strides")?, list("dilations")?);
         let groups = at.int("group", 1)?;
-        let groups = usize::try_from(groups).ok().filter(|&g| g >= 1).ok_or_else(|| err(n, format!("group {groups} is not positive")))?;
+        let groups = usize::try_from(groups)
+            .ok()
+            .filter(|&g| (1..=w.shape[0]).contains(&g))
+            .ok_or_else(|| err(n, format!("group {groups} is not between 1 and the output channels")))?;
         let (begin, end) = self.pads(n, &x, &kernel, &stride, &dilation)?;
         let (x, padding) = self.split_pads(n, x, &begin, &end, &vec![usize::MAX; dims], 0.0)?;
-        let spec = ConvSpec { in_channels: w.shape[1] * groups, out_channels: w.shape[0], kernel, stride, padding, dilation, groups, bias: b.is_some() };
+        let spec = ConvSpec {
+            in_channels: w.shape[1] * groups,
+            out_channels: w.shape[0],
+            kernel,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias: b.is_some(),
+        };
         let origins = [w.origin.as_deref(), b.as_ref().and_then(|(c, _)| c.origin.as_deref())];
         let target = self.unique_target(&param_prefix(&origins).unwrap_or_else(|| base_name(n)));
         let op = if dims == 1 { Op::Conv1d(spec) } else { Op::Conv2d(spec) };
@@ -476,8 +524,14 @@ impl Importer {
         if !(1..=2).contains(&dims) {
             return Err(err(n, format!("only 1-D and 2-D pooling is supported (input rank {})", x.rank())));
         }
-        let kernel: Vec<usize> = at.ints("kernel_shape")?.ok_or_else(|| err(n, "kernel_shape is missing"))?.iter().map(|&k| k.max(1) as usize).collect();
-        let stride: Vec<usize> = at.ints("strides")?.unwrap_or_else(|| vec![1; dims]).iter().map(|&s| s.max(1) as usize).collect();
+        let kernel: Vec<usize> = at
+            .ints("kernel_shape")?
+            .ok_or_else(|| err(n, "kernel_shape is missing"))?
+            .iter()
+            .map(|&k| k.clamp(1, MAX_WINDOW) as usize)
+            .collect();
+        let stride: Vec<usize> =
+            at.ints("strides")?.unwrap_or_else(|| vec![1; dims]).iter().map(|&s| s.clamp(1, MAX_WINDOW) as usize).collect();
         if kernel.len() != dims || stride.len() != dims {
             return Err(err(n, "kernel_shape and strides must have one entry per spatial dimension"));
         }
@@ -631,14 +685,17 @@ impl Importer {
         let a = Attrs::new(n).int("axis", 1)?;
         match self.req(n, 0)? {
             Val::Const(c) => {
-                let k = axis(n, a, c.shape.len() + 1)?;
+                let k = flatten_axis(n, a, c.shape.len())?;
                 let shape = vec![c.shape[..k].iter().product(), c.shape[k..].iter().product()];
                 Ok(Val::Const(Const { shape, ..c }))
             }
             Val::Dyn(x) => {
-                let mut k = axis(n, a, x.rank() + 1)?;
+                let mut k = flatten_axis(n, a, x.rank())?;
                 if k == 0 && x.shape.first() == Some(&Dim::Batch) {
-                    self.notes.push(format!("Flatten `{}` with axis 0 keeps the batch dimension (axis 1) so the model takes any batch size", n.name));
+                    self.notes.push(format!(
+                        "Flatten `{}` with axis 0 keeps the batch dimension (axis 1) so the model takes any batch size",
+                        n.name
+                    ));
                     k = 1;
                 }
                 let side = |dims: &[Dim]| -> Result<Dim> {
@@ -667,7 +724,7 @@ impl Importer {
             v => return Err(err(n, format!("the shape must be a constant or computed from shapes, it is {}", v.kind()))),
         };
         match data {
-            Val::Const(c) | Val::QConst(c, _) if matches!(self.req(n, 0)?, Val::Const(_)) => {
+            Val::Const(c) => {
                 let src: Vec<Dim> = c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect();
                 let t = self.resolve_reshape(n, &src, &entries, allow_zero, false)?;
                 let shape = t.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
@@ -688,7 +745,9 @@ impl Importer {
         for (i, e) in entries.iter().enumerate() {
             t.push(match *e {
                 Dim::Batch => Dim::Batch,
-                Dim::Fixed(0) if !allow_zero => *src.get(i).ok_or_else(|| err(n, format!("shape entry {i} copies a dimension the input does not have")))?,
+                Dim::Fixed(0) if !allow_zero => {
+                    *src.get(i).ok_or_else(|| err(n, format!("shape entry {i} copies a dimension the input does not have")))?
+                }
                 Dim::Fixed(-1) if infer.is_none() => {
                     infer = Some(i);
                     Dim::Fixed(1)
@@ -737,7 +796,13 @@ impl Importer {
         Ok(match x {
             Val::Const(c) => Val::Const(fold::transpose(&c, &perm)),
             Val::QConst(c, f) => {
-                let f = qonnx::map_params(&f, |t| if t.numel() == 1 || t.rank() != rank { t.clone() } else { fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &perm).tensor() });
+                let f = qonnx::map_params(&f, |t| {
+                    if t.numel() == 1 || t.rank() != rank {
+                        t.clone()
+                    } else {
+                        fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &perm).tensor()
+                    }
+                });
                 Val::QConst(fold::transpose(&c, &perm), f)
             }
             Val::Dyn(d) if perm.iter().enumerate().all(|(i, &p)| i == p) => Val::Dyn(d),
@@ -793,7 +858,9 @@ impl Importer {
         };
         match x {
             Val::Dyn(d) => Ok(Val::Dyn(self.reshape_to(n, d, target, "")?)),
-            Val::Const(c) => Ok(Val::Const(Const { shape: target.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect(), ..c })),
+            Val::Const(c) => {
+                Ok(Val::Const(Const { shape: target.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect(), ..c }))
+            }
             Val::Sym { dims, .. } => Ok(Val::sym(dims, target.is_empty())),
             Val::QConst(..) => Err(err(n, "squeezing a quantized constant is not supported")),
         }
@@ -927,7 +994,7 @@ impl Importer {
         }
         let begin = pads[1..r].iter().map(|&p| p as usize).collect();
         let end = pads[r + 1..].iter().map(|&p| p as usize).collect();
-        Ok(Val::Dyn(self.moving(n, Op::Pad { begin, end, value: value.max(f32::MIN).min(f32::MAX) }, x, "")?))
+        Ok(Val::Dyn(self.moving(n, Op::Pad { begin, end, value: value.clamp(f32::MIN, f32::MAX) }, x, "")?))
     }
 
     fn cast(&mut self, n: &NodeProto) -> Result<Val> {
@@ -945,8 +1012,17 @@ impl Importer {
 
     fn quant(&mut self, n: &NodeProto) -> Result<Val> {
         let x = self.req(n, 0)?;
-        let consts: Vec<Option<Const>> =
-            (0..n.input.len()).map(|k| Ok(if k == 0 { None } else if let Some(Val::Const(c)) = self.opt(n, k)? { Some(c) } else { None })).collect::<Result<_>>()?;
+        let consts: Vec<Option<Const>> = (0..n.input.len())
+            .map(|k| {
+                Ok(if k == 0 {
+                    None
+                } else if let Some(Val::Const(c)) = self.opt(n, k)? {
+                    Some(c)
+                } else {
+                    None
+                })
+            })
+            .collect::<Result<_>>()?;
         let refs: Vec<Option<&Const>> = consts.iter().map(Option::as_ref).collect();
         let fmt = qonnx::format_of(n, &refs)?;
         match x {
@@ -960,5 +1036,11 @@ impl Importer {
 
 /// Transposes the per-channel parameters of a matrix's format together with the matrix.
 fn transpose_params(f: &QuantFormat) -> QuantFormat {
-    qonnx::map_params(f, |t| if t.rank() == 2 { fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &[1, 0]).tensor() } else { t.clone() })
+    qonnx::map_params(f, |t| {
+        if t.rank() == 2 {
+            fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &[1, 0]).tensor()
+        } else {
+            t.clone()
+        }
+    })
 }

@@ -101,7 +101,8 @@ pub(crate) const PROBES: [usize; 2] = [2, 3];
 
 /// Reads an ONNX or QONNX model file.
 pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Imported> {
-    let bytes = std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
+    let bytes =
+        std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
     import_bytes(&bytes, opts).map_err(|e| e.in_file(path))
 }
 
@@ -122,8 +123,8 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
 fn standard_opset(model: &ModelProto) -> Result<i64> {
     let v = model.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version);
     match v {
-        // Files from before opset imports were recorded are opset 1; files importing only custom
-        // domains use no standard operator whose version matters.
+        // A model that imports no standard opset can only use custom-domain operators (QONNX
+        // quantizers); no standard operator's version matters, so the newest rules apply.
         None => Ok(21),
         Some(v) if (6..=21).contains(&v) => Ok(v),
         Some(v) => Err(InteropError::UnsupportedOpset { domain: "ai.onnx".into(), version: v }),
@@ -138,7 +139,11 @@ fn check_supported(graph: &GraphProto, model: &ModelProto, opset: i64) -> Result
         let ok = (standard && STANDARD_OPS.contains(&n.op_type.as_str())) || crate::qonnx::is_quant_op(n);
         if !ok {
             let version = if standard { opset } else { model.opset_import.iter().find(|o| o.domain == n.domain).map_or(1, |o| o.version) };
-            let op = UnsupportedOp { op_type: n.op_type.clone(), domain: if standard { String::new() } else { n.domain.clone() }, opset: version };
+            let op = UnsupportedOp {
+                op_type: n.op_type.clone(),
+                domain: if standard { String::new() } else { n.domain.clone() },
+                opset: version,
+            };
             if !bad.contains(&op) {
                 bad.push(op);
             }
@@ -214,7 +219,9 @@ impl Importer {
             [] => return Err(InteropError::Graph { reason: "the graph has no input that is not an initializer".into() }),
             many => {
                 let names: Vec<&str> = many.iter().map(|i| i.name.as_str()).collect();
-                return Err(InteropError::Graph { reason: format!("the graph has {} inputs ({}); mase-rs imports models with one input", many.len(), names.join(", ")) });
+                return Err(InteropError::Graph {
+                    reason: format!("the graph has {} inputs ({}); mase-rs imports models with one input", many.len(), names.join(", ")),
+                });
             }
         };
         let sample_shape = self.add_input(input)?;
@@ -224,11 +231,17 @@ impl Importer {
         let out = match graph.output.as_slice() {
             [one] => one,
             [] => return Err(InteropError::Graph { reason: "the graph has no output".into() }),
-            many => return Err(InteropError::Graph { reason: format!("the graph has {} outputs; mase-rs imports models with one output", many.len()) }),
+            many => {
+                return Err(InteropError::Graph {
+                    reason: format!("the graph has {} outputs; mase-rs imports models with one output", many.len()),
+                })
+            }
         };
         let d = match self.value(&out.name)? {
             Val::Dyn(d) => d,
-            other => return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) }),
+            other => {
+                return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) })
+            }
         };
         if let Some(q) = d.quant.clone() {
             self.attach_output_quant(d.id, q, &out.name)?;
@@ -278,6 +291,9 @@ impl Importer {
                 _ => return Err(bad(format!("dimension {i} is unknown"))),
             }
         }
+        if sample.iter().try_fold(1usize, |p, &d| p.checked_mul(d)).is_none_or(|n| n > 1 << 31) {
+            return Err(bad(format!("its sample shape {sample:?} is too large")));
+        }
         let id = self.g.placeholder(&input.name);
         let mut first = vec![1];
         first.extend(&sample);
@@ -302,7 +318,11 @@ impl Importer {
         if let Some(why) = self.unavailable.get(name) {
             return Err(InteropError::Graph { reason: format!("value `{name}` is used but {why}") });
         }
-        Err(InteropError::Graph { reason: format!("value `{name}` is used before it is defined (the graph is not topologically sorted or refers to a missing tensor)") })
+        Err(InteropError::Graph {
+            reason: format!(
+                "value `{name}` is used before it is defined (the graph is not topologically sorted or refers to a missing tensor)"
+            ),
+        })
     }
 
     /// The shape of an IR node's value, from its probes.
@@ -317,15 +337,29 @@ impl Importer {
                 Dim::Batch
             } else {
                 let n = &self.g.node(id).name;
-                return Err(InteropError::node(n, self.g.node(id).op.mase_op(), "a dimension mixes the batch with other dimensions, so the batch size cannot be left open"));
+                return Err(InteropError::node(
+                    n,
+                    self.g.node(id).op.mase_op(),
+                    "a dimension mixes the batch with other dimensions, so the batch size cannot be left open",
+                ));
             });
         }
         Ok(Dyn { id, shape, quant: None })
     }
 
     /// Adds an IR node and infers its shapes. `data_in` are the formats of its inputs (quantized
-    /// values it reads).
-    pub fn emit(&mut self, onnx: &NodeProto, name: &str, kind: NodeKind, target: &str, op: Op, inputs: &[NodeId], data_in: Vec<Option<QuantFormat>>) -> Result<NodeId> {
+    /// values it reads). The arguments are the fields of the node itself, hence their number.
+    #[allow(clippy::too_many_arguments)]
+    pub fn emit(
+        &mut self,
+        onnx: &NodeProto,
+        name: &str,
+        kind: NodeKind,
+        target: &str,
+        op: Op,
+        inputs: &[NodeId],
+        data_in: Vec<Option<QuantFormat>>,
+    ) -> Result<NodeId> {
         let mut infos: [ValueInfo; 2] = [ValueInfo::Int(0), ValueInfo::Int(0)];
         for (k, info) in infos.iter_mut().enumerate() {
             let ins: Vec<ValueInfo> = inputs.iter().map(|i| self.probes[i.0][k].clone()).collect();
@@ -346,7 +380,9 @@ impl Importer {
     fn attach_output_quant(&mut self, id: NodeId, q: QuantFormat, value: &str) -> Result<()> {
         let n = self.g.node_mut(id);
         if matches!(n.op, Op::Input | Op::Constant) {
-            return Err(InteropError::Graph { reason: format!("output `{value}` is a quantized graph input; there is no node to carry the quantizer") });
+            return Err(InteropError::Graph {
+                reason: format!("output `{value}` is a quantized graph input; there is no node to carry the quantizer"),
+            });
         }
         let nq = n.quant.get_or_insert_with(NodeQuant::default);
         if nq.data_out.is_some() {

@@ -45,7 +45,10 @@ pub(crate) enum Val {
     /// A constant with a quantizer on it (a QONNX weight).
     QConst(Const, QuantFormat),
     /// A 1-D integer tensor (or a scalar) holding shape entries, some of them the batch size.
-    Sym { dims: Vec<Dim>, scalar: bool },
+    Sym {
+        dims: Vec<Dim>,
+        scalar: bool,
+    },
 }
 
 impl Val {

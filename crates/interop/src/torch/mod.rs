@@ -74,10 +74,7 @@ impl Ctx<'_, '_> {
 
     fn ints(&self, v: &Value, what: &str) -> Result<Vec<usize>> {
         let items = self.p.seq(v).ok_or_else(|| err(format!("tensor {what} is not a tuple")))?;
-        items
-            .iter()
-            .map(|x| usize::try_from(self.int(x, what)?).map_err(|_| err(format!("tensor {what} has a negative entry"))))
-            .collect()
+        items.iter().map(|x| usize::try_from(self.int(x, what)?).map_err(|_| err(format!("tensor {what} has a negative entry")))).collect()
     }
 
     /// Rebuilds the tensor described by a `_rebuild_tensor_v2` call, or `None` if `v` is not one.
@@ -199,17 +196,13 @@ pub fn read_torch(bytes: &[u8]) -> Result<TorchFile> {
         return Err(err("not a PyTorch file (neither a zip archive nor a pickle)"));
     }
     let zip = ZipArchive::new(bytes)?;
-    let pkl = zip
-        .entries()
-        .iter()
-        .find(|e| e.name.ends_with("/data.pkl") && e.name.matches('/').count() == 1)
-        .ok_or_else(|| {
-            if zip.entries().iter().any(|e| e.name.ends_with("constants.pkl")) {
-                err("this is a TorchScript archive (torch.jit.save); save the state dict with torch.save instead")
-            } else {
-                err("zip archive has no `<name>/data.pkl`: not a torch.save file")
-            }
-        })?;
+    let pkl = zip.entries().iter().find(|e| e.name.ends_with("/data.pkl") && e.name.matches('/').count() == 1).ok_or_else(|| {
+        if zip.entries().iter().any(|e| e.name.ends_with("constants.pkl")) {
+            err("this is a TorchScript archive (torch.jit.save); save the state dict with torch.save instead")
+        } else {
+            err("zip archive has no `<name>/data.pkl`: not a torch.save file")
+        }
+    })?;
     let prefix = pkl.name.trim_end_matches("/data.pkl").to_string();
     let big_endian = match zip.find(&format!("{prefix}/byteorder")) {
         Some(e) => zip.read(e)?.trim_ascii() == b"big",

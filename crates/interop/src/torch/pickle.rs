@@ -35,10 +35,19 @@ pub enum Object {
     Dict(Vec<(Value, Value)>),
     Set(Vec<Value>),
     /// `module.name`, not imported.
-    Global { module: String, name: String },
+    Global {
+        module: String,
+        name: String,
+    },
     /// `func(*args)` recorded by `REDUCE`, `NEWOBJ` or `INST`/`OBJ`, with what `BUILD`, `SETITEM(S)`
     /// and `APPEND(S)` later did to the result.
-    Call { func: Value, args: Value, state: Option<Value>, items: Vec<(Value, Value)>, list: Vec<Value> },
+    Call {
+        func: Value,
+        args: Value,
+        state: Option<Value>,
+        items: Vec<(Value, Value)>,
+        list: Vec<Value>,
+    },
     /// A persistent id (`BINPERSID`): for torch, the storage descriptor tuple.
     PersId(Value),
 }
@@ -70,7 +79,8 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| self.err(format!("needs {n} more bytes: truncated")))?;
+        let end =
+            self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| self.err(format!("needs {n} more bytes: truncated")))?;
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -326,12 +336,20 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
             }
             b'T' | b'B' => {
                 let n = r.u32()? as usize;
-                let v = if op == b'T' { Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned()) } else { Value::Bytes(r.take(n)?.to_vec()) };
+                let v = if op == b'T' {
+                    Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
+                } else {
+                    Value::Bytes(r.take(n)?.to_vec())
+                };
                 m.push(&r, v)?
             }
             b'U' | b'C' => {
                 let n = r.u8()? as usize;
-                let v = if op == b'U' { Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned()) } else { Value::Bytes(r.take(n)?.to_vec()) };
+                let v = if op == b'U' {
+                    Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
+                } else {
+                    Value::Bytes(r.take(n)?.to_vec())
+                };
                 m.push(&r, v)?
             }
             0x8e | 0x96 => {

@@ -17,20 +17,15 @@ pub fn hard_values(rng: &mut Rng, n: usize, special: bool) -> Vec<f32> {
                 0 => 0.0,
                 1 => (rng.below(64) as f32 + 0.5) * scale,
                 2 => scale,
-                3 => {
-                    let s = scale;
-                    if rng.below(2) == 0 {
-                        s.next_up()
-                    } else {
-                        s.next_down()
-                    }
-                }
+                // The neighbours of a power of two (bit patterns one apart; rust-version 1.81 has
+                // no `next_up`).
+                3 => f32::from_bits(if rng.below(2) == 0 { scale.to_bits() + 1 } else { scale.to_bits() - 1 }),
                 4 => 10f32.powi(rng.below(20) as i32 - 12) * rng.uniform(),
                 5 => f32::from_bits(rng.below(1 << 23) as u32 + 1),
                 6 => 1e-8 * (0.9 + 0.2 * rng.uniform()),
                 7 => f32::from_bits((rng.next_u64() as u32) & 0x7fff_ffff),
                 8 if special => [f32::INFINITY, f32::NAN, f32::MAX, f32::MIN_POSITIVE][rng.below(4) as usize],
-                9 => ((rng.below(64) as f32 + 0.5) * scale).next_up(),
+                9 => f32::from_bits(((rng.below(64) as f32 + 0.5) * scale).to_bits() + 1),
                 _ => rng.normal() as f32 * scale * 8.0,
             };
             let v = if v.is_nan() { v } else { sign * v };

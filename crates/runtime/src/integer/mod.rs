@@ -117,10 +117,15 @@ fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
 }
 
 /// The node's integer formats, or why it runs in float.
-fn int_spec(node: &Node, slots: &[usize]) -> std::result::Result<IntSpec, String> {
+fn int_spec(node: &Node, slots: &[usize], in_shapes: &[&[usize]]) -> std::result::Result<IntSpec, String> {
     let Some(q) = node.quant.as_ref().filter(|q| q.is_active()) else { return Err("not quantized".into()) };
     if !matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::Relu | Op::Add | Op::Sub | Op::Mul | Op::MatMul) {
         return Err(format!("{} has no integer kernel", node.op.mase_op()));
+    }
+    if let (Op::MatMul, [a, b]) = (&node.op, in_shapes) {
+        if a.len() != b.len() || a.len() < 2 || a[..a.len() - 2] != b[..b.len() - 2] {
+            return Err(format!("matmul of shapes {a:?} and {b:?} broadcasts, which only the float kernel does"));
+        }
     }
     let params = node.params();
     let slot_of = |name: &str| params.iter().position(|(_, s)| s.name == name).map(|p| slots[p]);
@@ -188,9 +193,9 @@ impl Executor {
                 acc_bits: 0,
                 out_frac: None,
             };
-            match int_spec(node, &self.topo.slots[i]) {
+            let in_shapes: Vec<&[usize]> = node.inputs.iter().map(|u| shapes[u.0].as_slice()).collect();
+            match int_spec(node, &self.topo.slots[i], &in_shapes) {
                 Ok(spec) => {
-                    let in_shapes: Vec<&[usize]> = node.inputs.iter().map(|u| shapes[u.0].as_slice()).collect();
                     let mut y = std::mem::take(&mut vals[i]);
                     let r =
                         integer_node(node, &spec, &self.topo.ins[i], &in_shapes, &shapes[i], vals, &ints, &self.params, &mut entry, &mut y);
@@ -313,14 +318,9 @@ fn integer_node(
             ops::broadcast(&xs[0], in_shapes[0], &xs[1], in_shapes[1], out_shape, &mut acc, |p, q| p * q);
         }
         Op::MatMul => {
-            let (sa, sb) = (in_shapes[0], in_shapes[1]);
+            // int_spec admitted equal batch dimensions only.
+            let sa = in_shapes[0];
             let r = out_shape.len();
-            if sa.len() != sb.len() || sa.len() < 2 || sa[..sa.len() - 2] != sb[..sb.len() - 2] {
-                return Err(RuntimeError::Integer {
-                    node: node.name.clone(),
-                    reason: format!("matmul of shapes {sa:?} and {sb:?} needs broadcasting, which the integer executor does not do"),
-                });
-            }
             let (m, k, n) = (out_shape[r - 2], sa[sa.len() - 1], out_shape[r - 1]);
             ops::matmul(&xs[0], &xs[1], out_shape[..r - 2].iter().product(), m, k, n, &mut acc);
             frac = fx[0] + fx[1];

@@ -5,10 +5,12 @@
 //! stored), and each group's output is one product `W_g [C_out/g, C_in/g * kh * kw] x col_g`.
 //!
 //! Threads: the forward pass and the input gradient split the batch into one slice of images per
-//! thread, each with its own column workspace; the weight gradient, a sum over images, runs the
-//! images in order and lets the pool split each image's unrolling and products instead. Every
-//! product is computed the same way in both modes (see `gemm`), so results do not depend on the
-//! number of threads.
+//! thread, each with its own column workspace. The weight gradient, a sum over images, is cut
+//! into [`DW_GROUPS`] fixed groups of consecutive images whatever the thread count: each group
+//! sums its images into its own partial gradient (the threads share the groups out), and the
+//! partials are then added in group order. Every product is computed the same way in both modes
+//! (see `gemm`) and every sum has the same order, so results do not depend on the number of
+//! threads.
 
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::gemm::{gemm, Mat, MatMut};
@@ -125,13 +127,25 @@ fn col2im_channel(g: &ConvGeom, dcol: &[f32], dxc: &mut [f32]) {
                 }
                 let drow = &mut dxc[iy as usize * g.w..][..g.w];
                 let srow = &src[oy * g.ow..][..g.ow];
-                for ox in lo..hi {
-                    drow[(ox as isize * g.sw as isize + x0) as usize] += srow[ox];
+                if g.sw == 1 {
+                    // Contiguous on both sides: the same additions in the same order, vectorised.
+                    let d0 = (lo as isize + x0) as usize;
+                    for (d, s) in drow[d0..d0 + (hi - lo)].iter_mut().zip(&srow[lo..hi]) {
+                        *d += *s;
+                    }
+                } else {
+                    for ox in lo..hi {
+                        drow[(ox as isize * g.sw as isize + x0) as usize] += srow[ox];
+                    }
                 }
             }
         }
     }
 }
+
+/// Groups of images the weight gradient is summed in (fewer when the batch is smaller). Four
+/// keeps two threads evenly busy and costs four weight-sized partial sums per layer.
+const DW_GROUPS: usize = 4;
 
 /// A convolution node.
 pub(crate) struct Conv {
@@ -142,6 +156,10 @@ pub(crate) struct Conv {
     cols: Vec<Vec<f32>>,
     /// One column-gradient matrix per thread, for the input gradient.
     dcols: Vec<Vec<f32>>,
+    /// Images per group of the weight gradient.
+    dw_per_group: usize,
+    /// The groups' partial weight gradients, one weight-sized block per group.
+    dw_partials: Vec<f32>,
 }
 
 impl Conv {
@@ -150,7 +168,44 @@ impl Conv {
         let len = if g.is_direct() { 0 } else { g.cin * g.kh * g.kw * g.ohw() };
         // More workspaces than images would never be used.
         let lanes = threads.clamp(1, g.n.max(1));
-        Conv { g, weight, bias, cols: vec![vec![0.0; len]; lanes], dcols: vec![vec![0.0; len]; lanes] }
+        let dw_per_group = g.n.div_ceil(DW_GROUPS).max(1);
+        let groups = g.n.div_ceil(dw_per_group);
+        Conv {
+            g,
+            weight,
+            bias,
+            cols: vec![vec![0.0; len]; lanes],
+            dcols: vec![vec![0.0; len]; lanes],
+            dw_per_group,
+            dw_partials: vec![0.0; groups * g.cout * g.kkg()],
+        }
+    }
+}
+
+/// The weight gradient of images `first..first + count` into `dw` (written, not accumulated).
+fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, count: usize, col: &mut [f32], dw: &mut [f32]) {
+    let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+    for i in first..first + count {
+        let xi = &x[i * g.cin * hw..][..g.cin * hw];
+        let dyi = &dy[i * g.cout * ohw..][..g.cout * ohw];
+        let cols: &[f32] = if g.is_direct() {
+            xi
+        } else {
+            im2col(g, xi, col, None);
+            col
+        };
+        let beta = if i == first { 0.0 } else { 1.0 };
+        for gi in 0..g.groups {
+            // dW_g [cog, kkg] += dY_g [cog, ohw] x col_g^T [ohw, kkg]
+            gemm(
+                1.0,
+                Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
+                Mat::new(&cols[gi * kkg * ohw..], kkg, ohw).t(),
+                beta,
+                MatMut::new(&mut dw[gi * cog * kkg..][..cog * kkg], cog, kkg),
+                None,
+            );
+        }
     }
 }
 
@@ -227,32 +282,46 @@ impl Kernel for Conv {
     fn backward_params(&mut self, cx: &mut Bwd<'_>) {
         let Some(acc) = cx.param_acc else { return };
         let g = self.g;
-        let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+        let (ohw, kkg) = (g.ohw(), g.kkg());
         let x = &cx.vals[cx.ins[0]];
-        let dw = &mut cx.params[self.weight].grad;
-        let col = &mut self.cols[0];
-        for i in 0..g.n {
-            let xi = &x[i * g.cin * hw..][..g.cin * hw];
-            let dyi = &cx.dy[i * g.cout * ohw..][..g.cout * ohw];
-            let cols: &[f32] = if g.is_direct() {
-                xi
-            } else {
-                im2col(&g, xi, col, cx.pool);
-                col
-            };
-            let beta = if i == 0 { acc.beta() } else { 1.0 };
-            for gi in 0..g.groups {
-                // dW_g [cog, kkg] += dY_g [cog, ohw] x col_g^T [ohw, kkg]
-                gemm(
-                    1.0,
-                    Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
-                    Mat::new(&cols[gi * kkg * ohw..], kkg, ohw).t(),
-                    beta,
-                    MatMut::new(&mut dw[gi * cog * kkg..][..cog * kkg], cog, kkg),
-                    cx.pool,
-                );
+        let dy = cx.dy;
+        let (per, len) = (self.dw_per_group, g.cout * kkg);
+        let lanes = self.cols.len();
+        // Lane `l` sums the contiguous run of groups `l * per_lane ..`, each into its own block.
+        let per_lane = (self.dw_partials.len() / len.max(1)).div_ceil(lanes).max(1);
+        let lane = |l: usize, partials: &mut [f32], col: &mut Vec<f32>| {
+            for (j, dw) in partials.chunks_mut(len).enumerate() {
+                let first = (l * per_lane + j) * per;
+                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw);
             }
+        };
+        let work = g.n * g.cout * kkg * ohw;
+        match cx.pool {
+            Some(p) if lanes > 1 && work >= crate::par::PAR_MIN_WORK => {
+                use rayon::prelude::*;
+                p.install(|| {
+                    self.dw_partials
+                        .par_chunks_mut(per_lane * len)
+                        .zip(self.cols.par_iter_mut())
+                        .enumerate()
+                        .for_each(|(l, (partials, col))| lane(l, partials, col))
+                });
+            }
+            _ => lane(0, &mut self.dw_partials, &mut self.cols[0]),
         }
+        // dW (=|+=) the partials in group order, element by element.
+        let partials = &self.dw_partials;
+        let dw = &mut cx.params[self.weight].grad;
+        acc.prepare(dw);
+        for_each_chunk(cx.pool, partials.len(), dw, len.div_ceil(lanes).max(1), |c, out| {
+            let start = c * len.div_ceil(lanes).max(1);
+            let n = out.len();
+            for part in partials.chunks_exact(len) {
+                for (d, v) in out.iter_mut().zip(&part[start..start + n]) {
+                    *d += *v;
+                }
+            }
+        });
         if let Some(b) = self.bias {
             let db = &mut cx.params[b].grad;
             acc.prepare(db);

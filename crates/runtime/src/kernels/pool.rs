@@ -51,6 +51,39 @@ impl PoolGeom {
         (clip(oy, self.sh, self.ph, self.kh, self.ih), clip(ox, self.sw, self.pw, self.kw, self.iw))
     }
 
+    /// A 2x2 window with stride 2 and no padding (VGG's pools), which [`MaxPool`] runs without
+    /// clipping windows.
+    fn is_2x2(&self) -> bool {
+        (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (2, 2, 2, 2, 0, 0)
+    }
+
+    /// [`PoolGeom::argmax`] of every window of a 2x2 pool, in output order: the same comparisons
+    /// in the same order (row by row, a later value wins only when strictly larger, NaN wins at
+    /// once), without the clipping of the general case.
+    fn argmax_2x2(&self, xp: &[f32], mut f: impl FnMut(usize, usize)) {
+        let iw = self.iw;
+        for oy in 0..self.oh {
+            let (r0, r1) = (2 * oy * iw, (2 * oy + 1) * iw);
+            for ox in 0..self.ow {
+                let mut at = r0 + 2 * ox;
+                let mut best = xp[at];
+                if !best.is_nan() {
+                    for i in [r0 + 2 * ox + 1, r1 + 2 * ox, r1 + 2 * ox + 1] {
+                        let v = xp[i];
+                        if v > best || v.is_nan() {
+                            best = v;
+                            at = i;
+                            if v.is_nan() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                f(oy * self.ow + ox, at);
+            }
+        }
+    }
+
     /// Index within the plane of the first maximum of the window (NaN wins, as in PyTorch).
     fn argmax(&self, xp: &[f32], oy: usize, ox: usize) -> usize {
         let (rows, cols) = self.window(oy, ox);
@@ -90,6 +123,10 @@ impl Kernel for MaxPool {
         let x = cx.input(0);
         for_each_chunk(cx.pool, x.len(), y, g.out_plane(), |p, yp| {
             let xp = &x[p * g.in_plane()..][..g.in_plane()];
+            if g.is_2x2() {
+                g.argmax_2x2(xp, |o, at| yp[o] = xp[at]);
+                return;
+            }
             for oy in 0..g.oh {
                 for ox in 0..g.ow {
                     yp[oy * g.ow + ox] = xp[g.argmax(xp, oy, ox)];
@@ -105,6 +142,10 @@ impl Kernel for MaxPool {
         for_each_chunk(cx.pool, x.len(), dx, g.in_plane(), |p, dxp| {
             let xp = &x[p * g.in_plane()..][..g.in_plane()];
             let dyp = &dy[p * g.out_plane()..][..g.out_plane()];
+            if g.is_2x2() {
+                g.argmax_2x2(xp, |o, at| dxp[at] += dyp[o]);
+                return;
+            }
             for oy in 0..g.oh {
                 for ox in 0..g.ow {
                     dxp[g.argmax(xp, oy, ox)] += dyp[oy * g.ow + ox];
@@ -218,5 +259,34 @@ impl Kernel for AdaptiveAvgPool {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_2x2_path_picks_the_windows_the_general_path_picks() {
+        // Ties (several equal maxima), -inf, NaN and odd sizes whose last row and column no
+        // window covers.
+        let g = PoolGeom::new(&PoolSpec::new(2, 2), &[1, 1, 7, 9], &[1, 1, 3, 4]);
+        assert!(g.is_2x2());
+        let mut rng = mase_ir::Rng::new(9);
+        for trial in 0..50 {
+            let xp: Vec<f32> = (0..63)
+                .map(|_| match rng.below(12) {
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    2 | 3 => 1.0,
+                    _ => rng.uniform(),
+                })
+                .collect();
+            let mut fast = Vec::new();
+            g.argmax_2x2(&xp, |o, at| fast.push((o, at)));
+            let general: Vec<(usize, usize)> =
+                (0..g.oh).flat_map(|oy| (0..g.ow).map(move |ox| (oy, ox))).map(|(oy, ox)| (oy * g.ow + ox, g.argmax(&xp, oy, ox))).collect();
+            assert_eq!(fast, general, "trial {trial}");
+        }
     }
 }

@@ -9,8 +9,13 @@
 //! Adding a space: implement [`SearchSpace`], write a constructor with the [`SpaceBuilder`]
 //! signature, and add one line to [`SPACES`] (see `doc/search.md`).
 
+mod channel_and_quantize;
+mod channel_multiplier;
 mod mixed_precision_ptq;
 mod quantize;
+
+pub use channel_and_quantize::ChannelAndQuantize;
+pub use channel_multiplier::{record_input_shape, ChannelMultiplier};
 
 pub use mixed_precision_ptq::{default_quantization_config, MixedPrecisionPtq, DEFAULT_QUANTIZATION_CONFIG, QUANTIZEABLE_OPS};
 pub use quantize::{LocalQuantizer, PassesQuantizer, Quantizer};
@@ -69,11 +74,19 @@ pub struct SpaceInputs<'a> {
 pub type SpaceBuilder = fn(&SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>>;
 
 /// Every registered space: name, one-line description, constructor.
-pub const SPACES: &[(&str, &str, SpaceBuilder)] = &[(
-    "graph/quantize/mixed_precision_ptq",
-    "per-node number formats of the quantizable nodes (MASE's mixed-precision post-training quantization)",
-    mixed_precision_ptq::build,
-)];
+pub const SPACES: &[(&str, &str, SpaceBuilder)] = &[
+    (
+        "graph/quantize/mixed_precision_ptq",
+        "per-node number formats of the quantizable nodes (MASE's mixed-precision post-training quantization)",
+        mixed_precision_ptq::build,
+    ),
+    ("graph/architecture/channel_multiplier", "widths of linear/conv layers by channel multipliers (MASE lab 4)", channel_multiplier::build),
+    (
+        "graph/architecture/channel_multiplier_and_quantize",
+        "channel multipliers and mixed-precision number formats chosen together",
+        channel_and_quantize::build,
+    ),
+];
 
 /// Builds the space named by `config["name"]`.
 pub fn build_space(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {

@@ -1,10 +1,15 @@
 //! The embedded default store: one SQLite file (`search_ckpts/study.db`), in WAL mode with
 //! `synchronous = NORMAL`. A committed trial survives the process being killed (`kill -9`); only
 //! a power loss could drop the last commits, which is the usual trade for one commit per trial.
-//! Claims run in `BEGIN IMMEDIATE` transactions, so several processes can share one file.
+//! Every write (opening, claims, heartbeats, imports) runs in a `BEGIN IMMEDIATE` transaction,
+//! which takes the file's write lock at once, and a busy connection waits up to 30 s for it
+//! (`busy_timeout`): so several processes on one machine can share one file as workers of one
+//! study, with the same guarantees as PostgreSQL. Heartbeats use this machine's clock. (A file on
+//! a network file system is not safe: SQLite's locks do not hold there; use PostgreSQL.)
 
-use crate::storage::{check_spec, floats_from_json, floats_to_json, metrics_from_json, metrics_to_json, Claim, OpenMode, Propose, Storage};
-use crate::trial::{now_ms, TrialOutcome, TrialRecord, TrialState};
+use crate::storage::rows::{Cache, RawTrial, COLUMNS};
+use crate::storage::{check_spec, metrics_to_json, no_study, stale_error, study_exists, worker_id, Claim, OpenMode, Propose, Storage};
+use crate::trial::{now_ms, TrialOutcome, TrialRecord};
 use crate::{Result, SearchError};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
@@ -12,8 +17,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The schema version written into new files; a file with another version is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version written into new files. Version 1 files (before heartbeats) are upgraded
+/// in place; a file with any other version is refused.
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,23 +44,27 @@ CREATE TABLE IF NOT EXISTS trials (
     error TEXT,
     start_ms INTEGER NOT NULL,
     complete_ms INTEGER,
+    heartbeat_ms INTEGER,
+    worker TEXT,
     PRIMARY KEY (study_id, number)
 );
 ";
 
-/// The trials of a study as last read. The leading `finished` ones never change again, so a
-/// read parses only the rows after them.
-#[derive(Default)]
-struct Cache {
-    all: Vec<TrialRecord>,
-    finished: usize,
-}
+/// From version 1: the heartbeat and worker of each trial.
+const MIGRATE_1_TO_2: &str = "
+ALTER TABLE trials ADD COLUMN heartbeat_ms INTEGER;
+ALTER TABLE trials ADD COLUMN worker TEXT;
+UPDATE trials SET heartbeat_ms = start_ms;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
+";
 
 /// A study store in one SQLite file.
 pub struct SqliteStorage {
     path: PathBuf,
     conn: Connection,
     cache: HashMap<i64, Cache>,
+    /// Recorded on the trials this connection claims.
+    worker: String,
 }
 
 fn err(path: &Path, e: impl std::fmt::Display) -> SearchError {
@@ -67,96 +77,99 @@ impl SqliteStorage {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| err(path, format!("cannot create its folder: {e}")))?;
         }
-        let conn = Connection::open(path).map_err(|e| err(path, e))?;
+        let mut conn = Connection::open(path).map_err(|e| err(path, e))?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(|e| err(path, e))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| err(path, e))?;
+        let not_db = |e: rusqlite::Error| err(path, format!("not a study database: {e}"));
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(not_db)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| err(path, e))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(|e| err(path, e))?;
-        conn.execute_batch(SCHEMA).map_err(|e| err(path, format!("not a study database: {e}")))?;
+        // One transaction, so that workers opening a new file at once create (or upgrade) the
+        // schema exactly once.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(not_db)?;
+        tx.execute_batch(SCHEMA).map_err(not_db)?;
         let version: Option<String> =
-            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(|e| err(path, e))?;
-        match version {
+            tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(|e| err(path, e))?;
+        match version.as_deref() {
             None => {
-                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
+                tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
                     .map_err(|e| err(path, e))?;
             }
+            Some("1") => tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| err(path, format!("cannot upgrade schema version 1 to 2: {e}")))?,
             Some(v) if v == SCHEMA_VERSION.to_string() => {}
             Some(v) => return Err(err(path, format!("schema version {v}, this mase-rs reads version {SCHEMA_VERSION}"))),
         }
-        Ok(SqliteStorage { path: path.to_path_buf(), conn, cache: HashMap::new() })
+        tx.commit().map_err(|e| err(path, e))?;
+        Ok(SqliteStorage { path: path.to_path_buf(), conn, cache: HashMap::new(), worker: worker_id() })
     }
 
     fn study_id(conn: &Connection, path: &Path, name: &str) -> Result<i64> {
-        conn.query_row("SELECT id FROM studies WHERE name = ?1", [name], |r| r.get(0))
-            .optional()
+        conn.prepare_cached("SELECT id FROM studies WHERE name = ?1")
+            .and_then(|mut st| st.query_row([name], |r| r.get(0)).optional())
             .map_err(|e| err(path, e))?
-            .ok_or_else(|| SearchError::Study { study: name.into(), reason: format!("not found in {}", path.display()) })
+            .ok_or_else(|| no_study(name, &path.display().to_string()))
     }
 
     /// Brings `cache.all` up to date with the trials of study `id`, parsing only the rows after
     /// the cached finished prefix.
     fn read_trials(conn: &Connection, path: &Path, cache: &mut Cache, id: i64) -> Result<()> {
-        let from = cache.finished as i64;
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT number, state, point, config, vals, software_metrics, hardware_metrics, scaled_metrics, violation, system_attrs, error, start_ms, complete_ms
-                 FROM trials WHERE study_id = ?1 AND number >= ?2 ORDER BY number",
-            )
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM trials WHERE study_id = ?1 AND number >= ?2 ORDER BY number"))
             .map_err(|e| err(path, e))?;
         let rows = stmt
-            .query_map(params![id, from], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, f64>(8)?,
-                    r.get::<_, String>(9)?,
-                    r.get::<_, Option<String>>(10)?,
-                    r.get::<_, i64>(11)?,
-                    r.get::<_, Option<i64>>(12)?,
-                ))
+            .query_map(params![id, cache.from()], |r| {
+                Ok(RawTrial {
+                    number: r.get(0)?,
+                    state: r.get(1)?,
+                    point: r.get(2)?,
+                    config: r.get(3)?,
+                    vals: r.get(4)?,
+                    software_metrics: r.get(5)?,
+                    hardware_metrics: r.get(6)?,
+                    scaled_metrics: r.get(7)?,
+                    violation: r.get(8)?,
+                    system_attrs: r.get(9)?,
+                    error: r.get(10)?,
+                    start_ms: r.get(11)?,
+                    complete_ms: r.get(12)?,
+                    worker: r.get(13)?,
+                })
             })
             .map_err(|e| err(path, e))?;
-        let json = |s: &str, what: &str, n: i64| -> Result<Value> {
-            serde_json::from_str(s).map_err(|e| err(path, format!("trial {n}: bad {what}: {e}")))
-        };
         let mut fresh = Vec::new();
         for row in rows {
-            let (number, state, point, config, vals, sw, hw, scaled, violation, attrs, error, start_ms, complete_ms) =
-                row.map_err(|e| err(path, e))?;
-            let state = TrialState::parse(&state).ok_or_else(|| err(path, format!("trial {number}: unknown state `{state}`")))?;
-            fresh.push(TrialRecord {
-                number: number as u64,
-                state,
-                point: floats_from_json(&json(&point, "point", number)?),
-                config: json(&config, "config", number)?,
-                values: match vals {
-                    Some(v) => Some(floats_from_json(&json(&v, "values", number)?)),
-                    None => None,
-                },
-                software_metrics: metrics_from_json(&json(&sw, "metrics", number)?),
-                hardware_metrics: metrics_from_json(&json(&hw, "metrics", number)?),
-                scaled_metrics: metrics_from_json(&json(&scaled, "metrics", number)?),
-                violation,
-                system_attrs: json(&attrs, "system attrs", number)?.as_object().cloned().unwrap_or_default(),
-                error,
-                start_ms,
-                complete_ms,
-            });
+            fresh.push(row.map_err(|e| err(path, e))?.decode().map_err(|e| err(path, e))?);
         }
-        cache.all.truncate(cache.finished);
-        for t in fresh {
-            // The prefix grows over finished trials numbered without gaps from 0.
-            if cache.finished == cache.all.len() && t.state != TrialState::Running && t.number == cache.all.len() as u64 {
-                cache.finished += 1;
-            }
-            cache.all.push(t);
-        }
+        cache.absorb(fresh);
+        Ok(())
+    }
+
+    /// Inserts one trial row.
+    fn insert(tx: &Connection, path: &Path, id: i64, t: &RawTrial, heartbeat_ms: i64) -> Result<()> {
+        tx.prepare_cached(
+            "INSERT INTO trials (study_id, number, state, point, config, vals, software_metrics, hardware_metrics, scaled_metrics, violation, system_attrs, error, start_ms, complete_ms, worker, heartbeat_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                id,
+                t.number,
+                t.state,
+                t.point,
+                t.config,
+                t.vals,
+                t.software_metrics,
+                t.hardware_metrics,
+                t.scaled_metrics,
+                t.violation,
+                t.system_attrs,
+                t.error,
+                t.start_ms,
+                t.complete_ms,
+                t.worker,
+                heartbeat_ms
+            ])
+        })
+        .map_err(|e| err(path, e))?;
         Ok(())
     }
 }
@@ -174,9 +187,9 @@ impl Storage for SqliteStorage {
             .optional()
             .map_err(|e| err(&path, e))?;
         match (mode, stored) {
-            (OpenMode::Resume, Some((_, s))) => {
+            (OpenMode::Resume | OpenMode::Join, Some((_, s))) => {
                 let stored: Value = serde_json::from_str(&s).map_err(|e| err(&path, format!("study `{name}`: bad spec: {e}")))?;
-                check_spec(name, &stored, spec)?;
+                check_spec(name, &stored, spec, mode)?;
             }
             (_, old) => {
                 if let Some((id, _)) = old {
@@ -217,31 +230,30 @@ impl Storage for SqliteStorage {
         Ok(cache.all.clone())
     }
 
-    fn claim(&mut self, study: &str, propose: &mut Propose<'_>) -> Result<Option<TrialRecord>> {
-        let SqliteStorage { path, conn, cache } = self;
+    fn claim(&mut self, study: &str, stale_after: Option<Duration>, propose: &mut Propose<'_>) -> Result<Option<TrialRecord>> {
+        let SqliteStorage { path, conn, cache, worker } = self;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| err(path, e))?;
         let id = Self::study_id(&tx, path, study)?;
         let cache = cache.entry(id).or_default();
+        if let Some(after) = stale_after {
+            // Running trials are never in the cached finished prefix, so the scan starts after it.
+            let now = now_ms();
+            tx.prepare_cached(
+                "UPDATE trials SET state = 'FAIL', error = ?2, complete_ms = ?3
+                 WHERE study_id = ?1 AND number >= ?4 AND state = 'RUNNING' AND heartbeat_ms < ?5",
+            )
+            .and_then(|mut st| st.execute(params![id, stale_error(after), now, cache.from(), now - after.as_millis() as i64]))
+            .map_err(|e| err(path, e))?;
+        }
         Self::read_trials(&tx, path, cache, id)?;
-        let number = cache.all.last().map_or(0, |t| t.number + 1);
+        let number = cache.next_number();
         let Some(Claim { point, config, system_attrs }) = propose(&cache.all, number)? else {
             tx.commit().map_err(|e| err(path, e))?;
             return Ok(None);
         };
-        let rec = TrialRecord::running(number, point, config, system_attrs);
-        tx.execute(
-            "INSERT INTO trials (study_id, number, state, point, config, system_attrs, start_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                id,
-                number as i64,
-                rec.state.as_str(),
-                floats_to_json(&rec.point).to_string(),
-                rec.config.to_string(),
-                Value::Object(rec.system_attrs.clone()).to_string(),
-                rec.start_ms
-            ],
-        )
-        .map_err(|e| err(path, e))?;
+        let mut rec = TrialRecord::running(number, point, config, system_attrs);
+        rec.worker = Some(worker.clone());
+        Self::insert(&tx, path, id, &RawTrial::encode(&rec), rec.start_ms)?;
         tx.commit().map_err(|e| err(path, e))?;
         Ok(Some(rec))
     }
@@ -250,27 +262,50 @@ impl Storage for SqliteStorage {
         let id = Self::study_id(&self.conn, &self.path, study)?;
         let n = self
             .conn
-            .execute(
+            .prepare_cached(
                 "UPDATE trials SET state = ?3, vals = ?4, software_metrics = ?5, hardware_metrics = ?6, scaled_metrics = ?7, violation = ?8, error = ?9, complete_ms = ?10
-                 WHERE study_id = ?1 AND number = ?2",
-                params![
+                 WHERE study_id = ?1 AND number = ?2 AND state = 'RUNNING'",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
                     id,
                     number as i64,
                     o.state.as_str(),
-                    o.values.as_ref().map(|v| floats_to_json(v).to_string()),
+                    o.values.as_ref().map(|v| super::floats_to_json(v).to_string()),
                     metrics_to_json(&o.software_metrics).to_string(),
                     metrics_to_json(&o.hardware_metrics).to_string(),
                     metrics_to_json(&o.scaled_metrics).to_string(),
                     o.violation,
                     o.error,
                     o.complete_ms
-                ],
-            )
+                ])
+            })
             .map_err(|e| err(&self.path, e))?;
-        if n != 1 {
-            return Err(SearchError::Study { study: study.into(), reason: format!("no trial {number} to finish") });
+        if n == 1 {
+            return Ok(());
         }
-        Ok(())
+        let state: Option<String> = self
+            .conn
+            .query_row("SELECT state FROM trials WHERE study_id = ?1 AND number = ?2", params![id, number as i64], |r| r.get(0))
+            .optional()
+            .map_err(|e| err(&self.path, e))?;
+        Err(match state {
+            Some(state) => SearchError::NotRunning { study: study.into(), trial: number, state },
+            None => SearchError::Study { study: study.into(), reason: format!("no trial {number} to finish") },
+        })
+    }
+
+    fn heartbeat(&mut self, study: &str, numbers: &[u64]) -> Result<()> {
+        let SqliteStorage { path, conn, .. } = self;
+        let id = Self::study_id(conn, path, study)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| err(path, e))?;
+        let now = now_ms();
+        for &n in numbers {
+            tx.prepare_cached("UPDATE trials SET heartbeat_ms = ?3 WHERE study_id = ?1 AND number = ?2 AND state = 'RUNNING'")
+                .and_then(|mut st| st.execute(params![id, n as i64, now]))
+                .map_err(|e| err(path, e))?;
+        }
+        tx.commit().map_err(|e| err(path, e))
     }
 
     fn fail_running(&mut self, study: &str, reason: &str) -> Result<usize> {
@@ -281,5 +316,25 @@ impl Storage for SqliteStorage {
                 params![id, reason, now_ms()],
             )
             .map_err(|e| err(&self.path, e))
+    }
+
+    fn import_study(&mut self, name: &str, spec: &Value, trials: &[TrialRecord]) -> Result<()> {
+        let SqliteStorage { path, conn, .. } = self;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| err(path, e))?;
+        let exists =
+            tx.query_row("SELECT 1 FROM studies WHERE name = ?1", [name], |_| Ok(())).optional().map_err(|e| err(path, e))?.is_some();
+        if exists {
+            return Err(study_exists(name, &path.display().to_string()));
+        }
+        tx.execute("INSERT INTO studies (name, spec, created_ms) VALUES (?1, ?2, ?3)", params![name, spec.to_string(), now_ms()])
+            .map_err(|e| err(path, e))?;
+        let id = tx.last_insert_rowid();
+        // Imported running trials get a fresh heartbeat: they go stale `stale_after` from now
+        // unless their worker is still alive and heart-beating.
+        let now = now_ms();
+        for t in trials {
+            Self::insert(&tx, path, id, &RawTrial::encode(t), now)?;
+        }
+        tx.commit().map_err(|e| err(path, e))
     }
 }

@@ -22,9 +22,11 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// The jsc fixture (MASE's HDF5 format) loaded from a temporary data dir.
+/// The jsc fixture (MASE's HDF5 format) loaded from a temporary data dir. Each call gets its own
+/// folder: tests run on parallel threads, and a shared one would be emptied under another's read.
 pub fn jsc_splits() -> Splits {
-    let d = scratch("jsc-data");
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let d = scratch(&format!("jsc-data-{}", CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     std::fs::create_dir_all(d.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
     mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d) }).expect("jsc fixture")
@@ -128,4 +130,67 @@ impl SearchSpace for PointGrid {
         graph.meta.common.insert("point".into(), config["x"].clone());
         Ok(Candidate { graph, params: Arc::new(Default::default()) })
     }
+}
+
+/// The PostgreSQL server of the storage tests (`MASE_TEST_POSTGRES_URL`, set by
+/// `scripts/with-postgres.sh`). Without it the PostgreSQL half of a test is skipped with a line
+/// on stderr (written past the test harness's capture, so it shows), except under `CI=true`,
+/// where a missing server is a failure.
+pub fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var("MASE_TEST_POSTGRES_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but MASE_TEST_POSTGRES_URL is unset: run the tests through scripts/with-postgres.sh"
+            );
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP {test} on PostgreSQL: MASE_TEST_POSTGRES_URL is unset (scripts/with-postgres.sh sets it); ran on SQLite only"
+            );
+            None
+        }
+    }
+}
+
+/// A study store a storage test runs against.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Backend {
+    /// SQLite (a fresh file) always, and PostgreSQL when the test server is there.
+    pub fn all(test: &str) -> Vec<Backend> {
+        let mut v = vec![Backend::Sqlite(scratch(test).join("study.db"))];
+        v.extend(postgres_url(test).map(Backend::Postgres));
+        v
+    }
+
+    /// A new connection (each worker of a test opens its own).
+    pub fn open(&self) -> Box<dyn mase_search::Storage> {
+        mase_search::open_storage(&self.url(), &Default::default()).unwrap_or_else(|e| panic!("{self:?}: {e}"))
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            Backend::Sqlite(p) => p.display().to_string(),
+            Backend::Postgres(u) => u.clone(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// A study name no other test (or earlier run against the same server) uses.
+pub fn unique_study(test: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{test}-{}-{nanos}", std::process::id())
 }

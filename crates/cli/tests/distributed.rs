@@ -1,0 +1,299 @@
+//! Distributed search: `ch search` worker processes sharing one study (PostgreSQL, and SQLite
+//! with file locking), a worker killed with SIGKILL mid-trial, `ch study` on the shared store,
+//! and the one-line errors of bad stores. The PostgreSQL half of each test needs the test server
+//! of `scripts/with-postgres.sh` (`MASE_TEST_POSTGRES_URL`); without it that half is skipped with
+//! a line on stderr, and under `CI=true` it fails.
+
+mod common;
+use common::*;
+use mase_search::{TrialRecord, TrialState};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// The test server's URL, or `None` after a visible skip line (a failure under `CI=true`).
+fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var("MASE_TEST_POSTGRES_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but MASE_TEST_POSTGRES_URL is unset: run the tests through scripts/with-postgres.sh"
+            );
+            use std::io::Write;
+            // Written past the harness's capture, so the skip shows in `cargo test` output.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP {test} on PostgreSQL: MASE_TEST_POSTGRES_URL is unset (scripts/with-postgres.sh sets it); ran on SQLite only"
+            );
+            None
+        }
+    }
+}
+
+/// The stores a test runs against: a SQLite file (`sqlite:///` URL), and PostgreSQL if there.
+fn stores(test: &str, root: &Path) -> Vec<String> {
+    let mut v = vec![format!("sqlite:///{}", root.join("shared/study.db").display())];
+    v.extend(postgres_url(test));
+    v
+}
+
+fn study_name(test: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{test}-{}-{nanos}", std::process::id())
+}
+
+/// A brute-force search of 2 x 6 x 4 = 48 points (the formats of tfc's first Linear) whose trials
+/// each do a fixed amount of work (accuracy over 4000 MNIST images plus 10 timed batches, about
+/// 0.1 to 0.3 s here), so that a worker seen running a trial can be killed in its middle.
+fn config(root: &Path, url: &str, study: &str, weight_widths: &str) -> PathBuf {
+    let p = root.join(format!("{study}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+model = "tfc"
+dataset = "mnist"
+project = "workers"
+seed = 3
+batch_size = 500
+[search.search_space]
+name = "graph/quantize/mixed_precision_ptq"
+[search.search_space.setup]
+by = "name"
+[search.search_space.seed.default.config]
+name = ["NA"]
+[search.search_space.seed.seq_blocks_1.config]
+name = ["integer"]
+data_in_width = [4, 8]
+data_in_frac_width = ["NA"]
+weight_width = {weight_widths}
+weight_frac_width = ["NA"]
+bias_width = [4, 8, 12, 16]
+bias_frac_width = ["NA"]
+[search.strategy.sw_runner.basic_evaluation]
+data_loader = "val_dataloader"
+num_samples = 4000
+[search.strategy.hw_runner.latency]
+batch_size = 500
+repeats = 10
+[search.strategy.setup]
+n_trials = 100
+sampler = "brute"
+sum_scaled_metrics = true
+direction = "maximize"
+[search.strategy.metrics]
+accuracy = {{ scale = 1.0 }}
+[search.storage]
+url = "{url}"
+study = "{study}"
+stale_after = 3
+heartbeat_interval = 0.5
+"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// Starts a `ch search` worker in its own folder (its reports go there), output to files.
+fn spawn_worker(cfg: &Path, dir: &Path) -> Child {
+    std::fs::create_dir_all(dir).unwrap();
+    let data = repo_root().join("data");
+    Command::new(env!("CARGO_BIN_EXE_ch"))
+        .args(["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--threads", "1", "--json"])
+        .current_dir(dir)
+        .env_remove("MASE_DATA_DIR")
+        .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .expect("start ch")
+}
+
+/// The study's trials as the store has them now (none before the study exists).
+fn trials(url: &str, study: &str) -> Vec<TrialRecord> {
+    match mase_search::open_storage(url, &Default::default()) {
+        Ok(mut st) => st.trials(study).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Waits (bounded) for a child to exit and returns whether it succeeded.
+fn wait(child: &mut Child, deadline: Instant) -> bool {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.success();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a worker did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Four workers on one study of 48 points; worker 0 is killed with SIGKILL as soon as the store
+/// shows it running a trial. The other three finish the study: exactly 48 distinct complete
+/// points, the killed trial failed as stale and its point completed by a retry.
+fn four_workers_with_one_killed(url: &str, root: &Path) {
+    let study = study_name("four");
+    let cfg = config(root, url, &study, "[2, 3, 4, 5, 6, 8]");
+    let mut workers: Vec<Child> = (0..4).map(|i| spawn_worker(&cfg, &root.join(format!("worker{i}")))).collect();
+    let victim = format!(":{}", workers[0].id());
+    let of_victim = |t: &TrialRecord| t.worker.as_deref().is_some_and(|w| w.ends_with(&victim));
+    // Poll the store (bounded) until worker 0 runs a trial, then kill it at once.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !trials(url, &study).iter().any(|t| t.state == TrialState::Running && of_victim(t)) {
+        assert!(Instant::now() < deadline, "{url}: worker 0 never ran a trial");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    workers[0].kill().unwrap(); // SIGKILL
+    workers[0].wait().unwrap();
+    let killed: Vec<TrialRecord> = trials(url, &study).into_iter().filter(|t| t.state == TrialState::Running && of_victim(t)).collect();
+    assert_eq!(killed.len(), 1, "{url}: worker 0 died in the middle of one trial");
+    let deadline = Instant::now() + Duration::from_secs(240);
+    for (i, w) in workers.iter_mut().enumerate().skip(1) {
+        let ok = wait(w, deadline);
+        let err = std::fs::read_to_string(root.join(format!("worker{i}/stderr"))).unwrap_or_default();
+        assert!(ok, "{url}: worker {i} failed: {err}");
+    }
+    let all = trials(url, &study);
+    let complete: Vec<&TrialRecord> = all.iter().filter(|t| t.state == TrialState::Complete).collect();
+    assert_eq!(complete.len(), 48, "{url}: every point completed");
+    let points: HashSet<Vec<u64>> = complete.iter().map(|t| t.point.iter().map(|&x| x as u64).collect()).collect();
+    assert_eq!(points.len(), 48, "{url}: no point completed twice");
+    let numbers: HashSet<u64> = all.iter().map(|t| t.number).collect();
+    assert_eq!(numbers.len(), all.len(), "unique trial numbers");
+    // Every failure is a stale trial (the killed one, and any a loaded machine starved).
+    for t in all.iter().filter(|t| t.state != TrialState::Complete) {
+        assert!(t.state == TrialState::Fail && t.error.as_deref().is_some_and(|e| e.starts_with("stale:")), "{url}: {t:?}");
+    }
+    let k = &killed[0];
+    assert_eq!(all[k.number as usize].state, TrialState::Fail, "the killed trial was declared stale");
+    let retry = complete
+        .iter()
+        .find(|t| t.system_attrs.get("retry_of").and_then(|v| v.as_u64()) == Some(k.number))
+        .unwrap_or_else(|| panic!("{url}: no completed retry of trial {}", k.number));
+    assert_eq!(retry.point, k.point, "the retry ran the killed trial's point");
+    assert!(!of_victim(retry), "another worker completed it");
+    // Each surviving worker wrote the reports of the whole study.
+    let out: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(root.join("worker1/stdout")).unwrap().trim()).expect("worker 1 printed its JSON");
+    assert_eq!(out["studies"][0]["complete"], 48);
+    let csv = std::fs::read_to_string(root.join("worker1/mase_output/workers/software/search_ckpts/trials.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + all.len());
+}
+
+#[test]
+fn four_worker_processes_finish_48_points_after_one_is_killed() {
+    let root = scratch("four-workers");
+    for url in stores("four-workers", &root) {
+        four_workers_with_one_killed(&url, &root);
+    }
+}
+
+/// A quick brute-force study of 12 points (data_in_width x weight_width x one bias width).
+fn small_search(root: &Path, url: &str, study: &str) {
+    let text = std::fs::read_to_string(config(root, url, study, "[2, 8]")).unwrap();
+    let text = text
+        .replace("[4, 8, 12, 16]", "[8, 12, 16]")
+        .replace("num_samples = 4000", "num_samples = 200")
+        .replace("repeats = 10", "repeats = 1");
+    let cfg = root.join(format!("{study}-small.toml"));
+    std::fs::write(&cfg, text).unwrap();
+    let data = repo_root().join("data");
+    let r = ch_json(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--threads", "1"], root);
+    assert_eq!(r["studies"][0]["complete"], 12, "{url}");
+}
+
+#[test]
+fn study_commands_list_show_export_and_copy_between_stores() {
+    let root = scratch("study-commands");
+    let sqlite = format!("sqlite:///{}", root.join("shared/study.db").display());
+    let study = study_name("ops");
+    small_search(&root, &sqlite, &study);
+    let want = trials(&sqlite, &study);
+
+    let r = ch_json(&["study", "list", "--storage", &sqlite], &root);
+    let s = &r["studies"][0];
+    assert_eq!((s["study"].as_str(), s["complete"].as_u64(), s["sampler"].as_str()), (Some(study.as_str()), Some(12), Some("brute")));
+    assert_eq!(s["workers"].as_array().map(|w| w.len()), Some(1));
+
+    let r = ch_json(&["study", "show", "--storage", &sqlite, "--study", &study], &root);
+    let best = &r["studies"][0]["best"]["0"];
+    let top = want.iter().filter_map(|t| t.values.as_ref().map(|v| v[0])).fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(best["value"][0].as_f64(), Some(top), "the best accuracy");
+
+    let out = root.join("export");
+    ch_json(&["study", "export", "--storage", &sqlite, "--study", &study, "-o", out.to_str().unwrap()], &root);
+    for f in ["trials.csv", "log.json", "best.json", "study.json", "best_so_far.png", "best_so_far.svg"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("trials.csv")).unwrap().lines().count(), 13);
+    let dump: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
+    let dumped: Vec<TrialRecord> = serde_json::from_value(dump["trials"].clone()).unwrap();
+    assert_eq!(dumped, want, "study.json holds the trials exactly");
+    let csv_only = root.join("csv-only");
+    ch_json(&["study", "export", "--storage", &sqlite, "--study", &study, "--format", "csv", "-o", csv_only.to_str().unwrap()], &root);
+    assert!(csv_only.join("trials.csv").exists() && !csv_only.join("log.json").exists());
+
+    // Copy to PostgreSQL (or another SQLite file) and back: the trials are unchanged.
+    let plain = root.join("copy.db").display().to_string();
+    let target = postgres_url("study-copy").unwrap_or(plain);
+    let r = ch_json(&["study", "copy", "--from", &sqlite, "--to", &target, "--study", &study], &root);
+    assert_eq!(r["studies"][0]["trials"], 12);
+    assert_eq!(trials(&target, &study), want);
+    let back = format!("sqlite:///{}", root.join("back.db").display());
+    ch_json(&["study", "copy", "--from", &target, "--to", &back, "--study", &study], &root);
+    assert_eq!(trials(&back, &study), want);
+    let line = ch_error(&["study", "copy", "--from", &sqlite, "--to", &target, "--study", &study], &root);
+    assert!(line.contains("already exists"), "{line}");
+    let missing = root.join("missing.db").display().to_string();
+    let line = ch_error(&["study", "list", "--storage", &missing], &root);
+    assert!(line.contains("no such file"), "{line}");
+    assert!(!Path::new(&missing).exists(), "reading a store never creates one");
+    let line = ch_error(&["study", "show", "--storage", &sqlite, "--study", "nope"], &root);
+    assert!(line.contains("study `nope` not found") && line.contains(&study), "{line}");
+}
+
+#[test]
+fn bad_stores_and_mismatched_studies_fail_with_one_line() {
+    let root = scratch("bad-stores");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cases: Vec<(String, Vec<&str>)> = vec![
+        ("mysql://me@localhost/mase".into(), vec!["unsupported storage scheme `mysql`"]),
+        ("postgresql://me@127.0.0.1:notaport/mase".into(), vec!["not a PostgreSQL URL"]),
+        (format!("postgresql://me:secret@127.0.0.1:{closed}/mase"), vec!["cannot connect", "refused"]),
+    ];
+    let pg = postgres_url("bad-password");
+    if let Some(url) = &pg {
+        let (head, host) = url.rsplit_once('@').unwrap();
+        let user = head.rsplit_once(':').map_or(head, |(u, _)| u);
+        cases.push((format!("{user}:wrong-password@{host}"), vec!["password authentication failed"]));
+    }
+    let data = repo_root().join("data");
+    for (url, words) in &cases {
+        let cfg = config(&root, "unused", &study_name("bad"), "[2, 8]");
+        for args in [
+            vec!["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--storage", url],
+            vec!["study", "list", "--storage", url],
+        ] {
+            let line = ch_error(&args, &root);
+            for w in words {
+                assert!(line.contains(w), "{args:?}: `{line}` should mention `{w}`");
+            }
+            assert!(!line.contains("secret") && !line.contains("wrong-password"), "no password in messages: {line}");
+        }
+    }
+    // A study that exists with another space: the second search names it and stops.
+    for url in stores("mismatch", &root) {
+        let study = study_name("mismatch");
+        small_search(&root, &url, &study);
+        let cfg = config(&root, &url, &study, "[2, 4, 8]");
+        let line = ch_error(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap()], &root);
+        assert!(line.contains(&format!("study `{study}`")) && line.contains("another space") && line.contains("--study"), "{line}");
+        assert_eq!(trials(&url, &study).len(), 12, "the stored study is untouched");
+    }
+}

@@ -1,0 +1,204 @@
+//! `graph/architecture/channel_multiplier`: MASE lab 4's search over layer widths. Each seeded
+//! linear or convolution layer chooses a mode (`output_only`, `both`, `input_only`) and a channel
+//! multiplier; a candidate is the base model widened by the `channel_multiplier` transform of
+//! `mase-passes` (every consumer, batch norm and view follows; new tensors are drawn as PyTorch
+//! initialises a new module), so a training runner should train it before it is evaluated.
+//!
+//! ```toml
+//! [search.search_space]
+//! name = "graph/architecture/channel_multiplier"
+//! [search.search_space.setup]
+//! by = "name"
+//! keep_weights = false        # true: the base weights keep their place in the wider tensors
+//! # input_shape = [3, 32, 32] # one sample; by default the data set's
+//! [search.search_space.seed.seq_blocks_2.config]
+//! name = ["output_only"]
+//! channel_multiplier = [1, 2, 4, 6, 8, 10]
+//! [search.search_space.seed.seq_blocks_6.config]
+//! name = ["input_only"]       # its input follows seq_blocks_2's width: nothing to choose
+//! ```
+//!
+//! The config stored with a trial is the transform's own (`{"by": "name", "seq_blocks_2":
+//! {"config": {"name": "output_only", "channel_multiplier": 4}}, ...}`), so `ch transform` can
+//! rebuild the best candidate. Every seed names a widenable node, and the space checks, before
+//! any trial, that the first and the last choice of every list give a consistent model (an
+//! `input_only` with no widened producer is refused then, not at trial 7).
+
+use crate::flatten::{flatten, unflatten};
+use crate::space::{BaseModel, Candidate, SearchSpace, SpaceInputs};
+use crate::{ParamDef, ParamKind, Result, SearchError};
+use mase_ir::{ArgMeta, Graph, TensorMeta};
+use mase_passes::architecture::{widen_graph, widened_ops, ChannelArgs, WIDENABLE_OPS};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+const NAME: &str = "graph/architecture/channel_multiplier";
+
+/// Records one sample's shape on the graph's input, as `add_common_metadata` does, so that
+/// shape-changing spaces know it (`ch search` calls this with the data set's sample shape).
+pub fn record_input_shape(graph: &mut Graph, sample_shape: &[usize]) {
+    let mut shape = vec![1];
+    shape.extend(sample_shape);
+    if let Some(&input) = graph.inputs().first() {
+        graph.node_mut(input).meta.common.results.insert("data_out_0".into(), ArgMeta::Tensor(TensorMeta::float32(shape)));
+    }
+}
+
+/// The channel-multiplier space over one base model.
+pub struct ChannelMultiplier {
+    base: Arc<BaseModel>,
+    params: Vec<ParamDef>,
+    /// The choice values of each parameter, in parameter order.
+    choices: Vec<Vec<Value>>,
+    keep_weights: bool,
+    sample_shape: Vec<usize>,
+    seed: u64,
+}
+
+fn err(reason: impl Into<String>) -> SearchError {
+    SearchError::Space { space: NAME.into(), reason: reason.into() }
+}
+
+/// The shape of one input sample: `setup.input_shape`, else the one recorded on the graph's
+/// input, else what its first layer implies (a jsc model's BatchNorm1d or Linear).
+fn sample_shape(setup: &Map<String, Value>, base: &BaseModel, at: &str) -> Result<Vec<usize>> {
+    if let Some(v) = setup.get("input_shape") {
+        let dims: Option<Vec<usize>> = v.as_array().and_then(|a| a.iter().map(|d| d.as_u64().map(|d| d as usize)).collect());
+        return dims
+            .filter(|d| !d.is_empty() && d.iter().all(|&x| x > 0))
+            .ok_or_else(|| SearchError::config(format!("{at}.setup.input_shape"), format!("must be a list of positive sizes, got {v}")));
+    }
+    let ctx = mase_passes::PassContext::new(mase_ir::ParamStore::new());
+    ctx.sample_shape(&base.graph).ok_or_else(|| {
+        SearchError::config(format!("{at}.setup.input_shape"), "the input shape of one sample is unknown: give it, e.g. [3, 32, 32]")
+    })
+}
+
+/// Builds the space from `[search.search_space]` (`setup.by = "name"`, `setup.keep_weights`,
+/// `setup.input_shape`, `setup.seed`, `seed.<node>.config.{name, channel_multiplier} = [..]`).
+pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
+    Ok(Box::new(ChannelMultiplier::new(inputs.config, inputs.base.clone(), "search.search_space")?))
+}
+
+impl ChannelMultiplier {
+    /// The space of the table `cfg`, found at `at` in the config (for error messages).
+    pub(crate) fn new(cfg: &Value, base: Arc<BaseModel>, at: &str) -> Result<ChannelMultiplier> {
+        let cfg = cfg.as_object().ok_or_else(|| SearchError::config(at, "must be a table"))?;
+        for key in cfg.keys() {
+            if !["name", "setup", "seed"].contains(&key.as_str()) {
+                return Err(SearchError::config(format!("{at}.{key}"), "unknown key (expected name, setup, seed)"));
+            }
+        }
+        let empty = Map::new();
+        let setup = match cfg.get("setup") {
+            None => &empty,
+            Some(Value::Object(m)) => m,
+            Some(other) => return Err(SearchError::config(format!("{at}.setup"), format!("must be a table, got {other}"))),
+        };
+        for key in setup.keys() {
+            if !["by", "keep_weights", "input_shape", "seed"].contains(&key.as_str()) {
+                return Err(SearchError::config(format!("{at}.setup.{key}"), "unknown key (expected by, keep_weights, input_shape, seed)"));
+            }
+        }
+        match setup.get("by").and_then(Value::as_str) {
+            None | Some("name") => {}
+            Some(other) => {
+                return Err(SearchError::config(format!("{at}.setup.by"), format!("`{other}`: channel multipliers are seeded by node name")))
+            }
+        }
+        let keep_weights = match setup.get("keep_weights") {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| SearchError::config(format!("{at}.setup.keep_weights"), format!("must be true or false, got {v}")))?,
+        };
+        let seed = match setup.get("seed") {
+            None => 0,
+            Some(v) => v.as_u64().ok_or_else(|| SearchError::config(format!("{at}.setup.seed"), format!("must be a non-negative integer, got {v}")))?,
+        };
+        let sample_shape = sample_shape(setup, &base, at)?;
+        let seed_table = cfg.get("seed").and_then(Value::as_object).ok_or_else(|| {
+            SearchError::config(format!("{at}.seed"), "missing: give `[...seed.<node>.config]` tables with `name` and `channel_multiplier` lists")
+        })?;
+        let mut params = Vec::new();
+        let mut choices = Vec::new();
+        for (node, entry) in seed_table {
+            let where_node = format!("{at}.seed.{node}");
+            let id = base.graph.find(node).ok_or_else(|| SearchError::config(&where_node, format!("the model has no node `{node}`")))?;
+            let op = base.graph.node(id).op.mase_op();
+            if !WIDENABLE_OPS.contains(&op) {
+                return Err(SearchError::config(&where_node, format!("a `{op}` node cannot be widened (widenable: {})", WIDENABLE_OPS.join(", "))));
+            }
+            let entry = entry.as_object().ok_or_else(|| SearchError::config(&where_node, "must be a table such as `[...seed.<node>.config]`"))?;
+            for (path, leaf) in flatten(entry) {
+                let where_ = format!("{where_node}.{}", path.replace('/', "."));
+                if !["config/name", "config/channel_multiplier"].contains(&path.as_str()) {
+                    return Err(SearchError::config(where_, "unknown key (expected config.name, config.channel_multiplier)"));
+                }
+                let list = match &leaf {
+                    Value::Array(a) if a.is_empty() => return Err(SearchError::config(where_, "empty choice list: give at least one choice")),
+                    Value::Array(a) => a,
+                    _ => return Err(SearchError::config(where_, format!("must be a list of choices, got {leaf}"))),
+                };
+                params.push(ParamDef { name: format!("{node}/{path}"), kind: ParamKind::Index { choices: list.len() } });
+                choices.push(list.clone());
+            }
+        }
+        if params.is_empty() {
+            return Err(err("no layer is seeded: give `[...seed.<node>.config]` with `name` and `channel_multiplier` lists"));
+        }
+        let space = ChannelMultiplier { base, params, choices, keep_weights, sample_shape, seed };
+        // The first and the last choice of every list: configs that cannot be made consistent
+        // are reported now, with the transform's message naming the nodes.
+        for pick_last in [false, true] {
+            let point: Vec<f64> = space.choices.iter().map(|c| if pick_last { (c.len() - 1) as f64 } else { 0.0 }).collect();
+            let args = space.args(&space.to_config(&point)?)?;
+            widened_ops(&space.base.graph, &space.base.params, &args, &space.sample_shape).map_err(|e| err(e.to_string()))?;
+        }
+        Ok(space)
+    }
+
+    /// The transform's arguments for a trial config.
+    fn args(&self, config: &Value) -> Result<ChannelArgs> {
+        mase_passes::parse_args("channel_multiplier", config).map_err(|e| err(e.to_string()))
+    }
+
+    /// The choice lists, in parameter order.
+    pub fn choices(&self) -> &[Vec<Value>] {
+        &self.choices
+    }
+}
+
+impl SearchSpace for ChannelMultiplier {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn params(&self) -> &[ParamDef] {
+        &self.params
+    }
+
+    fn to_config(&self, point: &[f64]) -> Result<Value> {
+        if point.len() != self.params.len() {
+            return Err(err(format!("a point has {} values, the space {} parameters", point.len(), self.params.len())));
+        }
+        let mut flat = Vec::with_capacity(point.len());
+        for ((p, c), &x) in self.params.iter().zip(&self.choices).zip(point) {
+            let v = c.get(x as usize).ok_or_else(|| err(format!("index {x} out of range for `{}` ({} choices)", p.name, c.len())))?;
+            flat.push((p.name.as_str(), v.clone()));
+        }
+        let mut cfg = Map::new();
+        cfg.insert("by".into(), json!("name"));
+        cfg.extend(unflatten(flat));
+        Ok(Value::Object(cfg))
+    }
+
+    fn build(&self, config: &Value) -> Result<Candidate> {
+        let mut args = self.args(config)?;
+        args.keep_weights = self.keep_weights;
+        let w = widen_graph(&self.base.graph, &self.base.params, &args, &self.sample_shape, self.seed).map_err(|e| err(e.to_string()))?;
+        Ok(Candidate { graph: w.graph, params: Arc::new(w.params) })
+    }
+
+    fn signature(&self) -> Value {
+        json!({"name": NAME, "params": self.params, "choices": self.choices, "keep_weights": self.keep_weights})
+    }
+}
