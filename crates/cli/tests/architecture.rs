@@ -29,7 +29,8 @@ fn vgg7_trains_on_the_cifar_fixture() {
     let ck = last(&dir, "v");
     assert_eq!(ck.meta["dataset_info"]["name"], "cifar10");
     assert_eq!(ck.meta["settings"]["augment"], true);
-    let t = ch_json(&["test", "vgg7", "cifar10", "--data-dir", data.to_str().unwrap(), "--load", r["last_checkpoint"].as_str().unwrap()], &dir);
+    let t =
+        ch_json(&["test", "vgg7", "cifar10", "--data-dir", data.to_str().unwrap(), "--load", r["last_checkpoint"].as_str().unwrap()], &dir);
     assert_eq!(t["samples"], 40, "the fixture's test_batch.bin has 40 records");
 }
 
@@ -168,6 +169,7 @@ fn lab4_channel_search_with_tpe_writes_the_best_multipliers() {
     let log: Value = serde_json::from_str(&std::fs::read_to_string(out.join("log.json")).unwrap()).unwrap();
     let trials = log.as_object().unwrap();
     assert_eq!(trials.len(), 20);
-    let seen: std::collections::BTreeSet<String> = trials.values().map(|t| t["user_attrs_sampled_config"]["seq_blocks_2"].to_string()).collect();
+    let seen: std::collections::BTreeSet<String> =
+        trials.values().map(|t| t["user_attrs_sampled_config"]["seq_blocks_2"].to_string()).collect();
     assert!(seen.len() > 1, "{seen:?}");
 }

@@ -165,7 +165,9 @@ fn new_tensors_are_drawn_as_pytorch_and_keep_weights_keeps_the_old_block() {
     assert_ne!(fresh.get("seq_blocks.4.weight"), widen(false, 1).get("seq_blocks.4.weight"));
     // Fresh tensors: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the new fan-in (32 for seq_blocks.4,
     // 64 for seq_blocks.6), spread over most of the interval.
-    for (name, fan_in) in [("seq_blocks.2.weight", 16.0f32), ("seq_blocks.4.weight", 32.0), ("seq_blocks.4.bias", 32.0), ("seq_blocks.6.weight", 64.0)] {
+    for (name, fan_in) in
+        [("seq_blocks.2.weight", 16.0f32), ("seq_blocks.4.weight", 32.0), ("seq_blocks.4.bias", 32.0), ("seq_blocks.6.weight", 64.0)]
+    {
         let t = fresh.get(name).unwrap();
         let bound = 1.0 / fan_in.sqrt();
         let max = t.data.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -326,18 +328,34 @@ fn inconsistent_configs_are_refused_with_the_node_names() {
     };
     // (model, arguments, words the one-line error must contain)
     let cases: Vec<(&str, Value, Vec<&str>)> = vec![
-        ("jsc", by_name(vec![lin("seq_blocks_2", "input_only", None)]), vec!["`seq_blocks_2`", "input_only", "`seq_blocks_1` is not widened"]),
+        (
+            "jsc",
+            by_name(vec![lin("seq_blocks_2", "input_only", None)]),
+            vec!["`seq_blocks_2`", "input_only", "`seq_blocks_1` is not widened"],
+        ),
         ("jsc", by_name(vec![lin("seq_blocks_4", "both", Some(2))]), vec!["`seq_blocks_4`", "`both`", "no widened layer feeds it"]),
         (
             "jsc",
             by_name(vec![lin("seq_blocks_2", "output_only", Some(2)), lin("seq_blocks_4", "input_only", Some(4))]),
             vec!["`seq_blocks_4`", "channel_multiplier 4", "`seq_blocks_2` gives it 32"],
         ),
-        ("jsc", by_name(vec![lin("seq_blocks_6", "output_only", Some(2))]), vec!["`output`", "[2, 5] to [2, 10]", "widened by `seq_blocks_6`"]),
-        ("jsc", json!({"by": "type", "linear": {"config": {"name": "output_only", "channel_multiplier": 2}}}), vec!["`output`", "widened by `seq_blocks_6`"]),
+        (
+            "jsc",
+            by_name(vec![lin("seq_blocks_6", "output_only", Some(2))]),
+            vec!["`output`", "[2, 5] to [2, 10]", "widened by `seq_blocks_6`"],
+        ),
+        (
+            "jsc",
+            json!({"by": "type", "linear": {"config": {"name": "output_only", "channel_multiplier": 2}}}),
+            vec!["`output`", "widened by `seq_blocks_6`"],
+        ),
         ("jsc", by_name(vec![lin("seq_blocks_1", "output_only", Some(2))]), vec!["`seq_blocks_1`", "`relu` node cannot be widened"]),
         ("jsc", by_name(vec![lin("seq_blocks_9", "output_only", Some(2))]), vec!["no node named `seq_blocks_9`"]),
-        ("jsc", json!({"by": "type", "relu": {"config": {"name": "output_only", "channel_multiplier": 2}}}), vec!["`relu` layers cannot be widened"]),
+        (
+            "jsc",
+            json!({"by": "type", "relu": {"config": {"name": "output_only", "channel_multiplier": 2}}}),
+            vec!["`relu` layers cannot be widened"],
+        ),
         ("jsc", by_name(vec![lin("seq_blocks_2", "widen", Some(2))]), vec!["seq_blocks_2.config.name", "\"widen\""]),
         ("jsc", by_name(vec![lin("seq_blocks_2", "output_only", Some(0))]), vec!["channel_multiplier = 0", "positive integer"]),
         ("jsc", by_name(vec![lin("seq_blocks_2", "output_only", None)]), vec!["`output_only` needs a `channel_multiplier`"]),

@@ -288,8 +288,16 @@ mod tests {
         // is at most 64 (the library's small-matrix path for pieces of such a side).
         let pools: Vec<rayon::ThreadPool> =
             [2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().expect("pool")).collect();
-        let shapes =
-            [(130, 97, 111), (67, 1500, 40), (512, 300, 9), (40, 1500, 300), (300, 1500, 100), (128, 1152, 200), (96, 700, 96), (1000, 2, 1000)];
+        let shapes = [
+            (130, 97, 111),
+            (67, 1500, 40),
+            (512, 300, 9),
+            (40, 1500, 300),
+            (300, 1500, 100),
+            (128, 1152, 200),
+            (96, 700, 96),
+            (1000, 2, 1000),
+        ];
         for (m, k, n) in shapes {
             let mut r = mase_ir::Rng::new(3);
             let a: Vec<f32> = (0..m * k).map(|_| r.uniform() - 0.5).collect();

@@ -89,12 +89,18 @@ fn lab4_space_lists_its_choices_and_builds_widened_candidates() {
 fn bad_channel_spaces_fail_before_any_trial() {
     let seeded = |seed: Value| json!({"name": "graph/architecture/channel_multiplier", "setup": {"by": "name"}, "seed": seed});
     let cases: Vec<(Value, &str)> = vec![
-        (seeded(json!({"seq_blocks_1": {"config": {"name": ["output_only"], "channel_multiplier": [2]}}})), "`relu` node cannot be widened"),
+        (
+            seeded(json!({"seq_blocks_1": {"config": {"name": ["output_only"], "channel_multiplier": [2]}}})),
+            "`relu` node cannot be widened",
+        ),
         (seeded(json!({"seq_blocks_9": {"config": {"name": ["output_only"], "channel_multiplier": [2]}}})), "no node `seq_blocks_9`"),
         (seeded(json!({"seq_blocks_2": {"config": {"name": ["output_only"], "channel_multiplier": []}}})), "empty choice list"),
         (seeded(json!({"seq_blocks_2": {"config": {"name": ["output_only"], "width": [2]}}})), "seq_blocks_2.config.width"),
         (seeded(json!({"seq_blocks_4": {"config": {"name": ["input_only"]}}})), "`seq_blocks_4`: `input_only` takes a widened input"),
-        (seeded(json!({"seq_blocks_6": {"config": {"name": ["output_only"], "channel_multiplier": [1, 2]}}})), "the model output would change"),
+        (
+            seeded(json!({"seq_blocks_6": {"config": {"name": ["output_only"], "channel_multiplier": [1, 2]}}})),
+            "the model output would change",
+        ),
         (json!({"name": "graph/architecture/channel_multiplier", "setup": {"by": "type"}, "seed": {}}), "seeded by node name"),
         (json!({"name": "graph/architecture/channel_multiplier", "setup": {"by": "name"}}), "search.search_space.seed"),
     ];
@@ -110,13 +116,16 @@ fn widths_and_formats_are_searched_together() {
     let search = config_search("jsc_three_linear_channel_quantize_search.toml");
     let space = space_of(&search["search_space"]).unwrap();
     let names: Vec<&str> = space.params().iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(&names[..5], [
-        "architecture/seq_blocks_2/config/name",
-        "architecture/seq_blocks_2/config/channel_multiplier",
-        "architecture/seq_blocks_4/config/name",
-        "architecture/seq_blocks_4/config/channel_multiplier",
-        "architecture/seq_blocks_6/config/name",
-    ]);
+    assert_eq!(
+        &names[..5],
+        [
+            "architecture/seq_blocks_2/config/name",
+            "architecture/seq_blocks_2/config/channel_multiplier",
+            "architecture/seq_blocks_4/config/name",
+            "architecture/seq_blocks_4/config/channel_multiplier",
+            "architecture/seq_blocks_6/config/name",
+        ]
+    );
     assert!(names.contains(&"quantize/seq_blocks_4/config/weight_width"), "{names:?}");
     // Multipliers 8 and 2; every quantize choice at its first value except weight widths 2 bits.
     let mut point = vec![0.0; names.len()];
@@ -139,4 +148,27 @@ fn widths_and_formats_are_searched_together() {
     let (_, macs, bitops) = costs(&mut cand);
     assert_eq!(macs, (16 * a + a * b + b * 5) as f64);
     assert_eq!(bitops, macs * 4.0 * 2.0);
+}
+
+#[test]
+fn vgg7_example_space_builds_on_the_recorded_input_shape() {
+    let ctx = mase_zoo::ModelContext::new(vec![3, 32, 32], 10);
+    let mut graph = mase_zoo::build_model("vgg7", &ctx).unwrap();
+    let params = mase_runtime::init_params(&graph, &mut mase_ir::Rng::new(0));
+    let search = config_search("vgg7_channel_search.toml");
+    let base = |graph: Graph| Arc::new(mase_search::BaseModel { graph, params: Arc::new(params.clone()) });
+    // Without a recorded input shape a conv-first model cannot be followed: the error says what to give.
+    let e = build_space(&SpaceInputs { config: &search["search_space"], base: base(graph.clone()), quantizer: Arc::new(PassesQuantizer) })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("setup.input_shape"), "{e}");
+    // `ch search` records the data set's sample shape on the input, as here.
+    mase_search::space::record_input_shape(&mut graph, &[3, 32, 32]);
+    let space =
+        build_space(&SpaceInputs { config: &search["search_space"], base: base(graph), quantizer: Arc::new(PassesQuantizer) }).unwrap();
+    // Six convolutions with a name and a multiplier each, and the classifier's name.
+    assert_eq!(space.params().len(), 13);
+    let cand = space.build(&space.to_config(&[0.0; 13]).unwrap()).unwrap();
+    assert_eq!(cand.params.trainable_count(), 14_029_450, "all multipliers 1: the base model");
 }

@@ -138,18 +138,18 @@ fn parse_layer(key: &str, v: &Value) -> std::result::Result<LayerConfig, String>
     let mode = match c.get("name") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s == "NA" => None,
-        Some(Value::String(s)) => Some(WidenMode::parse(s).ok_or_else(|| {
-            format!("`{key}.config.name = \"{s}\"`: expected \"output_only\", \"both\", \"input_only\" or \"NA\"")
-        })?),
+        Some(Value::String(s)) => Some(
+            WidenMode::parse(s)
+                .ok_or_else(|| format!("`{key}.config.name = \"{s}\"`: expected \"output_only\", \"both\", \"input_only\" or \"NA\""))?,
+        ),
         Some(other) => return Err(format!("`{key}.config.name = {other}`: expected a string")),
     };
     let channel_multiplier = match c.get("channel_multiplier") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s == "NA" => None,
         Some(v) => Some(
-            v.as_u64()
-                .filter(|&m| m >= 1)
-                .ok_or_else(|| format!("`{key}.config.channel_multiplier = {v}`: expected a positive integer"))? as usize,
+            v.as_u64().filter(|&m| m >= 1).ok_or_else(|| format!("`{key}.config.channel_multiplier = {v}`: expected a positive integer"))?
+                as usize,
         ),
     };
     if mode.is_some_and(WidenMode::widens_output) && channel_multiplier.is_none() {
@@ -345,7 +345,8 @@ pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
             Ok(())
         };
         let out_mult = plan.filter(|p| p.mode.widens_output()).and_then(|p| p.multiplier);
-        if (plan.is_some() || ins.iter().zip(&node.inputs).any(|(v, i)| *v != old[i.0])) && calls.get(node.target.as_str()).copied().unwrap_or(0) > 1
+        if (plan.is_some() || ins.iter().zip(&node.inputs).any(|(v, i)| *v != old[i.0]))
+            && calls.get(node.target.as_str()).copied().unwrap_or(0) > 1
         {
             return Err(node_err(name, format!("module `{}` is called by several nodes; a shared module cannot be widened", node.target)));
         }

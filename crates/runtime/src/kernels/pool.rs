@@ -284,8 +284,10 @@ mod tests {
                 .collect();
             let mut fast = Vec::new();
             g.argmax_2x2(&xp, |o, at| fast.push((o, at)));
-            let general: Vec<(usize, usize)> =
-                (0..g.oh).flat_map(|oy| (0..g.ow).map(move |ox| (oy, ox))).map(|(oy, ox)| (oy * g.ow + ox, g.argmax(&xp, oy, ox))).collect();
+            let general: Vec<(usize, usize)> = (0..g.oh)
+                .flat_map(|oy| (0..g.ow).map(move |ox| (oy, ox)))
+                .map(|(oy, ox)| (oy * g.ow + ox, g.argmax(&xp, oy, ox)))
+                .collect();
             assert_eq!(fast, general, "trial {trial}");
         }
     }

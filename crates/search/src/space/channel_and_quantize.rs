@@ -51,7 +51,8 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
             return Err(SearchError::config(format!("{at}.{key}"), "unknown key (expected name, architecture, quantize)"));
         }
     }
-    let part = |k: &str| cfg.get(k).ok_or_else(|| SearchError::config(format!("{at}.{k}"), "missing: the combined space needs both tables"));
+    let part =
+        |k: &str| cfg.get(k).ok_or_else(|| SearchError::config(format!("{at}.{k}"), "missing: the combined space needs both tables"));
     let architecture = ChannelMultiplier::new(part("architecture")?, inputs.base.clone(), &format!("{at}.architecture"))?;
     let mut q = part("quantize")?.clone();
     if let Some(m) = q.as_object_mut() {

@@ -103,20 +103,30 @@ impl ChannelMultiplier {
         match setup.get("by").and_then(Value::as_str) {
             None | Some("name") => {}
             Some(other) => {
-                return Err(SearchError::config(format!("{at}.setup.by"), format!("`{other}`: channel multipliers are seeded by node name")))
+                return Err(SearchError::config(
+                    format!("{at}.setup.by"),
+                    format!("`{other}`: channel multipliers are seeded by node name"),
+                ))
             }
         }
         let keep_weights = match setup.get("keep_weights") {
             None => false,
-            Some(v) => v.as_bool().ok_or_else(|| SearchError::config(format!("{at}.setup.keep_weights"), format!("must be true or false, got {v}")))?,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| SearchError::config(format!("{at}.setup.keep_weights"), format!("must be true or false, got {v}")))?,
         };
         let seed = match setup.get("seed") {
             None => 0,
-            Some(v) => v.as_u64().ok_or_else(|| SearchError::config(format!("{at}.setup.seed"), format!("must be a non-negative integer, got {v}")))?,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| SearchError::config(format!("{at}.setup.seed"), format!("must be a non-negative integer, got {v}")))?,
         };
         let sample_shape = sample_shape(setup, &base, at)?;
         let seed_table = cfg.get("seed").and_then(Value::as_object).ok_or_else(|| {
-            SearchError::config(format!("{at}.seed"), "missing: give `[...seed.<node>.config]` tables with `name` and `channel_multiplier` lists")
+            SearchError::config(
+                format!("{at}.seed"),
+                "missing: give `[...seed.<node>.config]` tables with `name` and `channel_multiplier` lists",
+            )
         })?;
         let mut params = Vec::new();
         let mut choices = Vec::new();
@@ -125,16 +135,22 @@ impl ChannelMultiplier {
             let id = base.graph.find(node).ok_or_else(|| SearchError::config(&where_node, format!("the model has no node `{node}`")))?;
             let op = base.graph.node(id).op.mase_op();
             if !WIDENABLE_OPS.contains(&op) {
-                return Err(SearchError::config(&where_node, format!("a `{op}` node cannot be widened (widenable: {})", WIDENABLE_OPS.join(", "))));
+                return Err(SearchError::config(
+                    &where_node,
+                    format!("a `{op}` node cannot be widened (widenable: {})", WIDENABLE_OPS.join(", ")),
+                ));
             }
-            let entry = entry.as_object().ok_or_else(|| SearchError::config(&where_node, "must be a table such as `[...seed.<node>.config]`"))?;
+            let entry =
+                entry.as_object().ok_or_else(|| SearchError::config(&where_node, "must be a table such as `[...seed.<node>.config]`"))?;
             for (path, leaf) in flatten(entry) {
                 let where_ = format!("{where_node}.{}", path.replace('/', "."));
                 if !["config/name", "config/channel_multiplier"].contains(&path.as_str()) {
                     return Err(SearchError::config(where_, "unknown key (expected config.name, config.channel_multiplier)"));
                 }
                 let list = match &leaf {
-                    Value::Array(a) if a.is_empty() => return Err(SearchError::config(where_, "empty choice list: give at least one choice")),
+                    Value::Array(a) if a.is_empty() => {
+                        return Err(SearchError::config(where_, "empty choice list: give at least one choice"))
+                    }
                     Value::Array(a) => a,
                     _ => return Err(SearchError::config(where_, format!("must be a list of choices, got {leaf}"))),
                 };
