@@ -71,35 +71,69 @@ fn err(path: &Path, e: impl std::fmt::Display) -> SearchError {
     SearchError::Storage { location: path.display().to_string(), reason: e.to_string() }
 }
 
+/// How long a connection waits for another's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why one attempt at opening failed: a lock held by another connection (worth retrying) or
+/// anything else.
+enum Opening {
+    Busy(rusqlite::Error),
+    Failed(SearchError),
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// One attempt at opening `path`: WAL mode, then the schema created or upgraded in one
+/// transaction, so that workers opening a new file at once create it exactly once.
+fn open_connection(path: &Path) -> std::result::Result<Connection, Opening> {
+    let fail = |what: &str, e: rusqlite::Error| if is_busy(&e) { Opening::Busy(e) } else { Opening::Failed(err(path, format!("{what}{e}"))) };
+    let mut conn = Connection::open(path).map_err(|e| fail("", e))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| fail("", e))?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| fail("not a study database: ", e))?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| fail("", e))?;
+    conn.pragma_update(None, "foreign_keys", "ON").map_err(|e| fail("", e))?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| fail("not a study database: ", e))?;
+    tx.execute_batch(SCHEMA).map_err(|e| fail("not a study database: ", e))?;
+    let version: Option<String> =
+        tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(|e| fail("", e))?;
+    match version.as_deref() {
+        None => {
+            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()]).map_err(|e| fail("", e))?;
+        }
+        Some("1") => tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| fail("cannot upgrade schema version 1 to 2: ", e))?,
+        Some(v) if v == SCHEMA_VERSION.to_string() => {}
+        Some(v) => return Err(Opening::Failed(err(path, format!("schema version {v}, this mase-rs reads version {SCHEMA_VERSION}")))),
+    }
+    tx.commit().map_err(|e| fail("", e))?;
+    Ok(conn)
+}
+
 impl SqliteStorage {
     /// Opens (creating it and its folder if needed) the database at `path`.
     pub fn open(path: &Path) -> Result<SqliteStorage> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| err(path, format!("cannot create its folder: {e}")))?;
         }
-        let mut conn = Connection::open(path).map_err(|e| err(path, e))?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(|e| err(path, e))?;
-        let not_db = |e: rusqlite::Error| err(path, format!("not a study database: {e}"));
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(not_db)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| err(path, e))?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(|e| err(path, e))?;
-        // One transaction, so that workers opening a new file at once create (or upgrade) the
-        // schema exactly once.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(not_db)?;
-        tx.execute_batch(SCHEMA).map_err(not_db)?;
-        let version: Option<String> =
-            tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(|e| err(path, e))?;
-        match version.as_deref() {
-            None => {
-                tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
-                    .map_err(|e| err(path, e))?;
+        // SQLite answers some lock conflicts while a connection starts up with `SQLITE_BUSY` at
+        // once, without consulting the busy handler: switching a file to WAL mode while another
+        // connection reads it, or opening while another runs WAL recovery. Workers that open one
+        // file together therefore retry the whole opening, with a short growing pause, for as
+        // long as the busy timeout would have waited.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match open_connection(path) {
+                Ok(conn) => return Ok(SqliteStorage { path: path.to_path_buf(), conn, cache: HashMap::new(), worker: worker_id() }),
+                Err(Opening::Busy(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(Opening::Busy(e)) => return Err(err(path, format!("still locked by another connection after {BUSY_TIMEOUT:?}: {e}"))),
+                Err(Opening::Failed(e)) => return Err(e),
             }
-            Some("1") => tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| err(path, format!("cannot upgrade schema version 1 to 2: {e}")))?,
-            Some(v) if v == SCHEMA_VERSION.to_string() => {}
-            Some(v) => return Err(err(path, format!("schema version {v}, this mase-rs reads version {SCHEMA_VERSION}"))),
         }
-        tx.commit().map_err(|e| err(path, e))?;
-        Ok(SqliteStorage { path: path.to_path_buf(), conn, cache: HashMap::new(), worker: worker_id() })
     }
 
     fn study_id(conn: &Connection, path: &Path, name: &str) -> Result<i64> {
