@@ -66,16 +66,22 @@ pub fn read_config(path: &Path) -> Result<ConfigFile> {
         bail!("config {}: expected a .toml file", path.display());
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("config {}: cannot read", path.display()))?;
-    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    let mut table: toml::Table =
+        text.parse().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
     table.retain(|_, v| v.as_str() != Some("NA"));
-    let cfg: ConfigFile =
-        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    let cfg: ConfigFile = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
     Ok(cfg)
 }
 
 /// Collapses a multi-line parser message into one line.
 pub fn one_line(s: &str) -> String {
-    s.split('\n').map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' ')).collect::<Vec<_>>().join(" ")
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The optimizer named by `--optimizer` / `training_optimizer`.

@@ -92,7 +92,8 @@ pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
 fn read_foreign_checkpoint(path: &Path) -> Result<Checkpoint> {
     let sd = mase_interop::read_weights(path)?;
     let floats: Vec<&(String, mase_interop::Weight)> = sd.iter().filter(|(_, w)| w.dtype.is_float()).collect();
-    let prefix = ["model.", "module."].into_iter().find(|p| !floats.is_empty() && floats.iter().all(|(k, _)| k.starts_with(p))).unwrap_or("");
+    let prefix =
+        ["model.", "module."].into_iter().find(|p| !floats.is_empty() && floats.iter().all(|(k, _)| k.starts_with(p))).unwrap_or("");
     let mut params = ParamStore::new();
     for (k, w) in floats {
         // PyTorch's buffers (batch-norm statistics) are not trained; `adopt_weights` later takes
@@ -110,7 +111,8 @@ pub fn adopt_weights(s: &Settings, ck: &mut Checkpoint, ctx: Option<&ModelContex
     if !ck.graph.is_empty() {
         return Ok(());
     }
-    let ctx = ctx.ok_or_else(|| anyhow!("checkpoint {}: a PyTorch file holds no model; name the model and the data set", path.display()))?;
+    let ctx =
+        ctx.ok_or_else(|| anyhow!("checkpoint {}: a PyTorch file holds no model; name the model and the data set", path.display()))?;
     let (graph, label) = resolve_graph(s, ctx)?;
     check_params_fit(&graph, &ck.params, path)?;
     let mut params = ParamStore::new();

@@ -56,7 +56,10 @@ fn model_files_work_where_zoo_names_do() {
     let root = scratch("modelfile");
     let data = jsc_dir(&root, "jsc_fixture.h5");
     let model = repo_root().join("models/jsc-m.toml");
-    let t = ch_json(&["train", model.to_str().unwrap(), "jsc", "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--project", "m"], &root);
+    let t = ch_json(
+        &["train", model.to_str().unwrap(), "jsc", "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--project", "m"],
+        &root,
+    );
     assert_eq!(t["trainable_params"], 1455);
     let info = ch(&["info"], &root);
     let text = String::from_utf8_lossy(&info.stdout);

@@ -9,10 +9,24 @@ use std::process::{Command, Stdio};
 const EPOCHS: usize = 6;
 
 fn train_args(project: &str) -> Vec<String> {
-    ["train", "tfc", "mnist", "--max-epochs", &EPOCHS.to_string(), "--batch-size", "64", "--learning-rate", "1e-3", "--seed", "5", "--project", project]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    [
+        "train",
+        "tfc",
+        "mnist",
+        "--max-epochs",
+        &EPOCHS.to_string(),
+        "--batch-size",
+        "64",
+        "--learning-rate",
+        "1e-3",
+        "--seed",
+        "5",
+        "--project",
+        project,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 fn last_ckpt(dir: &std::path::Path, project: &str) -> mase_io::Checkpoint {

@@ -10,7 +10,10 @@ fn f(v: &serde_json::Value, k: &str) -> f64 {
 #[test]
 fn tfc_on_shipped_mnist_reaches_90_percent() {
     let dir = scratch("tfc");
-    let t = ch_json(&["train", "tfc", "mnist", "--max-epochs", "5", "--batch-size", "256", "--learning-rate", "1e-3", "--project", "tfc"], &dir);
+    let t = ch_json(
+        &["train", "tfc", "mnist", "--max-epochs", "5", "--batch-size", "256", "--learning-rate", "1e-3", "--project", "tfc"],
+        &dir,
+    );
     let history = t["history"].as_array().expect("history");
     assert_eq!(history.len(), 5);
     for k in ["epoch", "train_loss", "val_loss", "val_acc"] {
@@ -28,7 +31,8 @@ fn tfc_on_shipped_mnist_reaches_90_percent() {
 #[test]
 fn digits_with_small_mlp_reaches_93_percent() {
     let dir = scratch("digits");
-    let t = ch_json(&["train", "mlp", "digits", "--max-epochs", "30", "--batch-size", "32", "--learning-rate", "3e-3", "--project", "d"], &dir);
+    let t =
+        ch_json(&["train", "mlp", "digits", "--max-epochs", "30", "--batch-size", "32", "--learning-rate", "3e-3", "--project", "d"], &dir);
     let r = ch_json(&["test", "mlp", "digits", "--load", t["best_checkpoint"].as_str().unwrap()], &dir);
     assert!(f(&r, "test_acc") >= 0.93, "digits test accuracy {}", f(&r, "test_acc"));
 }
@@ -37,13 +41,29 @@ fn digits_with_small_mlp_reaches_93_percent() {
 fn same_seed_same_bits() {
     let dir = scratch("seed");
     let run = |p: &str, seed: &str| {
-        let args = ["train", "toy", "toy_tiny", "--max-epochs", "2", "--batch-size", "512", "--learning-rate", "1e-2", "--seed", seed, "--project", p];
+        let args = [
+            "train",
+            "toy",
+            "toy_tiny",
+            "--max-epochs",
+            "2",
+            "--batch-size",
+            "512",
+            "--learning-rate",
+            "1e-2",
+            "--seed",
+            seed,
+            "--project",
+            p,
+        ];
         ch_json(&args, &dir);
         let ck = mase_io::load_checkpoint(&dir.join(format!("mase_output/{p}/software/training_ckpts/last.ckpt"))).unwrap();
         ck.params
     };
     let (a, b, c) = (run("a", "3"), run("b", "3"), run("c", "4"));
-    let bits = |p: &mase_ir::ParamStore| p.iter().flat_map(|(_, e)| e.tensor.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>();
+    let bits = |p: &mase_ir::ParamStore| {
+        p.iter().flat_map(|(_, e)| e.tensor.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()
+    };
     assert_eq!(bits(&a), bits(&b), "same seed must give identical weights");
     assert_ne!(bits(&a), bits(&c), "another seed must give other weights");
 }

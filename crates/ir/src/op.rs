@@ -80,7 +80,9 @@ pub enum DimArg {
 pub enum Init {
     /// U(-1/sqrt(fan_in), 1/sqrt(fan_in)): kaiming_uniform with a = sqrt(5) for weights, and the
     /// bias rule of `nn.Linear` / `nn.ConvNd`, which give the same bound.
-    Uniform { fan_in: usize },
+    Uniform {
+        fan_in: usize,
+    },
     Ones,
     Zeros,
 }
@@ -104,39 +106,69 @@ pub enum Op {
     Output,
     /// A tensor read from the parameter store at the node's target (fx `get_attr`).
     Constant,
-    Linear { in_features: usize, out_features: usize, bias: bool },
+    Linear {
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+    },
     Conv1d(ConvSpec),
     Conv2d(ConvSpec),
     BatchNorm1d(NormSpec),
     BatchNorm2d(NormSpec),
     Relu,
     Relu6,
-    LeakyRelu { negative_slope: f32 },
+    LeakyRelu {
+        negative_slope: f32,
+    },
     Sigmoid,
     Tanh,
     Selu,
     /// GELU with the exact erf form (`approximate = "none"`) or the tanh approximation.
-    Gelu { tanh: bool },
-    Softmax { dim: i64 },
-    LogSoftmax { dim: i64 },
+    Gelu {
+        tanh: bool,
+    },
+    Softmax {
+        dim: i64,
+    },
+    LogSoftmax {
+        dim: i64,
+    },
     MaxPool1d(PoolSpec),
     MaxPool2d(PoolSpec),
     AvgPool1d(PoolSpec),
     AvgPool2d(PoolSpec),
-    AdaptiveAvgPool1d { output_size: usize },
-    AdaptiveAvgPool2d { output_size: [usize; 2] },
-    Flatten { start_dim: i64, end_dim: i64 },
+    AdaptiveAvgPool1d {
+        output_size: usize,
+    },
+    AdaptiveAvgPool2d {
+        output_size: [usize; 2],
+    },
+    Flatten {
+        start_dim: i64,
+        end_dim: i64,
+    },
     /// `view` / `reshape`.
-    Reshape { shape: Vec<DimArg> },
-    Transpose { dim0: i64, dim1: i64 },
-    Permute { dims: Vec<i64> },
+    Reshape {
+        shape: Vec<DimArg>,
+    },
+    Transpose {
+        dim0: i64,
+        dim1: i64,
+    },
+    Permute {
+        dims: Vec<i64>,
+    },
     /// `x.size(dim)`: an integer, used by `view`.
-    Size { dim: i64 },
+    Size {
+        dim: i64,
+    },
     Add,
     Sub,
     Mul,
     MatMul,
-    Dropout { p: f32 },
+    Dropout {
+        p: f32,
+    },
     /// Elementwise `a / b` with broadcasting (`torch.div`).
     Div,
     /// Elementwise `a ** b` with broadcasting (`torch.pow`).
@@ -144,12 +176,21 @@ pub enum Op {
     /// Elementwise square root (`torch.sqrt`).
     Sqrt,
     /// `torch.clamp(x, min, max)`; an open side is `f32::MIN` / `f32::MAX`.
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
     /// `torch.cat(inputs, dim)` of any number of inputs.
-    Concat { dim: i64 },
+    Concat {
+        dim: i64,
+    },
     /// Constant padding of the trailing dimensions: `begin[i]` and `end[i]` values are added
     /// before and after dimension `rank - begin.len() + i` (`torch.nn.functional.pad`).
-    Pad { begin: Vec<usize>, end: Vec<usize>, value: f32 },
+    Pad {
+        begin: Vec<usize>,
+        end: Vec<usize>,
+        value: f32,
+    },
 }
 
 impl Op {
@@ -239,7 +280,8 @@ impl Op {
                 format!("Linear(in_features={in_features}, out_features={out_features}, bias={})", py_bool(*bias))
             }
             Op::Conv1d(c) | Op::Conv2d(c) => {
-                let mut s = format!("{class}({}, {}, kernel_size={}, stride={}", c.in_channels, c.out_channels, fmt_t(&c.kernel), fmt_t(&c.stride));
+                let mut s =
+                    format!("{class}({}, {}, kernel_size={}, stride={}", c.in_channels, c.out_channels, fmt_t(&c.kernel), fmt_t(&c.stride));
                 if c.padding.iter().any(|&p| p != 0) {
                     s += &format!(", padding={}", fmt_t(&c.padding));
                 }
@@ -266,7 +308,12 @@ impl Op {
             Op::Softmax { dim } | Op::LogSoftmax { dim } => format!("{class}(dim={dim})"),
             Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
                 let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
-                format!("{class}(kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False)", one(&p.kernel), one(&p.stride), one(&p.padding))
+                format!(
+                    "{class}(kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False)",
+                    one(&p.kernel),
+                    one(&p.stride),
+                    one(&p.padding)
+                )
             }
             Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
                 let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };

@@ -75,7 +75,10 @@ impl ParamStore {
     pub fn set(&mut self, name: &str, tensor: Tensor) -> Result<()> {
         let e = self.entries.get_mut(name).ok_or_else(|| IrError::Param { name: name.into(), reason: "no such parameter".into() })?;
         if e.tensor.shape != tensor.shape {
-            return Err(IrError::Param { name: name.into(), reason: format!("shape {:?} expected, got {:?}", e.tensor.shape, tensor.shape) });
+            return Err(IrError::Param {
+                name: name.into(),
+                reason: format!("shape {:?} expected, got {:?}", e.tensor.shape, tensor.shape),
+            });
         }
         e.tensor = tensor;
         Ok(())

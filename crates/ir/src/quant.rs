@@ -30,21 +30,68 @@ pub enum RoundingMode {
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum QuantFormat {
     /// Fixed point: `clamp(round(x * 2^frac), lo, hi) / 2^frac`.
-    Integer { width: u32, frac_width: i32, signed: bool },
-    MinifloatDenorm { width: u32, exponent_width: u32, exponent_bias: Option<i32> },
-    MinifloatIeee { width: u32, exponent_width: u32, exponent_bias: Option<i32> },
-    Log { width: u32, exponent_bias: Option<i32> },
-    BlockFp { width: u32, exponent_width: u32, exponent_bias: Option<i32>, block_size: Vec<usize>, skip_first_dim: bool },
-    BlockMinifloat { width: u32, exponent_width: u32, exponent_bias_width: u32, block_size: Vec<usize>, skip_first_dim: bool },
-    BlockLog { width: u32, exponent_bias_width: u32, block_size: Vec<usize>, skip_first_dim: bool },
-    Binary { stochastic: bool, bipolar: bool },
+    Integer {
+        width: u32,
+        frac_width: i32,
+        signed: bool,
+    },
+    MinifloatDenorm {
+        width: u32,
+        exponent_width: u32,
+        exponent_bias: Option<i32>,
+    },
+    MinifloatIeee {
+        width: u32,
+        exponent_width: u32,
+        exponent_bias: Option<i32>,
+    },
+    Log {
+        width: u32,
+        exponent_bias: Option<i32>,
+    },
+    BlockFp {
+        width: u32,
+        exponent_width: u32,
+        exponent_bias: Option<i32>,
+        block_size: Vec<usize>,
+        skip_first_dim: bool,
+    },
+    BlockMinifloat {
+        width: u32,
+        exponent_width: u32,
+        exponent_bias_width: u32,
+        block_size: Vec<usize>,
+        skip_first_dim: bool,
+    },
+    BlockLog {
+        width: u32,
+        exponent_bias_width: u32,
+        block_size: Vec<usize>,
+        skip_first_dim: bool,
+    },
+    Binary {
+        stochastic: bool,
+        bipolar: bool,
+    },
     /// MASE's ternary with its threshold honoured (MASE computes and then ignores it).
-    Ternary { scaling_factor: bool, threshold: Option<f32> },
+    Ternary {
+        scaling_factor: bool,
+        threshold: Option<f32>,
+    },
     /// QONNX `IntQuant` (`Quant`): `(clamp(round(x / scale + zero_point), min, max) - zero_point) * scale`.
     /// `scale` and `zero_point` broadcast against the tensor (per-tensor: shape `[]`).
-    IntQuant { scale: Tensor, zero_point: Tensor, bit_width: f32, signed: bool, narrow: bool, rounding_mode: RoundingMode },
+    IntQuant {
+        scale: Tensor,
+        zero_point: Tensor,
+        bit_width: f32,
+        signed: bool,
+        narrow: bool,
+        rounding_mode: RoundingMode,
+    },
     /// QONNX `BipolarQuant`: `sign(x) * scale` with `sign(0) = +1`.
-    BipolarQuant { scale: Tensor },
+    BipolarQuant {
+        scale: Tensor,
+    },
     /// QONNX `FloatQuant` (arbitrary-precision minifloat).
     FloatQuant {
         scale: Tensor,
@@ -100,11 +147,17 @@ impl QuantFormat {
                 vec![(*width).into(), (*exponent_bias_width).into(), blk(block_size)]
             }
             QuantFormat::Binary { stochastic, bipolar } => vec![1.into(), (*stochastic as u8).into(), (*bipolar as u8).into()],
-            QuantFormat::Ternary { scaling_factor, .. } => vec![2.into(), (*scaling_factor as u8).into(), Value::Null, Value::Null, Value::Null],
+            QuantFormat::Ternary { scaling_factor, .. } => {
+                vec![2.into(), (*scaling_factor as u8).into(), Value::Null, Value::Null, Value::Null]
+            }
             QuantFormat::IntQuant { bit_width, .. } => vec![(*bit_width as f64).into()],
             QuantFormat::BipolarQuant { .. } => vec![1.into()],
             QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => {
-                vec![(1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64).into(), (*exponent_bitwidth as f64).into(), (*mantissa_bitwidth as f64).into()]
+                vec![
+                    (1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64).into(),
+                    (*exponent_bitwidth as f64).into(),
+                    (*mantissa_bitwidth as f64).into(),
+                ]
             }
         }
     }
@@ -122,7 +175,9 @@ impl QuantFormat {
             QuantFormat::Binary { .. } | QuantFormat::BipolarQuant { .. } => 1.0,
             QuantFormat::Ternary { .. } => 2.0,
             QuantFormat::IntQuant { bit_width, .. } => *bit_width as f64,
-            QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => 1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64,
+            QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => {
+                1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64
+            }
         }
     }
 }
@@ -146,6 +201,7 @@ pub struct NodeQuant {
 impl NodeQuant {
     /// Whether anything is actually quantized.
     pub fn is_active(&self) -> bool {
-        !self.bypass && (self.data_in.iter().any(Option::is_some) || self.weight.is_some() || self.bias.is_some() || self.data_out.is_some())
+        !self.bypass
+            && (self.data_in.iter().any(Option::is_some) || self.weight.is_some() || self.bias.is_some() || self.data_out.is_some())
     }
 }

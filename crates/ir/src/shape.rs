@@ -101,9 +101,16 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
             }
             t(x.to_vec())
         }
-        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } | Op::Dropout { .. } | Op::Sqrt | Op::Clip { .. } => {
-            t(tensor_in(0)?.to_vec())
-        }
+        Op::Relu
+        | Op::Relu6
+        | Op::LeakyRelu { .. }
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Selu
+        | Op::Gelu { .. }
+        | Op::Dropout { .. }
+        | Op::Sqrt
+        | Op::Clip { .. } => t(tensor_in(0)?.to_vec()),
         Op::Softmax { dim } | Op::LogSoftmax { dim } => {
             let x = tensor_in(0)?;
             norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
@@ -226,7 +233,8 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
             if k != k2 {
                 return Err(err(format!("inner dimensions {k} and {k2} differ")));
             }
-            let batch = broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or_else(|| err("batch dimensions do not broadcast".into()))?;
+            let batch =
+                broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or_else(|| err("batch dimensions do not broadcast".into()))?;
             let mut s = batch;
             s.push(m);
             s.push(n);

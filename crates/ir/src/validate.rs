@@ -21,7 +21,12 @@ pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
         }
         if let Some(a) = n.op.arity() {
             if n.inputs.len() != a {
-                return Err(IrError::Arity { node: n.name.clone(), op: n.op.mase_op().into(), expected: a.to_string(), got: n.inputs.len() });
+                return Err(IrError::Arity {
+                    node: n.name.clone(),
+                    op: n.op.mase_op().into(),
+                    expected: a.to_string(),
+                    got: n.inputs.len(),
+                });
             }
         }
         let kind_ok = match n.op {
@@ -31,7 +36,10 @@ pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
             _ => !matches!(n.kind, NodeKind::Placeholder | NodeKind::Output | NodeKind::GetAttr),
         };
         if !kind_ok {
-            return Err(IrError::Invalid { node: n.name.clone(), reason: format!("op {} cannot be a {} node", n.op.mase_op(), n.kind.as_str()) });
+            return Err(IrError::Invalid {
+                node: n.name.clone(),
+                reason: format!("op {} cannot be a {} node", n.op.mase_op(), n.kind.as_str()),
+            });
         }
         if n.kind == NodeKind::CallModule && n.op.module_class().is_none() {
             return Err(IrError::Invalid { node: n.name.clone(), reason: format!("op {} is not a module", n.op.mase_op()) });

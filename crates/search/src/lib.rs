@@ -61,5 +61,7 @@ pub use runner::{build_runners, Runner, RunnerEnv, Stage};
 pub use sampler::{build_sampler, Sampler};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
 pub use storage::{open_storage, ConnectOptions, MemoryStorage, OpenMode, PostgresStorage, SqliteStorage, Storage, StorageUrl};
-pub use study::{best_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome, StudySetup};
+pub use study::{
+    best_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome, StudySetup,
+};
 pub use trial::{Metrics, TrialRecord, TrialState};

@@ -9,7 +9,8 @@ use anyhow::{bail, Result};
 use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
 use mase_search::report::{best_json, log_json, trials_csv, write_atomic};
 use mase_search::{
-    best_trials, objective_from_spec, open_storage, params_from_spec, ConnectOptions, Objective, Storage, StorageUrl, TrialRecord, TrialState,
+    best_trials, objective_from_spec, open_storage, params_from_spec, ConnectOptions, Objective, Storage, StorageUrl, TrialRecord,
+    TrialState,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

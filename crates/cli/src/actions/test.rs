@@ -24,7 +24,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         (None, Some(onnx)) => {
             let m = session::import_onnx(&onnx)?;
             let label = onnx.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
-            let ck = mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta: json!({ "model": label }) };
+            let ck =
+                mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta: json!({ "model": label }) };
             (onnx, ck)
         }
         (None, None) => bail!("expected a checkpoint via --load (or an ONNX model via --model-file)"),

@@ -45,10 +45,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
     if s.augment && splits.train.sample_shape != [3, 32, 32] {
-        bail!(
-            "--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}",
-            splits.train.sample_shape
-        );
+        bail!("--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}", splits.train.sample_shape);
     }
     let ctx = session::model_context(&splits);
     let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
@@ -118,7 +115,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if s.debug {
         human.info("debug: one training batch and one validation batch, no checkpoints (Lightning's fast_dev_run)");
     }
-    human.line(format!("{:>5} {:>11} {:>10} {:>10} {:>9} {:>10} {:>7}", "epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "secs"));
+    human.line(format!(
+        "{:>5} {:>11} {:>10} {:>10} {:>9} {:>10} {:>7}",
+        "epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "secs"
+    ));
     for r in &history {
         print_row(&human, r);
     }
@@ -167,7 +167,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
             }
         }
         bar.finish_and_clear();
-        let val_data = if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
+        let val_data =
+            if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
         let val = evaluate(&mut exec, &val_data, s.batch_size)?;
         let rec = EpochRecord {
             epoch,

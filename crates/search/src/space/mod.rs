@@ -80,7 +80,11 @@ pub const SPACES: &[(&str, &str, SpaceBuilder)] = &[
         "per-node number formats of the quantizable nodes (MASE's mixed-precision post-training quantization)",
         mixed_precision_ptq::build,
     ),
-    ("graph/architecture/channel_multiplier", "widths of linear/conv layers by channel multipliers (MASE lab 4)", channel_multiplier::build),
+    (
+        "graph/architecture/channel_multiplier",
+        "widths of linear/conv layers by channel multipliers (MASE lab 4)",
+        channel_multiplier::build,
+    ),
     (
         "graph/architecture/channel_multiplier_and_quantize",
         "channel multipliers and mixed-precision number formats chosen together",

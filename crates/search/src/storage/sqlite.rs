@@ -88,7 +88,8 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// One attempt at opening `path`: WAL mode, then the schema created or upgraded in one
 /// transaction, so that workers opening a new file at once create it exactly once.
 fn open_connection(path: &Path) -> std::result::Result<Connection, Opening> {
-    let fail = |what: &str, e: rusqlite::Error| if is_busy(&e) { Opening::Busy(e) } else { Opening::Failed(err(path, format!("{what}{e}"))) };
+    let fail =
+        |what: &str, e: rusqlite::Error| if is_busy(&e) { Opening::Busy(e) } else { Opening::Failed(err(path, format!("{what}{e}"))) };
     let mut conn = Connection::open(path).map_err(|e| fail("", e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| fail("", e))?;
     conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| fail("not a study database: ", e))?;
@@ -100,7 +101,8 @@ fn open_connection(path: &Path) -> std::result::Result<Connection, Opening> {
         tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(|e| fail("", e))?;
     match version.as_deref() {
         None => {
-            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()]).map_err(|e| fail("", e))?;
+            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
+                .map_err(|e| fail("", e))?;
         }
         Some("1") => tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| fail("cannot upgrade schema version 1 to 2: ", e))?,
         Some(v) if v == SCHEMA_VERSION.to_string() => {}
