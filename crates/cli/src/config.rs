@@ -156,6 +156,19 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
             warnings.push(format!("`{key}` only applies to MASE's PyTorch models; ignored"));
         }
     }
+    // Keys that steer parts of MASE that mase-rs does not have: said once, never dropped silently.
+    for (key, set, why) in [
+        ("num_workers", args.num_workers.or(cfg.num_workers).is_some(), "data sets are held in memory, there are no loader workers"),
+        ("disable_dataset_cache", cfg.disable_dataset_cache.is_some(), "data sets are read straight from the shipped files"),
+        ("target", cfg.target.is_some(), "it selects MASE's FPGA part for hardware emit, which mase-rs does not do"),
+        ("num_targets", cfg.num_targets.is_some(), "it belongs to MASE's hardware emit"),
+        ("max_token_len", cfg.max_token_len.is_some(), "it applies to MASE's language models only"),
+        ("cf_args", cfg.cf_args.is_some(), "it holds keyword arguments for MASE's PyTorch model constructors"),
+    ] {
+        if set {
+            warnings.push(format!("`{key}` is ignored: {why}"));
+        }
+    }
 
     let optimizer = match args.training_optimizer.clone().or(cfg.training_optimizer.clone()).as_deref().unwrap_or("adam") {
         "adam" => OptimizerName::Adam,
@@ -262,5 +275,14 @@ mod tests {
         assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
         assert!(m.settings.load_name.is_none());
         assert!(m.config.passes.is_some());
+    }
+
+    #[test]
+    fn keys_for_parts_mase_rs_lacks_warn_one_each() {
+        let text =
+            "num_workers = 4\ndisable_dataset_cache = true\ntarget = \"xcu250\"\nnum_targets = 2\nmax_token_len = 512\n[cf_args]\nx = 1\n";
+        let m = merge(&RunArgs { config: Some(write("d.toml", text)), ..Default::default() }).unwrap();
+        let keys: Vec<&str> = m.warnings.iter().map(|w| w.split('`').nth(1).unwrap_or("")).collect();
+        assert_eq!(keys, ["num_workers", "disable_dataset_cache", "target", "num_targets", "max_token_len", "cf_args"], "{:?}", m.warnings);
     }
 }
