@@ -6,7 +6,7 @@ use crate::cases::Case;
 use crate::error::{BenchError, Result};
 use crate::report::{median, Measurement};
 use mase_ir::Rng;
-use mase_runtime::{init_params, ExecOptions, Executor, Mode, Optimizer, OptimizerKind};
+use mase_runtime::{init_params, ExecOptions, Executor, Optimizer, OptimizerKind};
 use mase_zoo::{trainable_params, ModelContext};
 use std::hint::black_box;
 use std::time::Instant;
@@ -52,7 +52,7 @@ pub fn run_case(case: &Case, threads: usize, seed: u64) -> Result<Measurement> {
     for step in 0..eval_steps {
         let (x, _) = rows(step)?;
         let t = Instant::now();
-        black_box(exec.forward(x, &shape, Mode::Eval).map_err(run_err)?);
+        black_box(exec.infer(x, &shape).map_err(run_err)?);
         eval_us.push(t.elapsed().as_secs_f64() * 1e6);
     }
 

@@ -108,6 +108,9 @@ pub struct Settings {
     pub weight_decay: f64,
     pub max_epochs: usize,
     pub max_steps: Option<u64>,
+    /// Batches whose gradients are summed (each loss divided by this) before one optimizer
+    /// step, as Lightning does; the last batches of an epoch step whatever their number.
+    pub accumulate_grad_batches: usize,
     /// Random crop and flip of every training batch (`--augment`, TOML `augment`).
     pub augment: bool,
     pub seed: u64,
@@ -184,9 +187,9 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if !["mz", "pt", "pl", "hf"].contains(&load_type.as_str()) {
         bail!("load type `{load_type}` is not known: expected mz, pt, pl or hf");
     }
-    let accumulate = args.accumulate_grad_batches.or(cfg.accumulate_grad_batches).unwrap_or(1);
-    if accumulate != 1 {
-        bail!("accumulate_grad_batches = {accumulate}: only 1 is supported (use a larger --batch-size)");
+    let accumulate_grad_batches = args.accumulate_grad_batches.or(cfg.accumulate_grad_batches).unwrap_or(1);
+    if accumulate_grad_batches == 0 {
+        bail!("accumulate_grad_batches must be at least 1, got 0");
     }
     let batch_size = args.batch_size.or(cfg.batch_size).unwrap_or(128);
     if batch_size == 0 {
@@ -223,6 +226,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         weight_decay: args.weight_decay.or(cfg.weight_decay).unwrap_or(0.0),
         max_epochs: args.max_epochs.or(cfg.max_epochs).unwrap_or(20),
         max_steps,
+        accumulate_grad_batches,
         augment: args.augment || cfg.augment == Some(true),
         seed: args.seed.or(cfg.seed).unwrap_or(0),
         eta_min: cfg.eta_min.unwrap_or(if optimizer == OptimizerName::Sgd { 0.0 } else { 1e-6 }),

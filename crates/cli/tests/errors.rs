@@ -37,6 +37,7 @@ fn bad_input_gives_one_line() {
         (v(&["train", "jsc-tiny", "digits"]), vec!["jsc-tiny"]),
         (v(&["train", "tfc", "mnist", "--optimizer", "lion"]), vec!["lion", "adam"]),
         (v(&["train", "tfc", "mnist", "--batch-size", "0"]), vec!["batch size"]),
+        (v(&["train", "tfc", "mnist", "--accumulate-grad-batches", "0"]), vec!["accumulate_grad_batches", "at least 1"]),
     ];
     check(&dir, &cases);
 }

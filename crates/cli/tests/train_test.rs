@@ -67,3 +67,32 @@ fn same_seed_same_bits() {
     assert_eq!(bits(&a), bits(&b), "same seed must give identical weights");
     assert_ne!(bits(&a), bits(&c), "another seed must give other weights");
 }
+
+#[test]
+fn accumulated_gradients_step_once_per_group_and_at_the_epoch_end() {
+    let dir = scratch("accumulate");
+    let run = |p: &str, k: &str| {
+        let args = [
+            "train",
+            "mlp",
+            "digits",
+            "--max-epochs",
+            "2",
+            "--batch-size",
+            "64",
+            "--learning-rate",
+            "3e-3",
+            "--project",
+            p,
+            "--accumulate-grad-batches",
+            k,
+        ];
+        ch_json(&args, &dir)
+    };
+    let (one, three) = (run("k1", "1"), run("k3", "3"));
+    let batches = one["global_step"].as_u64().unwrap() / 2;
+    assert!(batches % 3 != 0, "{batches} batches per epoch: the last group of each epoch is partial");
+    assert_eq!(three["global_step"].as_u64().unwrap(), 2 * batches.div_ceil(3), "Lightning steps after 3 batches and at the last batch");
+    let (l1, l3) = (f(&one["history"][1], "train_loss"), f(&three["history"][1], "train_loss"));
+    assert!(l3.is_finite() && l3 != l1, "accumulation changes the run: {l1} vs {l3}");
+}

@@ -1,6 +1,7 @@
 //! The executor: a graph and its parameters compiled into plans, run forward and backward.
 
-use crate::kernels::{Bwd, Fwd, Kern};
+use crate::infer::{self, Locality, ReplicaSource, Replicas};
+use crate::kernels::{Accum, Bwd, Fwd, Kern};
 use crate::loss::{cross_entropy, StepStats};
 use crate::optim::Optimizer;
 use crate::plan::Plan;
@@ -54,6 +55,16 @@ pub struct Executor {
     last_features: Option<Vec<usize>>,
     /// Quantized weight and bias copies of quantized nodes (`crate::quant`).
     pub(crate) quant: crate::quant::ExecQuant,
+    seed: u64,
+    /// Bumped whenever the parameters or buffers change, so replicas know to copy them again.
+    generation: u64,
+    /// Single-threaded copies that run slices of an evaluation batch (`crate::infer`).
+    replicas: Replicas,
+    /// Whether evaluation batches of the last per-sample shape may be cut into slices.
+    locality: Option<Locality>,
+    /// Whether the parameter gradients hold contributions not yet consumed by an optimizer step
+    /// (gradient accumulation adds to them instead of writing them).
+    grads_held: bool,
 }
 
 impl std::fmt::Debug for Executor {
@@ -101,6 +112,11 @@ impl Executor {
             keep_input_grad: false,
             last_features: None,
             quant,
+            seed: opts.seed,
+            generation: 0,
+            replicas: Replicas::default(),
+            locality: None,
+            grads_held: false,
         })
     }
 
@@ -119,6 +135,17 @@ impl Executor {
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
 
+    /// Runs the graph in evaluation mode on a batch and returns the output values, the same bits
+    /// as [`Executor::forward`] in [`Mode::Eval`]. With a thread pool, a batch large enough is cut
+    /// into one slice of rows per thread, each run whole by a single-threaded copy of the
+    /// executor (`crate::infer`), so the values of the other nodes are not kept:
+    /// [`Executor::value`] answers `None` after such a batch.
+    pub fn infer(&mut self, x: &[f32], x_shape: &[usize]) -> Result<&[f32]> {
+        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        self.run_infer(p, x)?;
+        Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
+    }
+
     /// Shape of the output for a batch of `batch` samples of the last input shape (or, before
     /// any batch, the shape the graph's metadata or first layer implies).
     pub fn output_shape(&self, batch: usize) -> Result<Vec<usize>> {
@@ -133,6 +160,16 @@ impl Executor {
     /// backward. Gradients are written (not accumulated) into the gradient buffers. Returns the
     /// loss and the number of samples whose arg-max is the label.
     pub fn loss_and_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32]) -> Result<StepStats> {
+        self.grads_held = false;
+        self.accumulate_grad(x, x_shape, labels, 1.0)
+    }
+
+    /// Gradient accumulation, as Lightning's `accumulate_grad_batches` does it: forward in
+    /// training mode and backward of `weight` times the mean cross-entropy, with the parameter
+    /// gradients added to those held since the last [`Executor::step`] (written, when none are
+    /// held). Lightning's weight is `1 / accumulate_grad_batches`. The returned loss is the
+    /// unweighted mean cross-entropy.
+    pub fn accumulate_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], weight: f32) -> Result<StepStats> {
         let p = self.prepare(x_shape, x.len(), Mode::Train)?;
         let classes = self.check_labels(p, labels)?;
         self.run_forward(p, x, Mode::Train);
@@ -140,15 +177,28 @@ impl Executor {
         let plan = &mut self.plans[p];
         plan.ensure_grads();
         let stats = cross_entropy(&plan.vals[out], classes, labels, Some(&mut plan.grads[out]));
+        if weight != 1.0 {
+            plan.grads[out].iter_mut().for_each(|g| *g *= weight);
+        }
         self.run_backward(p);
+        self.grads_held = true;
         Ok(stats)
+    }
+
+    /// One optimizer step on the gradients held (from [`Executor::loss_and_grad`] or
+    /// [`Executor::accumulate_grad`]); the next backward writes fresh gradients.
+    pub fn step(&mut self, opt: &mut Optimizer) -> Result<()> {
+        opt.step_slots(self.id, &mut self.params)?;
+        self.quant.params_changed();
+        self.generation += 1;
+        self.grads_held = false;
+        Ok(())
     }
 
     /// [`Executor::loss_and_grad`] followed by one optimizer step.
     pub fn train_step(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], opt: &mut Optimizer) -> Result<StepStats> {
         let stats = self.loss_and_grad(x, x_shape, labels)?;
-        opt.step_slots(self.id, &mut self.params)?;
-        self.quant.params_changed();
+        self.step(opt)?;
         Ok(stats)
     }
 
@@ -156,7 +206,7 @@ impl Executor {
     pub fn eval_batch(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32]) -> Result<StepStats> {
         let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
         let classes = self.check_labels(p, labels)?;
-        self.run_forward(p, x, Mode::Eval);
+        self.run_infer(p, x)?;
         let out = self.topo.storage[self.topo.output];
         Ok(cross_entropy(&self.plans[p].vals[out], classes, labels, None))
     }
@@ -173,7 +223,9 @@ impl Executor {
         }
         plan.ensure_grads();
         plan.grads[out].copy_from_slice(output_grad);
+        self.grads_held = false;
         self.run_backward(p);
+        self.grads_held = true;
         Ok(())
     }
 
@@ -202,6 +254,7 @@ impl Executor {
             }
         }
         self.quant.params_changed();
+        self.generation += 1;
         Ok(())
     }
 
@@ -356,11 +409,57 @@ impl Executor {
         }
         *trained = train;
         self.current = Some(p);
+        if train {
+            // Batch norm has updated its running statistics.
+            self.generation += 1;
+        }
+    }
+
+    /// Evaluation forward of plan `p`: cut into slices run by the replicas when the pool, the
+    /// graph and the batch allow it (`crate::infer`), else [`Executor::run_forward`].
+    fn run_infer(&mut self, p: usize, x: &[f32]) -> Result<()> {
+        let threads = self.pool.as_ref().map_or(1, |pool| pool.current_num_threads());
+        let rows = if threads > 1 { self.work_per_row(p).and_then(|w| infer::slices(self.plans[p].x_shape[0], threads, w)) } else { None };
+        let (Some(rows), Some(pool)) = (rows, &self.pool) else {
+            self.run_forward(p, x, Mode::Eval);
+            return Ok(());
+        };
+        let source = ReplicaSource { graph: &self.graph, params: &self.params, generation: self.generation, seed: self.seed };
+        let plan = &mut self.plans[p];
+        let out = self.topo.storage[self.topo.output];
+        self.replicas.run(source, pool, x, &plan.x_shape, &rows, &mut plan.vals[out])?;
+        plan.trained = false;
+        // The other values of the plan were not computed.
+        self.current = None;
+        Ok(())
+    }
+
+    /// Work per sample of an evaluation forward, when batches of plan `p`'s per-sample shape
+    /// may be cut into slices.
+    fn work_per_row(&mut self, p: usize) -> Option<usize> {
+        let features = &self.plans[p].x_shape[1..];
+        if self.locality.as_ref().is_none_or(|l| l.features != features) {
+            let consts = |name: &str| self.params.iter().find(|s| s.name == name).map(|s| s.shape.clone());
+            let work_per_row = infer::batch_local(&self.graph, features, &consts);
+            self.locality = Some(Locality { features: features.to_vec(), work_per_row });
+        }
+        self.locality.as_ref().and_then(|l| l.work_per_row)
+    }
+
+    /// Copies the parameters and buffers of an executor of the same graph.
+    pub(crate) fn copy_params_from(&mut self, src: &[ParamSlot]) {
+        for (d, s) in self.params.iter_mut().zip(src) {
+            d.data.copy_from_slice(&s.data);
+        }
+        self.quant.params_changed();
+        self.generation += 1;
     }
 
     fn run_backward(&mut self, p: usize) {
         let Plan { vals, grads, kerns, ins: read, quant, .. } = &mut self.plans[p];
         let pool = self.pool.as_ref();
+        // While accumulating, every parameter gradient adds to the one held.
+        let held = self.grads_held;
         for i in (0..kerns.len()).rev() {
             let g = &self.grad_plan.nodes[i];
             if !g.active {
@@ -371,7 +470,8 @@ impl Executor {
             let (ins, grad_ins) = (&read[i], &self.topo.ins[i]);
             let y = quant[i].output.as_ref().map_or(i, |q| q.raw);
             self.quant.swap_in(i, &mut self.params);
-            let mut cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc: g.param_acc, pool };
+            let param_acc = if held { g.param_acc.map(|_| Accum::Add) } else { g.param_acc };
+            let mut cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc, pool };
             kerns[i].backward_params(&mut cx);
             for (k, acc) in g.input_acc.iter().enumerate() {
                 let Some(acc) = *acc else { continue };

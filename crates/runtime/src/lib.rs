@@ -26,6 +26,7 @@
 mod error;
 mod executor;
 mod gemm;
+mod infer;
 mod init;
 mod integer;
 mod kernels;

@@ -142,13 +142,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
         let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
         let (mut loss_sum, mut seen, mut correct, mut n_batches) = (0.0f64, 0usize, 0usize, 0usize);
-        for idx in &order {
+        // Lightning's gradient accumulation: each loss is divided by `accumulate_grad_batches`
+        // and the optimizer steps after that many batches, or at the epoch's last batch.
+        let accumulate = s.accumulate_grad_batches;
+        for (b, idx) in order.iter().enumerate() {
             splits.train.gather(idx, &mut x, &mut y);
             shape[0] = idx.len();
             if s.augment {
                 mase_io::augment_cifar(&mut x, idx.len(), &mut augment_rng);
             }
-            let st = exec.train_step(&x, &shape, &y, &mut opt)?;
+            let st = exec.accumulate_grad(&x, &shape, &y, 1.0 / accumulate as f32)?;
             if !st.loss.is_finite() {
                 bail!("training diverged at epoch {epoch}, step {global_step}: loss is {}; lower the learning rate", st.loss);
             }
@@ -156,11 +159,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
             n_batches += 1;
             seen += st.count;
             correct += st.correct;
-            global_step += 1;
             if n_batches % s.log_every_n_steps.min(10) == 0 || n_batches == order.len() {
                 bar.set_position(n_batches as u64);
                 bar.set_message(format!("loss {:.4}", loss_sum / n_batches as f64));
             }
+            if (b + 1) % accumulate != 0 && b + 1 != order.len() {
+                continue;
+            }
+            exec.step(&mut opt)?;
+            global_step += 1;
             if s.max_steps.is_some_and(|m| global_step >= m) {
                 stopped = true;
                 break;

@@ -309,16 +309,27 @@ impl Kernel for Conv {
             }
             _ => lane(0, &mut self.dw_partials, &mut self.cols[0]),
         }
-        // dW (=|+=) the partials in group order, element by element.
+        // dW (=|+=) the partials in group order, element by element. When accumulating, the
+        // partials are summed first and the sum added to the gradient held (the bits of a fresh
+        // gradient plus the held one, as PyTorch accumulates).
         let partials = &self.dw_partials;
         let dw = &mut cx.params[self.weight].grad;
-        acc.prepare(dw);
         for_each_chunk(cx.pool, partials.len(), dw, len.div_ceil(lanes).max(1), |c, out| {
             let start = c * len.div_ceil(lanes).max(1);
             let n = out.len();
-            for part in partials.chunks_exact(len) {
-                for (d, v) in out.iter_mut().zip(&part[start..start + n]) {
-                    *d += *v;
+            match acc {
+                Accum::Write => {
+                    out.fill(0.0);
+                    for part in partials.chunks_exact(len) {
+                        for (d, v) in out.iter_mut().zip(&part[start..start + n]) {
+                            *d += *v;
+                        }
+                    }
+                }
+                Accum::Add => {
+                    for (i, d) in out.iter_mut().enumerate() {
+                        *d += partials.chunks_exact(len).fold(0.0, |s, part| s + part[start + i]);
+                    }
                 }
             }
         });
@@ -326,13 +337,12 @@ impl Kernel for Conv {
             // Per channel, the row sums of the images are added in image order, so the channels
             // can be split over the pool without changing a bit.
             let db = &mut cx.params[b].grad;
-            acc.prepare(db);
             let per = g.cout.div_ceil(lanes).max(1);
             for_each_chunk(cx.pool, dy.len(), db, per, |k, dbs| {
-                for dyi in dy.chunks_exact(g.cout * ohw) {
-                    for (d, row) in dbs.iter_mut().zip(dyi[k * per * ohw..].chunks_exact(ohw)) {
-                        *d += row.iter().sum::<f32>();
-                    }
+                for (c, d) in dbs.iter_mut().enumerate() {
+                    let at = (k * per + c) * ohw;
+                    let sum = dy.chunks_exact(g.cout * ohw).fold(0.0, |s, dyi| s + dyi[at..at + ohw].iter().sum::<f32>());
+                    acc.put(d, sum);
                 }
             });
         }

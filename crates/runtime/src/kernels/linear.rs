@@ -43,10 +43,21 @@ impl Kernel for Linear {
         gemm(1.0, Mat::new(cx.dy, rows, outf).t(), Mat::new(x, rows, inf), acc.beta(), MatMut::new(dw, outf, inf), cx.pool);
         if let Some(b) = self.bias {
             let db = &mut cx.params[b].grad;
-            acc.prepare(db);
-            for row in cx.dy.chunks_exact(outf.max(1)) {
-                for (d, g) in db.iter_mut().zip(row) {
-                    *d += g;
+            match acc {
+                Accum::Write => {
+                    db.fill(0.0);
+                    for row in cx.dy.chunks_exact(outf.max(1)) {
+                        for (d, g) in db.iter_mut().zip(row) {
+                            *d += g;
+                        }
+                    }
+                }
+                // Gradient accumulation: this batch's sum first (the same bits as `Write`), then
+                // added to the gradient held, as PyTorch adds a fresh `.grad` contribution.
+                Accum::Add => {
+                    for (j, d) in db.iter_mut().enumerate() {
+                        *d += cx.dy.iter().skip(j).step_by(outf.max(1)).fold(0.0, |s, g| s + g);
+                    }
                 }
             }
         }
