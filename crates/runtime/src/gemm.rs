@@ -37,25 +37,36 @@ enum Cut {
     Cols(usize),
 }
 
-/// The cut of an `m x k x n` product for `threads` threads: one piece per thread along the side
-/// whose cut keeps every piece on the library's general path and repacks the smaller operand
-/// (a row cut repacks `B`, `k x n`; a column cut repacks `A`, `m x k`).
+/// The cut of an `m x k x n` product for `threads` threads: one piece per thread along a side
+/// whose pieces all stay on the library's general path, preferring the cut that repacks the
+/// smaller operand (every piece of a row cut packs all of `B`, `k x n`; every piece of a column
+/// cut packs all of `A`, `m x k`).
 fn cut(m: usize, k: usize, n: usize, threads: usize) -> Cut {
     if threads < 2 || m.saturating_mul(n).saturating_mul(k) < PAR_MIN_MACS {
         return Cut::Whole;
     }
     let piece = |len: usize| len.div_ceil(threads).next_multiple_of(PIECE_ALIGN);
-    // A piece of `r` rows of a product with `n > 64` columns is on the general path when
-    // `r * n > 256` and `r > 1`, which `r >= 16` ensures; the same holds for columns.
-    let rows_ok = n > SMALL_SIDE && m >= 2 * PIECE_ALIGN;
-    let cols_ok = m > SMALL_SIDE && n >= 2 * PIECE_ALIGN;
-    match (rows_ok, cols_ok) {
+    // Cutting `len` into blocks of `piece(len)`: there must be several, and each (the last may be
+    // shorter) must be on the general path with the uncut side `other`.
+    let fits = |len: usize, other: usize| {
+        let p = piece(len);
+        let last = len - (len.div_ceil(p) - 1) * p;
+        p < len && general_path(p, other) && general_path(last, other)
+    };
+    match (fits(m, n), fits(n, m)) {
         (true, true) if m >= n => Cut::Rows(piece(m)),
         (true, true) => Cut::Cols(piece(n)),
         (true, false) => Cut::Rows(piece(m)),
         (false, true) => Cut::Cols(piece(n)),
         (false, false) => Cut::Whole,
     }
+}
+
+/// Whether an `r x c` product (any `k`) takes the `gemm` crate's general path, whose summation
+/// blocks depend on `k` alone: not a matrix-vector product (a side of 1), not the tiny path
+/// (`r * c <= 256`), not the small path (both sides at most 64).
+fn general_path(r: usize, c: usize) -> bool {
+    r > 1 && c > 1 && r * c > 256 && (r > SMALL_SIDE || c > SMALL_SIDE)
 }
 
 /// A read-only strided matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
@@ -297,6 +308,10 @@ mod tests {
             (128, 1152, 200),
             (96, 700, 96),
             (1000, 2, 1000),
+            (256, 784, 64),
+            (64, 256, 784),
+            (140, 200, 64),
+            (200, 600, 5),
         ];
         for (m, k, n) in shapes {
             let mut r = mase_ir::Rng::new(3);
@@ -323,8 +338,13 @@ mod tests {
             ((2048, 2048, 2048, 2), Cut::Rows(1024)),
             ((128, 1024, 1152, 2), Cut::Cols(576)),
             ((1152, 128, 1024, 2), Cut::Rows(576)),
-            ((512, 4608, 64, 2), Cut::Cols(32)),
-            ((4608, 512, 64, 3), Cut::Cols(32)),
+            // A side of 64 is cut in pieces that keep more than 64 rows (or columns): tfc's
+            // forward product and weight gradient, vgg7's last convolutions.
+            ((512, 4608, 64, 2), Cut::Rows(256)),
+            ((4608, 512, 64, 3), Cut::Rows(1536)),
+            ((256, 784, 64, 2), Cut::Rows(128)),
+            ((64, 256, 784, 2), Cut::Cols(400)),
+            ((140, 200, 64, 2), Cut::Cols(32)),
             ((64, 4096, 64, 2), Cut::Whole),
             ((8, 100_000, 8, 2), Cut::Whole),
             ((100, 30, 100, 2), Cut::Whole),
