@@ -163,6 +163,18 @@ pub enum StudyAction {
     Export(StudyExportArgs),
     /// Copy studies from one store to another (SQLite <-> PostgreSQL), trials unchanged.
     Copy(StudyCopyArgs),
+    /// Delete one study and its trials from a store (`--study` is required).
+    Delete(StudyDeleteArgs),
+}
+
+/// `ch study delete`.
+#[derive(Debug, Args, Clone)]
+pub struct StudyDeleteArgs {
+    #[command(flatten)]
+    pub store: StudyStoreArgs,
+    /// The study to delete.
+    #[arg(long)]
+    pub study: String,
 }
 
 /// A store.

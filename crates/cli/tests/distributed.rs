@@ -1,6 +1,7 @@
 //! Distributed search: `ch search` worker processes sharing one study (PostgreSQL, and SQLite
-//! with file locking), a worker killed with SIGKILL mid-trial, `ch study` on the shared store,
-//! and the one-line errors of bad stores. The PostgreSQL half of each test needs the test server
+//! with file locking), a worker killed mid-trial (an abort at the `MASE_FAILPOINT` test hook,
+//! which leaves the store as SIGKILL does), `ch study` on the shared store, and the one-line
+//! errors of bad stores. The PostgreSQL half of each test needs the test server
 //! of `scripts/with-postgres.sh` (`MASE_TEST_POSTGRES_URL`); without it that half is skipped with
 //! a line on stderr, and under `CI=true` it fails.
 
@@ -9,7 +10,8 @@ use common::*;
 use mase_search::{TrialRecord, TrialState};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Command, ExitStatus};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The test server's URL, or `None` after a visible skip line (a failure under `CI=true`).
@@ -46,7 +48,7 @@ fn study_name(test: &str) -> String {
 
 /// A brute-force search of 2 x 6 x 4 = 48 points (the formats of tfc's first Linear) whose trials
 /// each do a fixed amount of work (accuracy over 4000 MNIST images plus 10 timed batches, about
-/// 0.1 to 0.3 s here), so that a worker seen running a trial can be killed in its middle.
+/// 0.1 to 0.3 s here), like a real search's.
 fn config(root: &Path, url: &str, study: &str, weight_widths: &str) -> PathBuf {
     let p = root.join(format!("{study}.toml"));
     std::fs::write(
@@ -97,18 +99,50 @@ heartbeat_interval = 0.5
     p
 }
 
-/// Starts a `ch search` worker in its own folder (its reports go there), output to files.
-fn spawn_worker(cfg: &Path, dir: &Path) -> Child {
+/// A `ch search` worker process. A thread blocks in `wait()` on it and sends the exit status, so
+/// the test can wait with a bound without polling.
+struct Worker {
+    pid: u32,
+    exited: mpsc::Receiver<std::io::Result<ExitStatus>>,
+}
+
+impl Worker {
+    /// Waits for the worker to exit, at most until `deadline`; past it the worker is killed
+    /// (SIGKILL, by pid: the waiting thread owns the `Child`) and the test fails.
+    fn wait(&self, deadline: Instant) -> ExitStatus {
+        match self.exited.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(status) => status.expect("wait for ch"),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-9", &self.pid.to_string()]).status();
+                panic!("worker {} did not finish in time", self.pid);
+            }
+        }
+    }
+}
+
+/// Starts a `ch search` worker in its own folder (its reports go there), output to files;
+/// `failpoint` arms the search loop's test hook (`MASE_FAILPOINT`), so the worker dies there.
+fn spawn_worker(cfg: &Path, dir: &Path, failpoint: Option<&str>) -> Worker {
     std::fs::create_dir_all(dir).unwrap();
     let data = repo_root().join("data");
-    Command::new(env!("CARGO_BIN_EXE_ch"))
-        .args(["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--threads", "1", "--json"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch"));
+    cmd.args(["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--threads", "1", "--json"])
         .current_dir(dir)
         .env_remove("MASE_DATA_DIR")
+        .env_remove("MASE_FAILPOINT")
         .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
-        .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-        .spawn()
-        .expect("start ch")
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap());
+    if let Some(point) = failpoint {
+        cmd.env("MASE_FAILPOINT", point);
+    }
+    let mut child = cmd.spawn().expect("start ch");
+    let pid = child.id();
+    let (send, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        // The test may have stopped listening (it failed); the status is then of no use.
+        let _ = send.send(child.wait());
+    });
+    Worker { pid, exited }
 }
 
 /// The study's trials as the store has them now (none before the study exists).
@@ -119,43 +153,28 @@ fn trials(url: &str, study: &str) -> Vec<TrialRecord> {
     }
 }
 
-/// Waits (bounded) for a child to exit and returns whether it succeeded.
-fn wait(child: &mut Child, deadline: Instant) -> bool {
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.success();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a worker did not finish in time");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Four workers on one study of 48 points; worker 0 is killed with SIGKILL as soon as the store
-/// shows it running a trial. The other three finish the study: exactly 48 distinct complete
-/// points, the killed trial failed as stale and its point completed by a retry.
+/// Four workers on one study of 48 points; worker 0 dies (an abort at the `after-claim`
+/// failpoint, which leaves the store as SIGKILL does) right after claiming its first trial. The
+/// other three finish the study: exactly 48 distinct complete points, the killed trial failed as
+/// stale and its point completed by a retry.
 fn four_workers_with_one_killed(url: &str, root: &Path) {
     let study = study_name("four");
     let cfg = config(root, url, &study, "[2, 3, 4, 5, 6, 8]");
-    let mut workers: Vec<Child> = (0..4).map(|i| spawn_worker(&cfg, &root.join(format!("worker{i}")))).collect();
-    let victim = format!(":{}", workers[0].id());
+    let workers: Vec<Worker> =
+        (0..4).map(|i| spawn_worker(&cfg, &root.join(format!("worker{i}")), (i == 0).then_some("after-claim"))).collect();
+    let victim = format!(":{}", workers[0].pid);
     let of_victim = |t: &TrialRecord| t.worker.as_deref().is_some_and(|w| w.ends_with(&victim));
-    // Poll the store (bounded) until worker 0 runs a trial, then kill it at once.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !trials(url, &study).iter().any(|t| t.state == TrialState::Running && of_victim(t)) {
-        assert!(Instant::now() < deadline, "{url}: worker 0 never ran a trial");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    workers[0].kill().unwrap(); // SIGKILL
-    workers[0].wait().unwrap();
-    let killed: Vec<TrialRecord> = trials(url, &study).into_iter().filter(|t| t.state == TrialState::Running && of_victim(t)).collect();
+    let status = workers[0].wait(Instant::now() + Duration::from_secs(120));
+    assert!(!status.success(), "{url}: worker 0 died at the failpoint ({status})");
+    // The dead worker's trial is normally still RUNNING here; on a machine loaded enough that
+    // `stale_after` (3 s) passed since the abort, another worker has already failed it as stale.
+    let killed: Vec<TrialRecord> = trials(url, &study).into_iter().filter(|t| of_victim(t)).collect();
     assert_eq!(killed.len(), 1, "{url}: worker 0 died in the middle of one trial");
+    let stale = |t: &TrialRecord| t.state == TrialState::Fail && t.error.as_deref().is_some_and(|e| e.starts_with("stale:"));
+    assert!(killed[0].state == TrialState::Running || stale(&killed[0]), "{url}: {:?}", killed[0]);
     let deadline = Instant::now() + Duration::from_secs(240);
-    for (i, w) in workers.iter_mut().enumerate().skip(1) {
-        let ok = wait(w, deadline);
+    for (i, w) in workers.iter().enumerate().skip(1) {
+        let ok = w.wait(deadline).success();
         let err = std::fs::read_to_string(root.join(format!("worker{i}/stderr"))).unwrap_or_default();
         assert!(ok, "{url}: worker {i} failed: {err}");
     }
@@ -209,7 +228,7 @@ fn small_search(root: &Path, url: &str, study: &str) {
 }
 
 #[test]
-fn study_commands_list_show_export_and_copy_between_stores() {
+fn study_commands_list_show_export_copy_and_delete() {
     let root = scratch("study-commands");
     let sqlite = format!("sqlite:///{}", root.join("shared/study.db").display());
     let study = study_name("ops");
@@ -256,6 +275,14 @@ fn study_commands_list_show_export_and_copy_between_stores() {
     assert!(!Path::new(&missing).exists(), "reading a store never creates one");
     let line = ch_error(&["study", "show", "--storage", &sqlite, "--study", "nope"], &root);
     assert!(line.contains("study `nope` not found") && line.contains(&study), "{line}");
+
+    // Delete the copy in the target store; the source keeps its study.
+    let r = ch_json(&["study", "delete", "--storage", &target, "--study", &study], &root);
+    assert_eq!(r["trials"], 12);
+    assert!(!mase_search::open_storage(&target, &Default::default()).unwrap().study_names().unwrap().contains(&study));
+    assert_eq!(trials(&sqlite, &study), want);
+    let line = ch_error(&["study", "delete", "--storage", &target, "--study", &study], &root);
+    assert!(line.contains(&format!("study `{study}` not found")), "{line}");
 }
 
 #[test]

@@ -37,6 +37,7 @@
 
 pub mod config;
 mod error;
+pub mod failpoint;
 pub mod flatten;
 pub mod math;
 pub mod objective;

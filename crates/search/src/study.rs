@@ -271,6 +271,8 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
                     break;
                 }
             };
+            // A test hook (`MASE_FAILPOINT`): dying here leaves a claimed trial that never ends.
+            crate::failpoint::hit("after-claim");
             let outcome = evaluate(setup, &trial, threads);
             let failed = outcome.error.clone();
             let mut rec = trial.clone();
@@ -285,7 +287,8 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             let stored = storage.lock().unwrap_or_else(|p| p.into_inner()).finish(&setup.name, trial.number, &outcome);
             inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&trial.number);
             match stored {
-                Ok(()) => {}
+                // A test hook (`MASE_FAILPOINT`): dying here leaves exactly the trials committed so far.
+                Ok(()) => crate::failpoint::hit("after-finish"),
                 Err(SearchError::NotRunning { .. }) => {
                     // Declared stale while we were slow: the point was handed out again, and
                     // recording this result too would duplicate it.

@@ -88,7 +88,13 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             ck.params
         }
         None => {
-            human.warn("no --load: the search measures the untrained initial weights (train first and pass --load best.ckpt)");
+            // With `basic_train` each candidate is trained first, so initial weights are the usual start.
+            let trains = search.pointer("/strategy/sw_runner/basic_train").is_some();
+            if trains {
+                human.info("no --load: each candidate is trained by basic_train from the initial weights");
+            } else {
+                human.warn("no --load: the search measures the untrained initial weights (train first and pass --load best.ckpt)");
+            }
             session::initial_params(&s, &graph, &mut Rng::new(s.seed).fork(INIT_STREAM))?
         }
     };

@@ -1,9 +1,9 @@
-//! `ch study list|show|export|copy`: the studies of a store (a SQLite file or a PostgreSQL
+//! `ch study list|show|export|copy|delete`: the studies of a store (a SQLite file or a PostgreSQL
 //! server), read without running anything, so a shared study can be watched while its workers
 //! run, exported with the reports and plots `ch search` writes, and moved between stores.
 
 use crate::actions::search::{curve, curve_label, print_best};
-use crate::args::{StudyAction, StudyArgs, StudyCopyArgs, StudyExportArgs, StudySelectArgs, StudyStoreArgs};
+use crate::args::{StudyAction, StudyArgs, StudyCopyArgs, StudyDeleteArgs, StudyExportArgs, StudySelectArgs, StudyStoreArgs};
 use crate::output::Human;
 use anyhow::{bail, Result};
 use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
@@ -21,6 +21,7 @@ pub fn run(args: &StudyArgs) -> Result<()> {
         StudyAction::Show(a) => show(a),
         StudyAction::Export(a) => export(a),
         StudyAction::Copy(a) => copy(a),
+        StudyAction::Delete(a) => delete(a),
     }
 }
 
@@ -261,6 +262,16 @@ fn copy(a: &StudyCopyArgs) -> Result<()> {
         out.push(json!({"study": n, "trials": s.trials.len()}));
     }
     human.result(&json!({"action": "study copy", "from": from.location(), "to": to.location(), "studies": out}));
+    Ok(())
+}
+
+fn delete(a: &StudyDeleteArgs) -> Result<()> {
+    let human = Human { json: a.store.json };
+    let mut store = open(&a.store.storage)?;
+    let name = select(store.as_mut(), Some(&a.study))?.remove(0);
+    let trials = store.delete_study(&name)?;
+    human.info(format!("Deleted study `{name}` ({trials} trials) from {}", store.location()));
+    human.result(&json!({"action": "study delete", "storage": store.location(), "study": name, "trials": trials}));
     Ok(())
 }
 

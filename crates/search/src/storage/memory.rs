@@ -1,6 +1,6 @@
 //! A store in memory, for tests and throw-away searches.
 
-use crate::storage::{check_spec, study_exists, worker_id, Claim, OpenMode, Propose, Storage};
+use crate::storage::{check_spec, no_study, study_exists, worker_id, Claim, OpenMode, Propose, Storage};
 use crate::trial::{now_ms, TrialOutcome, TrialRecord, TrialState};
 use crate::{Result, SearchError};
 use indexmap::IndexMap;
@@ -132,5 +132,10 @@ impl Storage for MemoryStorage {
         let heartbeats = trials.iter().filter(|t| t.state == TrialState::Running).map(|t| (t.number, now)).collect();
         self.studies.insert(name.into(), Study { spec: spec.clone(), trials: trials.to_vec(), heartbeats });
         Ok(())
+    }
+
+    fn delete_study(&mut self, name: &str) -> Result<usize> {
+        let s = self.studies.shift_remove(name).ok_or_else(|| no_study(name, "memory"))?;
+        Ok(s.trials.len())
     }
 }

@@ -95,6 +95,11 @@ pub trait Storage: Send {
     /// Creates the study `name` holding `trials` exactly as given (numbers, states, metrics,
     /// times, workers): `ch study copy`. A study of that name must not exist yet.
     fn import_study(&mut self, name: &str, spec: &Value, trials: &[TrialRecord]) -> Result<()>;
+
+    /// Deletes the study `name` with all its trials (`ch study delete`, Optuna's
+    /// `delete-study`) and returns how many trials it had. Workers still running it get a
+    /// "no study" error at their next claim or result.
+    fn delete_study(&mut self, name: &str) -> Result<usize>;
 }
 
 /// The name a worker records on the trials it claims: `host:pid`.

@@ -404,4 +404,19 @@ impl Storage for PostgresStorage {
         }
         tx.commit().map_err(pg)
     }
+
+    fn delete_study(&mut self, name: &str) -> Result<usize> {
+        let PostgresStorage { location, client, cache, .. } = self;
+        let pg = |e: postgres::Error| SearchError::Storage { location: location.clone(), reason: reason(&e) };
+        let mut tx = client.transaction().map_err(pg)?;
+        let Some(row) = tx.query_opt("SELECT id FROM mase_studies WHERE name = $1 FOR UPDATE", &[&name]).map_err(pg)? else {
+            return Err(no_study(name, location));
+        };
+        let id: i64 = row.get(0);
+        let trials = tx.execute("DELETE FROM mase_trials WHERE study_id = $1", &[&id]).map_err(pg)?;
+        tx.execute("DELETE FROM mase_studies WHERE id = $1", &[&id]).map_err(pg)?;
+        tx.commit().map_err(pg)?;
+        cache.remove(&id);
+        Ok(trials as usize)
+    }
 }

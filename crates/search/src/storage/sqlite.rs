@@ -373,4 +373,17 @@ impl Storage for SqliteStorage {
         }
         tx.commit().map_err(|e| err(path, e))
     }
+
+    fn delete_study(&mut self, name: &str) -> Result<usize> {
+        let SqliteStorage { path, conn, cache, .. } = self;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| err(path, e))?;
+        let id: Option<i64> =
+            tx.query_row("SELECT id FROM studies WHERE name = ?1", [name], |r| r.get(0)).optional().map_err(|e| err(path, e))?;
+        let Some(id) = id else { return Err(no_study(name, &path.display().to_string())) };
+        let trials = tx.execute("DELETE FROM trials WHERE study_id = ?1", [id]).map_err(|e| err(path, e))?;
+        tx.execute("DELETE FROM studies WHERE id = ?1", [id]).map_err(|e| err(path, e))?;
+        tx.commit().map_err(|e| err(path, e))?;
+        cache.remove(&id);
+        Ok(trials)
+    }
 }

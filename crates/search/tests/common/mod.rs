@@ -9,6 +9,7 @@ use mase_search::{build_space, Metrics, ParamDef, ParamKind, Result, Runner, Run
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
@@ -186,6 +187,34 @@ impl Backend {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres(_) => "postgres",
         }
+    }
+
+    /// Moves the last heartbeat of trial `number` of `study` back by `by`, as if its worker had
+    /// been silent that long, so that staleness is tested without waiting for the clock. Works on
+    /// the tables directly (the stores have no such operation); see `storage/sqlite.rs` and
+    /// `storage/postgres.rs` for the schemas.
+    pub fn backdate_heartbeat(&self, study: &str, number: u64, by: Duration) {
+        let (number, by_ms) = (number as i64, by.as_millis() as i64);
+        let updated = match self {
+            Backend::Sqlite(path) => rusqlite::Connection::open(path)
+                .unwrap()
+                .execute(
+                    "UPDATE trials SET heartbeat_ms = heartbeat_ms - ?3
+                     WHERE study_id = (SELECT id FROM studies WHERE name = ?1) AND number = ?2",
+                    rusqlite::params![study, number, by_ms],
+                )
+                .unwrap() as u64,
+            // PostgreSQL keeps the heartbeat as a server timestamp (`heartbeat TIMESTAMPTZ`).
+            Backend::Postgres(url) => postgres::Client::connect(url, postgres::NoTls)
+                .unwrap()
+                .execute(
+                    "UPDATE mase_trials SET heartbeat = heartbeat - ($3::float8 * interval '1 millisecond')
+                     WHERE study_id = (SELECT id FROM mase_studies WHERE name = $1) AND number = $2",
+                    &[&study, &number, &(by_ms as f64)],
+                )
+                .unwrap(),
+        };
+        assert_eq!(updated, 1, "{}: trial {number} of study `{study}` backdated", self.name());
     }
 }
 
