@@ -66,4 +66,12 @@ fn model_files_work_where_zoo_names_do() {
     for name in ["jsc-tiny", "vgg7", "mnist", "digits", "jsc"] {
         assert!(text.contains(name), "`ch info` lists {name}: {text}");
     }
+    // Every registry: number formats, passes, spaces, samplers (with aliases) and runners.
+    let formats = ["integer", "minifloat_ieee", "block_log", "ternary", "int_quant", "float_quant"];
+    let passes = ["add_common_metadata", "profile_statistics", "quantize", "channel_multiplier", "verify_quantization"];
+    let search = ["graph/quantize/mixed_precision_ptq", "nsgaii", "qmc", "sw basic_train", "hw bitops"];
+    for name in formats.iter().chain(&passes).chain(&search) {
+        assert!(text.lines().any(|l| l.trim_start().starts_with(name)), "`ch info` lists {name}");
+    }
+    assert!(text.contains("(also: nsga2, nsga-ii)"), "sampler aliases");
 }

@@ -1,6 +1,12 @@
-//! `ch info`: the models and data sets this build knows (MASE's broken `--info`).
+//! `ch info`: what this build knows — models, data sets, number formats, passes and the building
+//! blocks of a search (MASE's `--info` is broken). Every list comes from the registry that the
+//! other actions use, so it cannot drift from what they accept.
 
 use anyhow::Result;
+use mase_passes::PASSES;
+use mase_search::runner::{HW_RUNNERS, SW_RUNNERS};
+use mase_search::sampler::SAMPLERS;
+use mase_search::space::SPACES;
 
 pub fn run() -> Result<()> {
     println!("Models:");
@@ -13,5 +19,35 @@ pub fn run() -> Result<()> {
     for name in mase_io::dataset_names() {
         println!("  {name}");
     }
+    println!("Number formats (quantize config `name`):");
+    for (name, doc) in mase_quant::formats() {
+        println!("  {name:<18} {doc}");
+    }
+    println!("Passes (`[passes.NAME]` of ch transform; details: ch transform --list-passes):");
+    for p in PASSES {
+        println!("  {:<30} {}", p.name, p.doc);
+    }
+    println!("Search spaces (`[search.search_space] name`):");
+    for (name, doc, _) in SPACES {
+        println!("  {name:<52} {doc}");
+    }
+    println!("Samplers (`[search.strategy.setup] sampler`):");
+    for (names, doc, _) in SAMPLERS {
+        println!("  {:<18} {doc}{}", names[0], aliases(&names[1..]));
+    }
+    println!("Runners (`[search.strategy.sw_runner.NAME]`, `[search.strategy.hw_runner.NAME]`):");
+    for (kind, table) in [("sw", SW_RUNNERS), ("hw", HW_RUNNERS)] {
+        for (name, doc, _) in table {
+            println!("  {kind} {name:<22} {doc}");
+        }
+    }
     Ok(())
+}
+
+fn aliases(names: &[&str]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (also: {})", names.join(", "))
+    }
 }
