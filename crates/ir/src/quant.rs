@@ -129,7 +129,8 @@ impl QuantFormat {
     /// The `precision` list of metadata, in MASE's fixed order per type (spec §1.4).
     pub fn precision(&self) -> Vec<Value> {
         let bias = |b: &Option<i32>| b.map(Value::from).unwrap_or(Value::Null);
-        let blk = |b: &[usize]| Value::from(b.to_vec());
+        // A block size of 0 (the whole dimension) is shown as MASE writes it, -1.
+        let blk = |b: &[usize]| Value::from(b.iter().map(|&x| if x == 0 { -1 } else { x as i64 }).collect::<Vec<_>>());
         match self {
             QuantFormat::Integer { width, frac_width, .. } => vec![(*width).into(), (*frac_width).into()],
             QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias }

@@ -1,7 +1,7 @@
 //! QONNX `BipolarQuant`: `out = (x >= 0 ? 1 : -1) * scale`, `scale` per tensor or per channel.
 //! NaN gives `-scale`.
 
-use crate::bcast::{check, for_each_run, index_of};
+use crate::bcast::{check, map_runs, value_at};
 use crate::int_quant::validate_param;
 use crate::registry::FormatImpl;
 use crate::Result;
@@ -35,10 +35,9 @@ fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
 
 fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let s = spec(fmt);
-    for_each_run(&s.shape, shape, x.len(), |r, off, step| {
-        for (k, (o, &v)) in out[r.clone()].iter_mut().zip(&x[r]).enumerate() {
-            *o = if v >= 0.0 { 1.0 } else { -1.0 } * s.data[off + k * step];
-        }
+    map_runs(&s.shape, shape, x, out, |v, k| {
+        let y = if v >= 0.0 { 1.0 } else { -1.0 };
+        y * s.data[k]
     });
 }
 
@@ -46,7 +45,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
     let s = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
         let y_int = if v >= 0.0 { 1.0 } else { -1.0 };
-        out[i] = y_int * s.data[index_of(s, shape, i)];
+        out[i] = y_int * value_at(s, shape, i);
     }
 }
 
@@ -59,7 +58,7 @@ fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let s = spec(fmt);
     (0..x.len())
         .filter(|&i| {
-            let c = s.data[index_of(s, shape, i)];
+            let c = value_at(s, shape, i);
             !(x[i] == c || x[i] == -c)
         })
         .collect()

@@ -9,8 +9,8 @@
 //! 1. The tensor is seen with at most three dimensions: a scalar as `[1]`; rank 4 and above as
 //!    `[prod(leading), H, W]` with `skip_first_dim` forced on (what MASE's modules do).
 //! 2. The block size is right-aligned to that view: extra leading entries are dropped, missing
-//!    ones cover the whole dimension, and an entry larger than its dimension covers the whole
-//!    dimension (so MASE's `-1` can be written as any large number). With `skip_first_dim` (on a
+//!    ones cover the whole dimension, and so does an entry of 0 (MASE's `-1`, which configs may
+//!    write as `-1`) or one larger than its dimension. With `skip_first_dim` (on a
 //!    view of rank 2 or 3) the first dimension's block is 1. A 1-D tensor ignores
 //!    `skip_first_dim`, which MASE only allows off for it.
 //! 3. Blocks tile the view from its start; the last block along a dimension may be partial (MASE
@@ -156,9 +156,11 @@ pub(crate) fn run_blocks<P: Copy>(bl: &Blocking, x: &[f32], out: &mut [f32], per
 }
 
 /// MASE's blocking written out as it does it, for the reference functions: pad the view with
-/// zeros to whole blocks, gather each block into its own vector, let `quantize_blocks` work on
-/// them (given each block's raw maximum), and scatter the results back without the padding.
-pub(crate) fn reference_blocks(bl: &Blocking, x: &[f32], out: &mut [f32], quantize_blocks: impl Fn(&[Vec<f32>], &[f32]) -> Vec<Vec<f32>>) {
+/// zeros to whole blocks, gather each block into its own vector, take each block's maximum and
+/// guard it against zero ([`reference_guard`]), quantize each value with `elem(value, guarded
+/// block maximum)` (the padding too, as MASE does), and scatter the results back without the
+/// padding.
+pub(crate) fn reference_blocks(bl: &Blocking, x: &[f32], out: &mut [f32], elem: impl Fn(f32, f32) -> f32) {
     let [d0, d1, d2] = bl.dims;
     let g = bl.grid();
     let [t0, t1, t2] = bl.tile;
@@ -187,7 +189,8 @@ pub(crate) fn reference_blocks(bl: &Blocking, x: &[f32], out: &mut [f32], quanti
         .iter()
         .map(|v| v.iter().map(|a| a.abs()).fold(0.0f32, |m, a| if a.is_nan() || m.is_nan() { f32::NAN } else { m.max(a) }))
         .collect();
-    let q = quantize_blocks(&blocks, &maxes);
+    let maxes = reference_guard(&maxes);
+    let q: Vec<Vec<f32>> = blocks.iter().zip(&maxes).map(|(blk, &pmax)| blk.iter().map(|&v| elem(v, pmax)).collect()).collect();
     for (qb, &(o0, o1, o2)) in q.iter().zip(&origin) {
         let mut n = 0;
         for i in 0..t0 {
@@ -205,7 +208,7 @@ pub(crate) fn reference_blocks(bl: &Blocking, x: &[f32], out: &mut [f32], quanti
 }
 
 /// The guard of [`ZeroGuard`] written as MASE does it, on the list of block maxima.
-pub(crate) fn reference_guard(maxes: &[f32]) -> Vec<f32> {
+fn reference_guard(maxes: &[f32]) -> Vec<f32> {
     if maxes.iter().all(|&m| m == 0.0) {
         return vec![1.0; maxes.len()];
     }
@@ -214,15 +217,48 @@ pub(crate) fn reference_guard(maxes: &[f32]) -> Vec<f32> {
     maxes.iter().map(|&m| if m == 0.0 { min } else { m }).collect()
 }
 
-/// Validation shared by the block formats: a non-empty block size without zeros.
+/// Validation shared by the block formats: a non-empty block size (an entry of 0 is MASE's `-1`,
+/// the whole dimension).
 pub(crate) fn validate_block_size(format: &'static str, block_size: &[usize]) -> crate::Result<()> {
     if block_size.is_empty() {
         return Err(crate::error::param(format, "block_size", "[]", "must name at least one block dimension"));
     }
-    if block_size.contains(&0) {
-        return Err(crate::error::param(format, "block_size", format!("{block_size:?}"), "block sizes must be at least 1"));
+    Ok(())
+}
+
+/// Validation shared by the formats with a per-block bias: a bias field of at most 8 bits.
+pub(crate) fn validate_bias_width(format: &'static str, exponent_bias_width: u32) -> crate::Result<()> {
+    if exponent_bias_width > 8 {
+        return Err(crate::error::param(format, "exponent_bias_width", exponent_bias_width, "must be at most 8"));
     }
     Ok(())
+}
+
+/// `on_grid` of the formats whose blocks share a bias from `0..=bias_max` (block minifloat, block
+/// log), where `fits(v, bias)` says whether a bias represents `v`. A block is on the grid when one
+/// bias represents all of its values, since the bias that produced a quantized block need not be
+/// the one its (rounded) maximum gives again. Otherwise the values that the bias MASE picks for
+/// the block (`mase_bias` of its raw maximum; 0 for a NaN block) cannot represent are reported.
+pub(crate) fn on_grid_shared_bias(
+    bl: &Blocking,
+    x: &[f32],
+    bias_max: i64,
+    mase_bias: impl Fn(f32) -> Option<i64>,
+    fits: impl Fn(f32, i64) -> bool,
+) -> Vec<usize> {
+    let mut bad = Vec::new();
+    for b in 0..bl.count() {
+        let fits_all = |bias: i64| bl.runs(b).all(|r| x[r].iter().all(|&v| fits(v, bias)));
+        if (0..=bias_max).any(fits_all) {
+            continue;
+        }
+        let bias = mase_bias(bl.block_max(x, b)).unwrap_or(0);
+        for r in bl.runs(b) {
+            bad.extend(r.filter(|&i| !fits(x[i], bias)));
+        }
+    }
+    bad.sort_unstable();
+    bad
 }
 
 #[cfg(test)]
@@ -251,5 +287,9 @@ mod tests {
         assert_eq!(blocks(&[1, 2, 2, 2], &[2, 2], false), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
         // A scalar is one block.
         assert_eq!(blocks(&[], &[16], true), vec![vec![0]]);
+        // MASE's -1 (stored as 0) covers the whole dimension: [-1, 2] on a weight [3, 4] is
+        // column pairs over all rows, as [8, 2] is.
+        assert_eq!(blocks(&[3, 4], &[0, 2], false), blocks(&[3, 4], &[8, 2], false));
+        assert_eq!(blocks(&[3, 4], &[0, 2], false), vec![vec![0, 1, 4, 5, 8, 9], vec![2, 3, 6, 7, 10, 11]]);
     }
 }

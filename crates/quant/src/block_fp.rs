@@ -7,10 +7,10 @@
 //! ```
 //! `|x| <= 1e-8` passes through. A NaN makes its block NaN (the shared exponent is NaN).
 
-use crate::block::{reference_blocks, reference_guard, run_blocks, validate_block_size, Blocking};
+use crate::block::{reference_blocks, run_blocks, validate_block_size, Blocking};
 use crate::error::param;
 use crate::registry::{any_shape, FormatImpl};
-use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, rne, sign};
+use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -36,9 +36,8 @@ struct Spec<'a> {
 fn spec(fmt: &QuantFormat) -> Spec<'_> {
     match fmt {
         QuantFormat::BlockFp { width, exponent_width, exponent_bias, block_size, skip_first_dim } => {
-            let e = *exponent_width as i64;
-            let b = exponent_bias.map_or((1i64 << (e - 1)) - 1, i64::from);
-            Spec { m: *width as i64 - 1, e_min: -b, e_max: (1i64 << e) - 1 - b, block: block_size, skip: *skip_first_dim }
+            let (e_min, e_max) = exponent_range(*exponent_width as i64, exponent_bias.map(i64::from));
+            Spec { m: *width as i64 - 1, e_min, e_max, block: block_size, skip: *skip_first_dim }
         }
         _ => unreachable!("block_fp called with {}", fmt.type_name()),
     }
@@ -88,28 +87,17 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
     let bl = Blocking::new(shape, f.block, f.skip);
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(f.m);
-    reference_blocks(&bl, x, out, |blocks, maxes| {
-        let maxes = reference_guard(maxes);
-        blocks
-            .iter()
-            .zip(&maxes)
-            .map(|(blk, &pmax)| {
-                blk.iter()
-                    .map(|&v| {
-                        if v.is_nan() || v.abs() <= 1e-8 {
-                            return v;
-                        }
-                        if pmax.is_nan() {
-                            return f32::NAN;
-                        }
-                        let e = ((pmax as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
-                        let mantissa = (v.abs() + 1e-9) / pow2(e);
-                        let mi = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
-                        sign(v + 1e-9) * pow2(e) * (mi / shift)
-                    })
-                    .collect()
-            })
-            .collect()
+    reference_blocks(&bl, x, out, |v, pmax| {
+        if v.is_nan() || v.abs() <= 1e-8 {
+            return v;
+        }
+        if pmax.is_nan() {
+            return f32::NAN;
+        }
+        let e = ((pmax as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
+        let mantissa = (v.abs() + 1e-9) / pow2(e);
+        let mi = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
+        sign(v + 1e-9) * pow2(e) * (mi / shift)
     });
 }
 

@@ -7,11 +7,10 @@
 //! Zero blocks take the smallest non-zero block maximum (MASE's guard), which sets the value
 //! zeros map to. A NaN makes its block NaN.
 
-use crate::block::{reference_blocks, reference_guard, run_blocks, validate_block_size, Blocking};
-use crate::error::param;
+use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::log::{log_one, log_reference, log_representable, validate_width};
 use crate::registry::{any_shape, FormatImpl};
-use crate::round::{ceil_log2, exp2i};
+use crate::round::{ceil_log2, exp2i, exponent_range};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -39,9 +38,15 @@ impl Spec<'_> {
         (1i64 << (self.width - 1)) - 1
     }
 
-    /// Exponent range for a block bias.
+    /// Exponent range for a block bias (the exponent field is all but the sign bit).
     fn range(&self, bias: i64) -> (i64, i64) {
-        crate::log::range(self.width, bias)
+        exponent_range(self.width as i64 - 1, Some(bias))
+    }
+
+    /// Whether the block bias `bias` represents `v`.
+    fn fits(&self, v: f32, bias: i64) -> bool {
+        let (lo, hi) = self.range(bias);
+        log_representable(v, lo, hi)
     }
 
     /// The bias MASE picks for a (guarded) block maximum; `None` for NaN.
@@ -64,9 +69,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
         unreachable!("block_log called with {}", fmt.type_name())
     };
     validate_width("block_log", *width)?;
-    if *exponent_bias_width > 8 {
-        return Err(param("block_log", "exponent_bias_width", exponent_bias_width, "must be at most 8"));
-    }
+    validate_bias_width("block_log", *exponent_bias_width)?;
     validate_block_size("block_log", block_size)
 }
 
@@ -94,26 +97,15 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
 fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
-    reference_blocks(&bl, x, out, |blocks, maxes| {
-        let maxes = reference_guard(maxes);
-        blocks
-            .iter()
-            .zip(&maxes)
-            .map(|(blk, &pmax)| {
-                let max_exponent = (pmax as f64).log2().ceil();
-                blk.iter()
-                    .map(|&v| {
-                        if max_exponent.is_nan() {
-                            return f32::NAN;
-                        }
-                        let bias = (f.top() as f64 - max_exponent).clamp(0.0, f.bias_max as f64) as i64;
-                        let (lo, hi) = f.range(bias);
-                        let min_pos = 2f64.powi(lo as i32) as f32;
-                        log_reference(v, min_pos * 0.1, lo, hi)
-                    })
-                    .collect()
-            })
-            .collect()
+    reference_blocks(&bl, x, out, |v, pmax| {
+        let max_exponent = (pmax as f64).log2().ceil();
+        if max_exponent.is_nan() {
+            return f32::NAN;
+        }
+        let bias = (f.top() as f64 - max_exponent).clamp(0.0, f.bias_max as f64) as i64;
+        let (lo, hi) = f.range(bias);
+        let min_pos = 2f64.powi(lo as i32) as f32;
+        log_reference(v, min_pos * 0.1, lo, hi)
     });
 }
 
@@ -125,26 +117,9 @@ fn representable(fmt: &QuantFormat, v: f32) -> bool {
     log_representable(v, lo, hi)
 }
 
-/// A block is on the grid when one bias represents all of its values; otherwise the values that
-/// the bias MASE would pick for the block cannot represent are reported.
+/// A block is on the grid when one bias represents all of its values ([`on_grid_shared_bias`]).
 fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
-    let mut bad = Vec::new();
-    for b in 0..bl.count() {
-        let fits_all = |bias: i64| {
-            let (lo, hi) = f.range(bias);
-            bl.runs(b).all(|r| x[r].iter().all(|&v| log_representable(v, lo, hi)))
-        };
-        if (0..=f.bias_max).any(fits_all) {
-            continue;
-        }
-        let bias = f.bias(bl.block_max(x, b)).unwrap_or(0);
-        let (lo, hi) = f.range(bias);
-        for r in bl.runs(b) {
-            bad.extend(r.filter(|&i| !log_representable(x[i], lo, hi)));
-        }
-    }
-    bad.sort_unstable();
-    bad
+    on_grid_shared_bias(&bl, x, f.bias_max, |m| f.bias(m), |v, bias| f.fits(v, bias))
 }

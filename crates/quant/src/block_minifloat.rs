@@ -7,12 +7,11 @@
 //! As in MASE the bias is non-negative and subtracted, so blocks with large values get a range
 //! shifted *down*; reproduced as written. A NaN makes its block NaN.
 
-use crate::block::{reference_blocks, reference_guard, run_blocks, validate_block_size, Blocking};
-use crate::error::param;
+use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::minifloat_denorm::validate_mini;
 use crate::minifloat_ieee::{ieee_one, ieee_reference, ieee_representable};
 use crate::registry::{any_shape, FormatImpl};
-use crate::round::{exp2i, floor_log2};
+use crate::round::{exp2i, exponent_range, floor_log2};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -39,7 +38,13 @@ struct Spec<'a> {
 impl Spec<'_> {
     /// Exponent range for a block bias.
     fn range(&self, bias: i64) -> (i64, i64) {
-        (-bias, (1i64 << self.e) - 1 - bias)
+        exponent_range(self.e, Some(bias))
+    }
+
+    /// Whether the block bias `bias` represents `v`.
+    fn fits(&self, v: f32, bias: i64) -> bool {
+        let (lo, hi) = self.range(bias);
+        ieee_representable(v, self.m, lo, hi)
     }
 
     /// The bias MASE picks for a (guarded) block maximum; `None` for NaN.
@@ -66,9 +71,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
         unreachable!("block_minifloat called with {}", fmt.type_name())
     };
     validate_mini("block_minifloat", *width, *exponent_width, None)?;
-    if *exponent_bias_width > 8 {
-        return Err(param("block_minifloat", "exponent_bias_width", exponent_bias_width, "must be at most 8"));
-    }
+    validate_bias_width("block_minifloat", *exponent_bias_width)?;
     validate_block_size("block_minifloat", block_size)
 }
 
@@ -92,57 +95,26 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
 fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
-    reference_blocks(&bl, x, out, |blocks, maxes| {
-        let maxes = reference_guard(maxes);
-        blocks
-            .iter()
-            .zip(&maxes)
-            .map(|(blk, &pmax)| {
-                let bias = (pmax as f64).log2().floor();
-                blk.iter()
-                    .map(|&v| {
-                        if bias.is_nan() {
-                            return if v.is_nan() || v.abs() <= 1e-8 { v } else { f32::NAN };
-                        }
-                        let b = (bias as i64).clamp(0, f.bias_max);
-                        let (lo, hi) = f.range(b);
-                        ieee_reference(v, lo, hi, f.m)
-                    })
-                    .collect()
-            })
-            .collect()
+    reference_blocks(&bl, x, out, |v, pmax| {
+        let bias = (pmax as f64).log2().floor();
+        if bias.is_nan() {
+            return if v.is_nan() || v.abs() <= 1e-8 { v } else { f32::NAN };
+        }
+        let b = (bias as i64).clamp(0, f.bias_max);
+        let (lo, hi) = f.range(b);
+        ieee_reference(v, lo, hi, f.m)
     });
 }
 
 /// Representable as a block of its own: some bias in `[0, 2^ebw - 1]` represents it.
 fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
-    (0..=f.bias_max).any(|b| {
-        let (lo, hi) = f.range(b);
-        ieee_representable(v, f.m, lo, hi)
-    })
+    (0..=f.bias_max).any(|b| f.fits(v, b))
 }
 
-/// A block is on the grid when one bias represents all of its values; otherwise the values that
-/// the bias MASE would pick for the block cannot represent are reported.
+/// A block is on the grid when one bias represents all of its values ([`on_grid_shared_bias`]).
 fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
-    let mut bad = Vec::new();
-    for b in 0..bl.count() {
-        let fits_all = |bias: i64| {
-            let (lo, hi) = f.range(bias);
-            bl.runs(b).all(|r| x[r].iter().all(|&v| ieee_representable(v, f.m, lo, hi)))
-        };
-        if (0..=f.bias_max).any(fits_all) {
-            continue;
-        }
-        let bias = f.bias(bl.block_max(x, b)).unwrap_or(0);
-        let (lo, hi) = f.range(bias);
-        for r in bl.runs(b) {
-            bad.extend(r.filter(|&i| !ieee_representable(x[i], f.m, lo, hi)));
-        }
-    }
-    bad.sort_unstable();
-    bad
+    on_grid_shared_bias(&bl, x, f.bias_max, |m| f.bias(m), |v, bias| f.fits(v, bias))
 }

@@ -12,11 +12,11 @@
 //! Subnormals are always produced (`has_subnormal` only informs back ends, as in QONNX). NaN stays
 //! NaN, and ±inf give NaN, as in the reference (`inf / inf`).
 
-use crate::bcast::{check, for_each_run, index_of};
+use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
 use crate::int_quant::validate_param;
 use crate::registry::FormatImpl;
-use crate::round::{exp2i, floor_log2, rne, round_mode};
+use crate::round::{exp2i, floor_log2, rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
 
@@ -155,29 +155,16 @@ fn one(v: f32, s: f32, f: &Spec<'_>, round: impl Fn(f32) -> f32) -> f32 {
     xq * s
 }
 
-fn run(f: &Spec<'_>, x: &[f32], shape: &[usize], out: &mut [f32], round: impl Fn(f32) -> f32 + Copy) {
-    let s = &f.scale.data;
-    for_each_run(&f.scale.shape, shape, x.len(), |r, off, step| {
-        for (k, (o, &v)) in out[r.clone()].iter_mut().zip(&x[r]).enumerate() {
-            *o = one(v, s[off + k * step], f, round);
-        }
-    });
-}
-
 fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
-    match f.mode {
-        RoundingMode::Round => run(&f, x, shape, out, rne),
-        RoundingMode::Ceil => run(&f, x, shape, out, f32::ceil),
-        RoundingMode::Floor => run(&f, x, shape, out, f32::floor),
-        mode => run(&f, x, shape, out, move |v| round_mode(mode, v)),
-    }
+    let s = &f.scale.data;
+    with_rounding!(f.mode, |round| map_runs(&f.scale.shape, shape, x, out, |v, k| one(v, s[k], &f, round)))
 }
 
 fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
-        let scale = f.scale.data[index_of(f.scale, shape, i)];
+        let scale = value_at(f.scale, shape, i);
         let x = v / scale;
         let internal_scale = ((x.abs() + f32::MIN_POSITIVE) as f64).log2().floor() - f.m as f64;
         // np.maximum propagates NaN.
@@ -226,7 +213,7 @@ fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     (0..x.len())
         .filter(|&i| {
-            let s = f.scale.data[index_of(f.scale, shape, i)];
+            let s = value_at(f.scale, shape, i);
             !fits(x[i], &f, std::iter::once(s))
         })
         .collect()

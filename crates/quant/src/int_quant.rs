@@ -11,10 +11,10 @@
 //! executor treats it. `scale` and `zero_point` broadcast against the data (per tensor or per
 //! channel). NaN stays NaN (clamping keeps it), ±inf saturate.
 
-use crate::bcast::{check, for_each_run, index_of};
+use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
 use crate::registry::FormatImpl;
-use crate::round::{rne, round_mode};
+use crate::round::{rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
 
@@ -122,38 +122,25 @@ fn one(v: f32, s: f32, z: f32, f: &Spec<'_>, round: impl Fn(f32) -> f32) -> f32 
 fn run(f: &Spec<'_>, x: &[f32], shape: &[usize], out: &mut [f32], round: impl Fn(f32) -> f32 + Copy) {
     let (s, z) = (&f.scale.data, &f.zp.data);
     if z.len() == 1 || f.zp.shape == f.scale.shape {
-        // Runs along the last dimension with the scale (and zero point) at a fixed step.
-        for_each_run(&f.scale.shape, shape, x.len(), |r, off, step| {
-            for (k, (o, &v)) in out[r.clone()].iter_mut().zip(&x[r]).enumerate() {
-                let p = off + k * step;
-                *o = one(v, s[p], if z.len() == 1 { z[0] } else { z[p] }, f, round);
-            }
-        });
+        // The zero point is per tensor or indexed as the scale, so it follows the scale's runs.
+        map_runs(&f.scale.shape, shape, x, out, |v, k| one(v, s[k], if z.len() == 1 { z[0] } else { z[k] }, f, round));
     } else {
         for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
-            *o = one(v, s[index_of(f.scale, shape, i)], z[index_of(f.zp, shape, i)], f, round);
+            *o = one(v, value_at(f.scale, shape, i), value_at(f.zp, shape, i), f, round);
         }
     }
 }
 
 fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
-    // One monomorphised loop per mode, so the mode is not matched per value.
-    match f.mode {
-        RoundingMode::Round => run(&f, x, shape, out, rne),
-        RoundingMode::Ceil => run(&f, x, shape, out, f32::ceil),
-        RoundingMode::Floor => run(&f, x, shape, out, f32::floor),
-        RoundingMode::Down => run(&f, x, shape, out, f32::trunc),
-        RoundingMode::HalfUp => run(&f, x, shape, out, f32::round),
-        mode => run(&f, x, shape, out, move |v| round_mode(mode, v)),
-    }
+    with_rounding!(f.mode, |round| run(&f, x, shape, out, round))
 }
 
 fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
-        let scale = f.scale.data[index_of(f.scale, shape, i)];
-        let zeropt = f.zp.data[index_of(f.zp, shape, i)];
+        let scale = value_at(f.scale, shape, i);
+        let zeropt = value_at(f.zp, shape, i);
         let mut y_int = v / scale;
         y_int += zeropt;
         if f.bipolar {
@@ -196,7 +183,7 @@ fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     (0..x.len())
         .filter(|&i| {
-            let (s, z) = (f.scale.data[index_of(f.scale, shape, i)], f.zp.data[index_of(f.zp, shape, i)]);
+            let (s, z) = (value_at(f.scale, shape, i), value_at(f.zp, shape, i));
             !(x[i].is_finite() && one(x[i], s, z, &f, rne) == x[i])
         })
         .collect()

@@ -8,7 +8,7 @@
 
 use crate::error::param;
 use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
-use crate::round::{exp2i, floor_log2, round_log2, sign};
+use crate::round::{exp2i, exponent_range, floor_log2, round_log2, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -23,18 +23,10 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     on_grid: on_grid_elementwise,
 };
 
-/// Exponent range of a log format with `width` bits and a bias.
-pub(crate) fn range(width: u32, bias: i64) -> (i64, i64) {
-    let eb = width as i64 - 1;
-    (-bias, (1i64 << eb) - 1 - bias)
-}
-
+/// The exponent range: the exponent field is all but the sign bit.
 fn spec(fmt: &QuantFormat) -> (i64, i64) {
     match *fmt {
-        QuantFormat::Log { width, exponent_bias } => {
-            let eb = width as i64 - 1;
-            range(width, exponent_bias.map_or((1i64 << (eb - 1)) - 1, i64::from))
-        }
+        QuantFormat::Log { width, exponent_bias } => exponent_range(width as i64 - 1, exponent_bias.map(i64::from)),
         _ => unreachable!("log called with {}", fmt.type_name()),
     }
 }

@@ -11,14 +11,14 @@
 
 use crate::error::param;
 use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
-use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, rne, sign};
+use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
 pub(crate) const FORMAT: FormatImpl = FormatImpl {
     name: "minifloat_denorm",
     doc: "width, exponent_width, exponent_bias: s * 2^e * clamp(round(|x| / 2^e * 2^M), 0, 2^M - 1) / 2^M, e = ceil(log2 |x|)",
-    validate,
+    validate: validate_minifloat,
     validate_shape: any_shape,
     quantize: kernel,
     reference,
@@ -26,7 +26,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     on_grid: on_grid_elementwise,
 };
 
-/// Mantissa bits and exponent range of a minifloat.
+/// Mantissa bits and exponent range of a minifloat (this module's and `minifloat_ieee`'s).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Mini {
     pub m: i64,
@@ -37,10 +37,31 @@ pub(crate) struct Mini {
 impl Mini {
     /// `width`, `exponent_width` and an optional bias, with MASE's default bias `2^(E-1) - 1`.
     pub fn new(width: u32, exponent_width: u32, bias: Option<i32>) -> Mini {
-        let e = exponent_width as i64;
-        let b = bias.map_or((1i64 << (e - 1)) - 1, i64::from);
-        Mini { m: width as i64 - e - 1, e_min: -b, e_max: (1i64 << e) - 1 - b }
+        let (e_min, e_max) = exponent_range(exponent_width as i64, bias.map(i64::from));
+        Mini { m: width as i64 - exponent_width as i64 - 1, e_min, e_max }
     }
+
+    /// The minifloat of a `minifloat_denorm` or `minifloat_ieee` format: the two variants have the
+    /// same fields and differ only in how a value is rounded.
+    pub fn of(fmt: &QuantFormat) -> Mini {
+        let (width, exponent_width, exponent_bias) = fields(fmt);
+        Mini::new(width, exponent_width, exponent_bias)
+    }
+}
+
+/// `width`, `exponent_width` and `exponent_bias` of either elementwise minifloat.
+fn fields(fmt: &QuantFormat) -> (u32, u32, Option<i32>) {
+    match *fmt {
+        QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias }
+        | QuantFormat::MinifloatIeee { width, exponent_width, exponent_bias } => (width, exponent_width, exponent_bias),
+        _ => unreachable!("a minifloat called with {}", fmt.type_name()),
+    }
+}
+
+/// `validate` of both elementwise minifloats; the error names the format it is given.
+pub(crate) fn validate_minifloat(fmt: &QuantFormat) -> Result<()> {
+    let (width, exponent_width, exponent_bias) = fields(fmt);
+    validate_mini(fmt.type_name(), width, exponent_width, exponent_bias)
 }
 
 /// The checks shared by both minifloats and block minifloat: `1 <= E <= 8`, `E < width <= 32`,
@@ -68,22 +89,6 @@ pub(crate) fn validate_mini(format: &'static str, width: u32, exponent_width: u3
     Ok(())
 }
 
-fn spec(fmt: &QuantFormat) -> Mini {
-    match *fmt {
-        QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias } => Mini::new(width, exponent_width, exponent_bias),
-        _ => unreachable!("minifloat_denorm called with {}", fmt.type_name()),
-    }
-}
-
-fn validate(fmt: &QuantFormat) -> Result<()> {
-    match *fmt {
-        QuantFormat::MinifloatDenorm { width, exponent_width, exponent_bias } => {
-            validate_mini("minifloat_denorm", width, exponent_width, exponent_bias)
-        }
-        _ => unreachable!("minifloat_denorm called with {}", fmt.type_name()),
-    }
-}
-
 /// One value, exactly as the kernel computes it.
 #[inline(always)]
 fn one(v: f32, f: Mini, shift: f32) -> f32 {
@@ -99,7 +104,7 @@ fn one(v: f32, f: Mini, shift: f32) -> f32 {
 }
 
 fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     let shift = exp2i(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
         *o = one(v, f, shift);
@@ -107,7 +112,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
 }
 
 fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -126,7 +131,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _r
 
 /// `|v| <= 1e-8` (passed through), or `v = ±mi * 2^(e - M)` with `mi < 2^M` and `e` in range.
 fn representable(fmt: &QuantFormat, v: f32) -> bool {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     if !v.is_finite() {
         return false;
     }

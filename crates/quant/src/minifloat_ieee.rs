@@ -9,38 +9,21 @@
 //! ```
 //! `|x| <= 1e-8` passes through; large values saturate at `2^e_max (2 - 2^-M)`; NaN stays NaN.
 
-use crate::minifloat_denorm::{lowest_bit_exponent, validate_mini, Mini};
+use crate::minifloat_denorm::{lowest_bit_exponent, validate_minifloat, Mini};
 use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
 use crate::round::{clamp_nan, close_to_zero, exp2i, floor_log2, rne, sign};
-use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
 pub(crate) const FORMAT: FormatImpl = FormatImpl {
     name: "minifloat_ieee",
     doc: "width, exponent_width, exponent_bias: IEEE-like s * 2^e * (1 + mi / 2^M), subnormals at e = -bias, saturating",
-    validate,
+    validate: validate_minifloat,
     validate_shape: any_shape,
     quantize: kernel,
     reference,
     representable,
     on_grid: on_grid_elementwise,
 };
-
-fn spec(fmt: &QuantFormat) -> Mini {
-    match *fmt {
-        QuantFormat::MinifloatIeee { width, exponent_width, exponent_bias } => Mini::new(width, exponent_width, exponent_bias),
-        _ => unreachable!("minifloat_ieee called with {}", fmt.type_name()),
-    }
-}
-
-fn validate(fmt: &QuantFormat) -> Result<()> {
-    match *fmt {
-        QuantFormat::MinifloatIeee { width, exponent_width, exponent_bias } => {
-            validate_mini("minifloat_ieee", width, exponent_width, exponent_bias)
-        }
-        _ => unreachable!("minifloat_ieee called with {}", fmt.type_name()),
-    }
-}
 
 /// One value with mantissa bits `m` (`shift = 2^m`) and exponent range `[e_min, e_max]`; shared
 /// with block minifloat, whose bias (and so range) is per block.
@@ -102,7 +85,7 @@ pub(crate) fn ieee_representable(v: f32, m: i64, e_min: i64, e_max: i64) -> bool
 }
 
 fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     let shift = exp2i(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
         *o = ieee_one(v, f.e_min, f.e_max, shift);
@@ -110,13 +93,13 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
 }
 
 fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     for (o, &v) in out.iter_mut().zip(x) {
         *o = ieee_reference(v, f.e_min, f.e_max, f.m);
     }
 }
 
 fn representable(fmt: &QuantFormat, v: f32) -> bool {
-    let f = spec(fmt);
+    let f = Mini::of(fmt);
     ieee_representable(v, f.m, f.e_min, f.e_max)
 }

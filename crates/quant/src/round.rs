@@ -1,5 +1,5 @@
-//! Exact arithmetic helpers shared by the formats: rounding, powers of two and base-2 logarithms
-//! of `f32` values.
+//! Exact arithmetic helpers shared by the formats: rounding, powers of two, base-2 logarithms of
+//! `f32` values, and the exponent range of a biased exponent field.
 //!
 //! The formats are written in MASE's PyTorch terms (`torch.round`, `torch.log2`, `2 ** e`). Here
 //! the transcendental steps are replaced by exact integer work on the bits of the value: the
@@ -143,6 +143,52 @@ pub fn round_mode(mode: RoundingMode, v: f32) -> f32 {
             }
         }
     }
+}
+
+/// Evaluates `$body` with `$round` bound to the rounding function of the QONNX rounding mode
+/// `$mode`, expanded once per mode: a kernel generic over its rounding function thus gets one
+/// monomorphised loop per mode and does not match on the mode per value. Each function gives the
+/// bits of [`round_mode`]; the modes without a single `f32` operation call `round_mode` itself.
+///
+/// A macro, because a closure cannot be generic over the function it is handed.
+macro_rules! with_rounding {
+    ($mode:expr, |$round:ident| $body:expr) => {
+        match $mode {
+            mase_ir::RoundingMode::Round => {
+                let $round = $crate::round::rne;
+                $body
+            }
+            mase_ir::RoundingMode::Ceil => {
+                let $round = f32::ceil;
+                $body
+            }
+            mase_ir::RoundingMode::Floor => {
+                let $round = f32::floor;
+                $body
+            }
+            mase_ir::RoundingMode::Down => {
+                let $round = f32::trunc;
+                $body
+            }
+            mase_ir::RoundingMode::HalfUp => {
+                let $round = f32::round;
+                $body
+            }
+            mode => {
+                let $round = move |v: f32| $crate::round::round_mode(mode, v);
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_rounding;
+
+/// The exponent range `[-B, 2^E - 1 - B]` of an `E`-bit exponent field with bias `B`, and MASE's
+/// default bias `2^(E-1) - 1` when none is given. The minifloats, block floating point and the
+/// log formats (whose exponent field is all but the sign bit) share it.
+pub(crate) fn exponent_range(exponent_width: i64, bias: Option<i64>) -> (i64, i64) {
+    let b = bias.unwrap_or((1i64 << (exponent_width - 1)) - 1);
+    (-b, (1i64 << exponent_width) - 1 - b)
 }
 
 /// `torch.sign`: 1, -1, or the value itself for ±0 (and NaN).

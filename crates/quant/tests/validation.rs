@@ -23,7 +23,6 @@ fn bad_parameters_name_their_field() {
         (MinifloatIeee { width: 8, exponent_width: 4, exponent_bias: Some(1000) }, "`exponent_bias` = 1000"),
         (Log { width: 1, exponent_bias: None }, "log format: `width` = 1"),
         (blk(vec![]), "block_fp format: `block_size` = []"),
-        (blk(vec![16, 0]), "block_fp format: `block_size` = [16, 0]"),
         (
             BlockFp { width: 0, exponent_width: 8, exponent_bias: None, block_size: vec![16], skip_first_dim: true },
             "block_fp format: `width` = 0",
