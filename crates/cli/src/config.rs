@@ -6,6 +6,7 @@
 //! - unknown top-level keys are an error naming the key (MASE ignores them).
 
 use crate::args::RunArgs;
+use crate::output::Human;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,16 @@ pub struct Merged {
     pub settings: Settings,
     pub config: ConfigFile,
     pub warnings: Vec<String>,
+}
+
+/// [`merge`], with its warnings printed: how every action that reads a config starts, so that
+/// they all report the same warnings the same way.
+pub fn merge_and_warn(args: &RunArgs, human: &Human) -> Result<Merged> {
+    let merged = merge(args)?;
+    for w in &merged.warnings {
+        human.warn(w);
+    }
+    Ok(merged)
 }
 
 pub fn merge(args: &RunArgs) -> Result<Merged> {

@@ -6,33 +6,16 @@
 //! a line on stderr, and under `CI=true` it fails.
 
 mod common;
+#[path = "../../search/tests/common/postgres_server.rs"]
+mod postgres_server;
 use common::*;
 use mase_search::{TrialRecord, TrialState};
+use postgres_server::postgres_url;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// The test server's URL, or `None` after a visible skip line (a failure under `CI=true`).
-fn postgres_url(test: &str) -> Option<String> {
-    match std::env::var("MASE_TEST_POSTGRES_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but MASE_TEST_POSTGRES_URL is unset: run the tests through scripts/with-postgres.sh"
-            );
-            use std::io::Write;
-            // Written past the harness's capture, so the skip shows in `cargo test` output.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP {test} on PostgreSQL: MASE_TEST_POSTGRES_URL is unset (scripts/with-postgres.sh sets it); ran on SQLite only"
-            );
-            None
-        }
-    }
-}
 
 /// The stores a test runs against: a SQLite file (`sqlite:///` URL), and PostgreSQL if there.
 fn stores(test: &str, root: &Path) -> Vec<String> {

@@ -32,6 +32,7 @@ mod context;
 pub mod cost;
 mod error;
 pub mod interface;
+mod keyed;
 pub mod metadata;
 pub mod pyfmt;
 pub mod quantize;

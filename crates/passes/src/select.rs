@@ -33,14 +33,19 @@ impl By {
         }
     }
 
+    /// The `By` that MASE spells `s`, if any.
+    pub fn from_spelling(s: &str) -> Option<By> {
+        match s {
+            "type" => Some(By::Type),
+            "name" => Some(By::Name),
+            "regex_name" => Some(By::RegexName),
+            _ => None,
+        }
+    }
+
     /// Parses MASE's `by` value.
     pub fn parse(pass: &str, s: &str) -> Result<By> {
-        match s {
-            "type" => Ok(By::Type),
-            "name" => Ok(By::Name),
-            "regex_name" => Ok(By::RegexName),
-            other => Err(PassError::args(pass, format!("`by = \"{other}\"`: expected \"type\", \"name\" or \"regex_name\""))),
-        }
+        By::from_spelling(s).ok_or_else(|| PassError::args(pass, format!("`by = \"{s}\"`: expected \"type\", \"name\" or \"regex_name\"")))
     }
 }
 

@@ -251,6 +251,21 @@ fn special_configs() {
                 ..NodeQuant::default()
             },
         ),
+        // MASE's -1, the whole dimension, is stored as 0.
+        (
+            json!({"name": "block_log", "data_in_width": 8, "data_in_exponent_bias_width": 4, "data_in_block_size": [1, -1],
+                   "weight_width": 8, "weight_exponent_bias_width": 4, "weight_block_size": [-1, 4]}),
+            NodeQuant {
+                data_in: vec![Some(QuantFormat::BlockLog {
+                    width: 8,
+                    exponent_bias_width: 4,
+                    block_size: vec![1, 0],
+                    skip_first_dim: true,
+                })],
+                weight: Some(QuantFormat::BlockLog { width: 8, exponent_bias_width: 4, block_size: vec![0, 4], skip_first_dim: false }),
+                ..NodeQuant::default()
+            },
+        ),
     ];
     for (cfg, mut want) in cases {
         let (mut g, _) = jsc_tiny();
@@ -276,6 +291,11 @@ fn bad_configs_are_one_line_errors() {
         (with("data_in_frac_width", json!(9)), "`frac_width` = 9: is larger than `width` = 8"),
         (with("weight_widht", json!(8)), "unknown key `weight_widht` for format `integer`"),
         (with("name", json!("logicnets")), "not supported by mase-rs"),
+        (
+            json!({"by": "type", "linear": {"config": {"name": "block_log", "data_in_width": 8, "data_in_exponent_bias_width": 4,
+                "data_in_block_size": [16, -2], "weight_width": 8, "weight_exponent_bias_width": 4, "weight_block_size": [16]}}}),
+            "`data_in_block_size = [16,-2]`: expected a positive integer, -1 (the whole dimension) or a list of them",
+        ),
         (
             json!({"by": "type", "linear": {"config": {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4}}}),
             "missing key `weight_width`",

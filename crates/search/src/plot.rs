@@ -4,6 +4,7 @@
 //! same on a machine without fonts.
 
 use crate::{Result, SearchError};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,41 @@ fn draw_err(path: &Path, e: impl std::fmt::Display) -> SearchError {
     SearchError::write(path, format!("plotting failed: {e}"))
 }
 
+/// A chart on `root` with both axes over `f64` values.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Clears `root` to white and sets up a chart on it: the title, the labelled axes over the
+/// ranges `(x, y)`, and the mesh. Both charts share it so that they look alike.
+fn axes<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64)),
+) -> std::result::Result<Chart<'a, DB>, String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+    Ok(chart)
+}
+
+/// Draws the legend of the series labelled on `chart` and writes `root` out.
+fn finish<'a, DB: DrawingBackend + 'a>(mut chart: Chart<'a, DB>, root: &DrawingArea<DB, Shift>) -> std::result::Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
 /// Step curves (the value holds until the next point), with a legend.
 fn draw_steps<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
@@ -56,17 +92,9 @@ fn draw_steps<DB: DrawingBackend>(
     y_label: &str,
     series: &[Series],
 ) -> std::result::Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
-    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+    let x = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let y = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut steps = Vec::with_capacity(2 * s.points.len());
@@ -83,14 +111,7 @@ fn draw_steps<DB: DrawingBackend>(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled()))).map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+    finish(chart, &root)
 }
 
 /// All points in grey, the Pareto front in colour and joined.
@@ -102,17 +123,9 @@ fn draw_pareto<DB: DrawingBackend>(
     all: &[(f64, f64)],
     front: &[(f64, f64)],
 ) -> std::result::Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (x0, x1) = range(all.iter().map(|p| p.0));
-    let (y0, y1) = range(all.iter().map(|p| p.1));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+    let x = range(all.iter().map(|p| p.0));
+    let y = range(all.iter().map(|p| p.1));
+    let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
     let grey = RGBColor(150, 150, 150);
     chart
         .draw_series(all.iter().map(|&p| Circle::new(p, 3, grey.filled())))
@@ -128,14 +141,7 @@ fn draw_pareto<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?
         .label("Pareto front")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, red.filled()));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+    finish(chart, &root)
 }
 
 const SIZE: (u32, u32) = (900, 600);

@@ -5,7 +5,7 @@
 
 use super::transform::{context, prepare, run_named, write_report};
 use crate::args::AnalyzeArgs;
-use crate::config::merge;
+use crate::config::merge_and_warn;
 use crate::output::{Human, ProjectDirs};
 use anyhow::{bail, Result};
 use mase_ir::Graph;
@@ -66,11 +66,8 @@ fn stats_table(report: &Value) -> String {
 }
 
 pub fn run(args: &AnalyzeArgs) -> Result<()> {
-    let merged = merge(&args.run)?;
     let human = Human { json: args.run.json };
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(&args.run, &human)?;
     let s = merged.settings;
     let wanted: Vec<String> =
         if args.report.is_empty() { vec!["graph".into()] } else { args.report.iter().map(|r| r.trim().to_lowercase()).collect() };

@@ -3,7 +3,7 @@
 //! onnxruntime, FINN or hls4ml.
 
 use crate::args::ExportArgs;
-use crate::config::merge;
+use crate::config::merge_and_warn;
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
@@ -15,11 +15,8 @@ use serde_json::{json, Value};
 const INIT_STREAM: u64 = 1;
 
 pub fn run(args: &ExportArgs) -> Result<()> {
-    let merged = merge(&args.run)?;
     let human = Human { json: args.run.json };
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(&args.run, &human)?;
     let s = merged.settings;
     let format = match args.format.to_ascii_lowercase().as_str() {
         "onnx" => ExportFormat::Onnx,

@@ -8,7 +8,7 @@
 //! worker claims trials from it, and each writes the reports of the whole study when it stops.
 
 use crate::args::SearchArgs;
-use crate::config::merge;
+use crate::config::merge_and_warn;
 use crate::output::{Human, ProjectDirs};
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
@@ -40,11 +40,8 @@ impl Observer for Bar {
 }
 
 pub fn run(args: &SearchArgs) -> Result<()> {
-    let merged = merge(&args.run)?;
     let human = Human { json: args.run.json };
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(&args.run, &human)?;
     let s = merged.settings;
     let table = merged.config.search.clone().ok_or_else(|| match &args.run.config {
         None => anyhow!("ch search needs --config FILE.toml with a [search] table"),

@@ -1,7 +1,7 @@
 //! `ch test MODEL DATASET --load CKPT`: loss and accuracy of a checkpoint on the test split.
 
 use crate::args::RunArgs;
-use crate::config::merge;
+use crate::config::merge_and_warn;
 use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
@@ -9,11 +9,8 @@ use mase_runtime::{ExecOptions, Executor};
 use serde_json::{json, Value};
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let merged = merge(args)?;
     let human = Human { json: args.json };
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(args, &human)?;
     let s = merged.settings;
     // The weights: a checkpoint (`--load`), else those of an ONNX model file.
     let (path, mut ck) = match (s.load_name.clone(), session::onnx_model_file(&s)) {

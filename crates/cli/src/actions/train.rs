@@ -2,7 +2,7 @@
 //! self-describing checkpoints.
 
 use crate::args::RunArgs;
-use crate::config::{merge, Settings};
+use crate::config::{merge_and_warn, Settings};
 use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
@@ -36,11 +36,8 @@ const SHUFFLE_STREAM: u64 = 1_000;
 const AUGMENT_STREAM: u64 = 2_000;
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let merged = merge(args)?;
     let human = Human { json: args.json };
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(args, &human)?;
     let s = merged.settings;
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;

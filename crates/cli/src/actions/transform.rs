@@ -6,7 +6,7 @@
 //! `ch train --load` (quantization-aware training) take.
 
 use crate::args::{RunArgs, TransformArgs};
-use crate::config::{merge, Settings};
+use crate::config::{merge_and_warn, Settings};
 use crate::output::{Human, ProjectDirs};
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
@@ -136,10 +136,7 @@ pub fn run(args: &TransformArgs) -> Result<()> {
     if a.config.is_none() {
         bail!("expected configuration via --config (a TOML file with [passes.*] tables)");
     }
-    let merged = merge(a)?;
-    for w in &merged.warnings {
-        human.warn(w);
-    }
+    let merged = merge_and_warn(a, &human)?;
     let s = merged.settings;
     let passes = merged.config.passes.clone().ok_or_else(|| {
         anyhow!(

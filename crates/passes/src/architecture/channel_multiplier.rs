@@ -43,8 +43,9 @@
 //! the old fan-in. Tensors whose shape does not change are kept as they are.
 
 use super::resize::copy_into_leading_block;
+use crate::keyed::{entry_config, parse_by, Changeable, Keyed};
 use crate::metadata::common::refresh;
-use crate::select::{type_key, By, Selector};
+use crate::select::{type_key, By};
 use crate::table::{Table, TableFormat};
 use crate::{PassContext, PassError, PassReport, Result};
 use indexmap::IndexMap;
@@ -56,6 +57,9 @@ const PASS: &str = "channel_multiplier";
 
 /// The ops this pass can widen (their `mase_op` names, the keys of `by = "type"`).
 pub const WIDENABLE_OPS: &[&str] = &["linear", "conv1d", "conv2d"];
+
+/// The nodes this pass can change, and the words its errors use for them.
+const WIDENABLE: Changeable = Changeable { ops: WIDENABLE_OPS, noun: "layers", done: "widened", able: "widenable" };
 
 /// The stream of the context's seed that new tensors are drawn from.
 const INIT_STREAM: u64 = 0xC4A2;
@@ -127,11 +131,7 @@ pub struct ChannelArgs {
 }
 
 fn parse_layer(key: &str, v: &Value) -> std::result::Result<LayerConfig, String> {
-    let Value::Object(t) = v else { return Err(format!("`{key}` must be a table with a `config` table, got {v}")) };
-    if let Some(extra) = t.keys().find(|x| x.as_str() != "config") {
-        return Err(format!("`{key}.{extra}`: unknown key (an entry holds only a `config` table)"));
-    }
-    let Some(Value::Object(c)) = t.get("config") else { return Err(format!("`{key}` has no `config` table")) };
+    let c = entry_config(key, v)?;
     if let Some(extra) = c.keys().find(|x| !["name", "channel_multiplier"].contains(&x.as_str())) {
         return Err(format!("`{key}.config.{extra}`: unknown key (expected name, channel_multiplier)"));
     }
@@ -162,16 +162,7 @@ impl TryFrom<Map<String, Value>> for ChannelArgs {
     type Error = String;
 
     fn try_from(m: Map<String, Value>) -> std::result::Result<ChannelArgs, String> {
-        let by = match m.get("by") {
-            Some(Value::String(s)) => match s.as_str() {
-                "type" => By::Type,
-                "name" => By::Name,
-                "regex_name" => By::RegexName,
-                other => return Err(format!("`by = \"{other}\"`: expected \"type\", \"name\" or \"regex_name\"")),
-            },
-            Some(v) => return Err(format!("`by = {v}`: expected \"type\", \"name\" or \"regex_name\"")),
-            None => return Err("missing key `by` (\"type\", \"name\" or \"regex_name\")".into()),
-        };
+        let by = parse_by(&m)?;
         let mut args = ChannelArgs { by, default: None, entries: IndexMap::new(), keep_weights: false, input_shape: None };
         for (k, v) in &m {
             match k.as_str() {
@@ -231,34 +222,10 @@ fn node_err(node: &str, reason: impl Into<String>) -> PassError {
 
 /// The config of every node, by id.
 fn plans(graph: &Graph, args: &ChannelArgs) -> Result<(Vec<Option<Plan>>, Vec<String>)> {
-    let keys: Vec<String> = args.entries.keys().cloned().collect();
-    let selector = Selector::new(PASS, args.by, &keys)?;
-    if args.by == By::Type {
-        if let Some(k) = keys.iter().find(|k| !WIDENABLE_OPS.contains(&k.as_str())) {
-            return Err(PassError::Config {
-                pass: PASS.into(),
-                key: k.clone(),
-                reason: format!("`{k}` layers cannot be widened (widenable: {})", WIDENABLE_OPS.join(", ")),
-            });
-        }
-    }
-    let (_, warnings) = selector.select(PASS, graph)?;
+    let (keyed, warnings) = Keyed::new(PASS, graph, args.by, &args.entries, args.default.as_ref(), &WIDENABLE)?;
     let mut out = Vec::with_capacity(graph.len());
     for node in graph.nodes() {
-        let op = type_key(node);
-        let key = selector.key_for(node);
-        let widenable = WIDENABLE_OPS.contains(&op.as_str());
-        if !widenable {
-            if let (By::Name, Some(k)) = (args.by, key) {
-                return Err(node_err(k, format!("a `{op}` node cannot be widened (widenable: {})", WIDENABLE_OPS.join(", "))));
-            }
-            out.push(None);
-            continue;
-        }
-        let cfg = match key {
-            Some(k) => Some(&args.entries[k]),
-            None => args.default.as_ref(),
-        };
+        let cfg = keyed.pick(node)?.map(|p| p.config);
         out.push(cfg.and_then(|c| c.mode.map(|mode| Plan { mode, multiplier: c.channel_multiplier })));
     }
     Ok((out, warnings))

@@ -196,12 +196,20 @@ fn flag(cfg: &Map<String, Value>, g: &str, f: &str) -> Result<bool, String> {
     }
 }
 
+/// A block size: an integer or a list of them, each positive or MASE's `-1` for the whole
+/// dimension (stored as 0, see `mase_quant::Blocking`).
 fn block_size(cfg: &Map<String, Value>, g: &str) -> Result<Vec<usize>, String> {
     let v = field(cfg, g, "block_size")?;
-    let bad = || format!("`{g}_block_size = {v}`: expected a positive integer or a list of them");
+    let bad = || format!("`{g}_block_size = {v}`: expected a positive integer, -1 (the whole dimension) or a list of them");
+    let entry = |x: &Value| match x.as_i64() {
+        Some(-1) => Ok(0),
+        Some(b) if b > 0 => Ok(b as usize),
+        _ => Err(bad()),
+    };
     match v {
-        Value::Array(a) => a.iter().map(|x| x.as_u64().filter(|&x| x > 0).map(|x| x as usize).ok_or_else(bad)).collect(),
-        x => x.as_u64().filter(|&x| x > 0).map(|x| vec![x as usize]).ok_or_else(bad),
+        Value::Array(a) if !a.is_empty() => a.iter().map(entry).collect(),
+        Value::Array(_) => Err(bad()),
+        x => entry(x).map(|b| vec![b]),
     }
 }
 

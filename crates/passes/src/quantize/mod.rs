@@ -25,8 +25,9 @@ pub mod config;
 pub mod summary;
 pub mod verify;
 
+use crate::keyed::{entry_config, parse_by, Changeable, Keyed};
 use crate::metadata::common::refresh;
-use crate::select::{type_key, By, Selector};
+use crate::select::By;
 use crate::table::{Table, TableFormat};
 use crate::{PassContext, PassError, PassReport, Result};
 use config::{describe, node_quant, QUANTIZABLE_OPS};
@@ -50,26 +51,7 @@ impl TryFrom<Map<String, Value>> for QuantizeArgs {
     type Error = String;
 
     fn try_from(m: Map<String, Value>) -> std::result::Result<QuantizeArgs, String> {
-        let by = match m.get("by") {
-            Some(Value::String(s)) => match s.as_str() {
-                "type" => By::Type,
-                "name" => By::Name,
-                "regex_name" => By::RegexName,
-                other => return Err(format!("`by = \"{other}\"`: expected \"type\", \"name\" or \"regex_name\"")),
-            },
-            Some(v) => return Err(format!("`by = {v}`: expected \"type\", \"name\" or \"regex_name\"")),
-            None => return Err("missing key `by` (\"type\", \"name\" or \"regex_name\")".into()),
-        };
-        let config_of = |k: &str, v: &Value| -> std::result::Result<Map<String, Value>, String> {
-            let Value::Object(t) = v else { return Err(format!("`{k}` must be a table with a `config` table, got {v}")) };
-            if let Some(extra) = t.keys().find(|x| x.as_str() != "config") {
-                return Err(format!("`{k}.{extra}`: unknown key (an entry holds only a `config` table)"));
-            }
-            match t.get("config") {
-                Some(Value::Object(c)) => Ok(c.clone()),
-                _ => Err(format!("`{k}` has no `config` table")),
-            }
-        };
+        let by = parse_by(&m)?;
         let mut default = None;
         let mut entries = IndexMap::new();
         for (k, v) in &m {
@@ -77,9 +59,9 @@ impl TryFrom<Map<String, Value>> for QuantizeArgs {
                 "by" => {}
                 "report" if v.is_boolean() => {}
                 "baseline_weight_path" | "load_type" => return Err(format!("`{k}`: LogicNets baselines are not supported by mase-rs")),
-                "default" => default = Some(config_of(k, v)?),
+                "default" => default = Some(entry_config(k, v)?.clone()),
                 _ => {
-                    entries.insert(k.clone(), config_of(k, v)?);
+                    entries.insert(k.clone(), entry_config(k, v)?.clone());
                 }
             }
         }
@@ -100,48 +82,24 @@ pub struct NodeChoice {
     pub quant: Option<NodeQuant>,
 }
 
+/// The nodes `quantize` can change, and the words its errors use for them.
+const QUANTIZABLE: Changeable = Changeable { ops: &QUANTIZABLE_OPS, noun: "ops", done: "quantized", able: "quantizable" };
+
 /// Sets `node.quant` on every node the arguments select, without a context: the transform that
 /// search and other callers reuse. Metadata is not touched (the pass refreshes it). On an error
 /// the graph is unchanged.
 pub fn quantize_graph(graph: &mut Graph, args: &QuantizeArgs) -> Result<(Vec<NodeChoice>, Vec<String>)> {
     const PASS: &str = "quantize";
-    let keys: Vec<String> = args.entries.keys().cloned().collect();
-    let selector = Selector::new(PASS, args.by, &keys)?;
-    if args.by == By::Type {
-        if let Some(k) = keys.iter().find(|k| !QUANTIZABLE_OPS.contains(&k.as_str())) {
-            return Err(PassError::Config {
-                pass: PASS.into(),
-                key: k.clone(),
-                reason: format!("`{k}` ops cannot be quantized (quantizable: {})", QUANTIZABLE_OPS.join(", ")),
-            });
-        }
-    }
-    let (_, mut warnings) = selector.select(PASS, graph)?;
+    let (keyed, mut warnings) = Keyed::new(PASS, graph, args.by, &args.entries, args.default.as_ref(), &QUANTIZABLE)?;
     let mut choices = Vec::new();
-    let mut used = vec![false; keys.len()];
+    let mut used = vec![false; args.entries.len()];
     let mut updates = Vec::new();
     for id in graph.ids().collect::<Vec<_>>() {
         let node = graph.node(id);
-        let op = type_key(node);
-        let key = selector.key_for(node).map(str::to_string);
-        if !QUANTIZABLE_OPS.contains(&op.as_str()) {
-            if let (By::Name, Some(k)) = (args.by, &key) {
-                return Err(PassError::Node {
-                    pass: PASS.into(),
-                    node: k.clone(),
-                    reason: format!("a `{op}` node cannot be quantized (quantizable: {})", QUANTIZABLE_OPS.join(", ")),
-                });
-            }
-            continue;
-        }
-        let (selected_by, cfg) = match &key {
-            Some(k) => (k.clone(), &args.entries[k]),
-            None => match &args.default {
-                Some(d) => ("default".to_string(), d),
-                None => continue,
-            },
-        };
-        if let Some(i) = keys.iter().position(|k| Some(k) == key.as_ref()) {
+        let Some(pick) = keyed.pick(node)? else { continue };
+        let (op, cfg) = (pick.op, pick.config);
+        let selected_by = pick.key.unwrap_or("default").to_string();
+        if let Some(i) = pick.key.and_then(|k| args.entries.get_index_of(k)) {
             used[i] = true;
         }
         let software = node.meta.software.clone();
@@ -183,7 +141,7 @@ pub fn quantize_graph(graph: &mut Graph, args: &QuantizeArgs) -> Result<(Vec<Nod
         graph.node_mut(id).quant = Some(q);
     }
     if args.by == By::RegexName {
-        for (k, _) in keys.iter().zip(&used).filter(|(_, u)| !**u) {
+        for (k, _) in args.entries.keys().zip(&used).filter(|(_, u)| !**u) {
             warnings.push(format!("quantize: pattern `{k}` selects no quantizable node (or only nodes an earlier pattern took)"));
         }
     }

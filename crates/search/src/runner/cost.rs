@@ -1,91 +1,45 @@
-//! Costs of a candidate per sample: operations (spec mase-ir-passes.md §10 formulas), MACs,
-//! BitOPs, model size at each tensor's number format, and measured latency.
+//! Costs of a candidate per sample: operations, MACs, BitOPs and model size, counted by the
+//! cost passes' own function (`mase_passes::cost::count::node_cost`, spec mase-ir-passes.md §10),
+//! so that a search and `ch analyze --report flops,bitops` give the same numbers; and measured
+//! latency.
 //!
 //! A tensor's width is its quantization format's bits when its node is quantized and not
-//! bypassed, else 32 (float). The formulas follow MASE's fine-grained estimator: linear
-//! `out.numel × in_features`, conv `out.numel × (C_in / groups) × kernel`, pooling
-//! `out.numel × window`, batch norm `4 × numel`, pointwise ops `numel`.
+//! bypassed, else 32 (float). BitOPs are `MACs x input bits x weight bits` for linear, conv and
+//! matmul and `operations x input bits` for the other ops.
 
 use crate::runner::{batches, positive, runner_table, RunContext, Runner, RunnerEnv, Stage};
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
-use mase_ir::{Graph, NodeQuant, Op, ParamStore, QuantFormat};
+use mase_ir::{Graph, NodeKind, NodeQuant, Op, ParamStore, QuantFormat};
+use mase_passes::cost::count::node_cost;
+pub use mase_passes::cost::count::NodeCost;
 use mase_runtime::{ExecOptions, Executor, Mode};
 use serde_json::Value;
 use std::time::Instant;
-
-/// The cost of one node for one sample.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NodeCost {
-    pub name: String,
-    /// Operations as MASE's fine-grained estimator counts them ("computations").
-    pub flops: f64,
-    /// Multiply-accumulates of linear, conv and matmul nodes.
-    pub macs: f64,
-    /// Bits of the first data input and of the weight (32 when float).
-    pub in_bits: f64,
-    pub weight_bits: f64,
-}
 
 /// Bits of a format slot of an active quantization, else 32.
 pub(crate) fn bits(q: Option<&NodeQuant>, pick: impl Fn(&NodeQuant) -> Option<&QuantFormat>) -> f64 {
     q.filter(|q| q.is_active()).and_then(pick).map_or(32.0, QuantFormat::bits)
 }
 
-/// Per-node costs for one sample of `sample_shape`.
-pub fn node_costs(graph: &Graph, params: &ParamStore, sample_shape: &[usize]) -> Result<Vec<NodeCost>> {
+/// Per-node costs for one sample of `sample_shape`, with the node's name and whether its
+/// operations are multiply-accumulates (linear, conv, matmul).
+pub fn node_costs(graph: &Graph, params: &ParamStore, sample_shape: &[usize]) -> Result<Vec<(String, bool, NodeCost)>> {
     let mut shape = vec![1];
     shape.extend(sample_shape);
     let consts = |name: &str| params.get(name).map(|t| t.shape.clone());
     let infos = graph.infer_shapes(&[shape], &consts)?;
-    let numel = |i: usize| infos[i].shape().iter().product::<usize>() as f64;
-    let mut out = Vec::new();
-    for (i, n) in graph.nodes().iter().enumerate() {
-        let in0 = n.inputs.first().map_or(0.0, |u| numel(u.0));
-        let y = numel(i);
-        let (flops, macs) = match &n.op {
-            Op::Linear { in_features, .. } => (y * *in_features as f64, y * *in_features as f64),
-            Op::Conv1d(c) | Op::Conv2d(c) => {
-                let m = y * (c.in_channels / c.groups.max(1)) as f64 * c.kernel.iter().product::<usize>() as f64;
-                (m, m)
-            }
-            Op::MatMul => {
-                let k = n.inputs.first().and_then(|u| infos[u.0].shape().last().copied()).unwrap_or(0) as f64;
-                (y * k, y * k)
-            }
-            Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => (4.0 * in0, 0.0),
-            Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
-                (y * p.kernel.iter().product::<usize>() as f64, 0.0)
-            }
-            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => (in0, 0.0),
-            Op::Relu
-            | Op::Relu6
-            | Op::LeakyRelu { .. }
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Selu
-            | Op::Gelu { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul => (in0, 0.0),
-            Op::Softmax { .. } | Op::LogSoftmax { .. } => (3.0 * in0, 0.0),
-            _ => (0.0, 0.0),
-        };
-        let q = n.quant.as_ref();
-        let weight_bits = match n.op {
-            Op::MatMul => bits(q, |q| q.data_in.get(1).and_then(Option::as_ref)),
-            _ => bits(q, |q| q.weight.as_ref()),
-        };
-        out.push(NodeCost {
-            name: n.name.clone(),
-            flops,
-            macs,
-            in_bits: bits(q, |q| q.data_in.first().and_then(Option::as_ref)),
-            weight_bits,
-        });
-    }
-    Ok(out)
+    Ok(graph
+        .nodes()
+        .iter()
+        .zip(&infos)
+        .filter(|(n, _)| !matches!(n.kind, NodeKind::Placeholder | NodeKind::Output | NodeKind::GetAttr))
+        .map(|(n, v)| {
+            let macs = matches!(n.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul);
+            (n.name.clone(), macs, node_cost(n, &infos, v))
+        })
+        .collect())
 }
 
 /// Parameter count and storage bits: weights and biases of quantized nodes at their format,
@@ -160,10 +114,10 @@ impl Runner for CostRunner {
             which => {
                 let costs = node_costs(&cand.graph, &cand.params, &self.sample_shape)?;
                 if which == "bitops" {
-                    out.insert("bitops".into(), costs.iter().map(|c| c.macs * c.in_bits * c.weight_bits).sum());
+                    out.insert("bitops".into(), costs.iter().map(|(_, _, c)| c.bitops).sum());
                 } else {
-                    out.insert("flops".into(), costs.iter().map(|c| c.flops).sum());
-                    out.insert("macs".into(), costs.iter().map(|c| c.macs).sum());
+                    out.insert("flops".into(), costs.iter().map(|(_, _, c)| c.flops as f64).sum());
+                    out.insert("macs".into(), costs.iter().filter(|(_, macs, _)| *macs).map(|(_, _, c)| c.flops as f64).sum());
                 }
             }
         }

@@ -77,8 +77,12 @@ pub const HW_RUNNERS: &[(&str, &str, RunnerBuilder)] = &[
         "mean bits per weight of the quantizable layers, activation bits, memory_density = compare_to / bits",
         bitwidth::build,
     ),
-    ("bitops", "bit operations per sample: MACs x input bits x weight bits of linear/conv/matmul", cost::build_bitops),
-    ("flops", "operations per sample (MASE's fine-grained estimator formulas) and MACs", cost::build_flops),
+    (
+        "bitops",
+        "bit operations per sample as the bitops pass counts them: MACs x input bits x weight bits, other operations x input bits",
+        cost::build_bitops,
+    ),
+    ("flops", "operations per sample as the flops pass counts them (MASE's fine-grained estimator) and MACs", cost::build_flops),
     ("model_size", "parameter count and model size in bits at each tensor's number format", cost::build_model_size),
     ("latency", "measured forward time of one batch on this CPU, median of `repeats` runs (ms)", cost::build_latency),
 ];

@@ -23,7 +23,7 @@
 //! is `{"architecture": <transform config>, "quantize": <quantize config>}`.
 
 use super::channel_multiplier::ChannelMultiplier;
-use crate::space::{mixed_precision_ptq, Candidate, Quantizer, SearchSpace, SpaceInputs};
+use crate::space::{check_point, mixed_precision_ptq, Candidate, Quantizer, SearchSpace, SpaceInputs};
 use crate::{ParamDef, Result, SearchError};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -83,9 +83,7 @@ impl SearchSpace for ChannelAndQuantize {
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        if point.len() != self.params.len() {
-            return Err(err(format!("a point has {} values, the space {} parameters", point.len(), self.params.len())));
-        }
+        check_point(NAME, point, &self.params)?;
         let (a, q) = point.split_at(self.architecture.params().len());
         Ok(json!({"architecture": self.architecture.to_config(a)?, "quantize": self.quantize.to_config(q)?}))
     }

@@ -25,7 +25,7 @@
 //! `input_only` with no widened producer is refused then, not at trial 7).
 
 use crate::flatten::{flatten, unflatten};
-use crate::space::{BaseModel, Candidate, SearchSpace, SpaceInputs};
+use crate::space::{chosen, BaseModel, Candidate, SearchSpace, SpaceInputs};
 use crate::{ParamDef, ParamKind, Result, SearchError};
 use mase_ir::{ArgMeta, Graph, TensorMeta};
 use mase_passes::architecture::{widen_graph, widened_ops, ChannelArgs, WIDENABLE_OPS};
@@ -193,14 +193,7 @@ impl SearchSpace for ChannelMultiplier {
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        if point.len() != self.params.len() {
-            return Err(err(format!("a point has {} values, the space {} parameters", point.len(), self.params.len())));
-        }
-        let mut flat = Vec::with_capacity(point.len());
-        for ((p, c), &x) in self.params.iter().zip(&self.choices).zip(point) {
-            let v = c.get(x as usize).ok_or_else(|| err(format!("index {x} out of range for `{}` ({} choices)", p.name, c.len())))?;
-            flat.push((p.name.as_str(), v.clone()));
-        }
+        let flat = chosen(NAME, point, &self.params, &self.choices)?;
         let mut cfg = Map::new();
         cfg.insert("by".into(), json!("name"));
         cfg.extend(unflatten(flat));

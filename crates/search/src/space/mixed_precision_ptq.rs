@@ -8,7 +8,7 @@
 //!   search never match, every node falls to the bypassed default, and all trials score the same).
 
 use crate::flatten::{flatten, unflatten};
-use crate::space::{BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
+use crate::space::{chosen, BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
 use crate::{ParamDef, ParamKind, Result, SearchError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -161,15 +161,7 @@ impl SearchSpace for MixedPrecisionPtq {
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        if point.len() != self.params.len() {
-            return Err(err(format!("a point has {} values, the space {} parameters", point.len(), self.params.len())));
-        }
-        let mut flat = Vec::with_capacity(point.len());
-        for ((p, c), &x) in self.params.iter().zip(&self.choices).zip(point) {
-            let i = x as usize;
-            let v = c.get(i).ok_or_else(|| err(format!("index {x} out of range for `{}` ({} choices)", p.name, c.len())))?;
-            flat.push((p.name.as_str(), v.clone()));
-        }
+        let flat = chosen(NAME, point, &self.params, &self.choices)?;
         let mut cfg: Map<String, Value> = unflatten(flat);
         cfg.insert("default".into(), default_quantization_config());
         Ok(Value::Object(cfg))

@@ -92,6 +92,30 @@ pub const SPACES: &[(&str, &str, SpaceBuilder)] = &[
     ),
 ];
 
+/// Checks that a point of the space `space` has one value per parameter.
+pub(crate) fn check_point(space: &str, point: &[f64], params: &[ParamDef]) -> Result<()> {
+    if point.len() != params.len() {
+        let reason = format!("a point has {} values, the space {} parameters", point.len(), params.len());
+        return Err(SearchError::Space { space: space.into(), reason });
+    }
+    Ok(())
+}
+
+/// The chosen value of every parameter at `point` (one choice index per parameter), named by
+/// its parameter: the flattened config of a space whose parameters are choice lists.
+pub(crate) fn chosen<'a>(space: &str, point: &[f64], params: &'a [ParamDef], choices: &[Vec<Value>]) -> Result<Vec<(&'a str, Value)>> {
+    check_point(space, point, params)?;
+    let mut flat = Vec::with_capacity(point.len());
+    for ((p, c), &x) in params.iter().zip(choices).zip(point) {
+        let v = c.get(x as usize).ok_or_else(|| SearchError::Space {
+            space: space.into(),
+            reason: format!("index {x} out of range for `{}` ({} choices)", p.name, c.len()),
+        })?;
+        flat.push((p.name.as_str(), v.clone()));
+    }
+    Ok(flat)
+}
+
 /// Builds the space named by `config["name"]`.
 pub fn build_space(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
     let name = inputs

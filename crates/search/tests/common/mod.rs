@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod postgres_server;
+pub use postgres_server::postgres_url;
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
 }
@@ -130,28 +133,6 @@ impl SearchSpace for PointGrid {
         let mut graph = Graph::new();
         graph.meta.common.insert("point".into(), config["x"].clone());
         Ok(Candidate { graph, params: Arc::new(Default::default()) })
-    }
-}
-
-/// The PostgreSQL server of the storage tests (`MASE_TEST_POSTGRES_URL`, set by
-/// `scripts/with-postgres.sh`). Without it the PostgreSQL half of a test is skipped with a line
-/// on stderr (written past the test harness's capture, so it shows), except under `CI=true`,
-/// where a missing server is a failure.
-pub fn postgres_url(test: &str) -> Option<String> {
-    match std::env::var("MASE_TEST_POSTGRES_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but MASE_TEST_POSTGRES_URL is unset: run the tests through scripts/with-postgres.sh"
-            );
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP {test} on PostgreSQL: MASE_TEST_POSTGRES_URL is unset (scripts/with-postgres.sh sets it); ran on SQLite only"
-            );
-            None
-        }
     }
 }
 
