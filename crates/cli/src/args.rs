@@ -57,12 +57,12 @@ pub struct RunArgs {
     pub load_type: Option<String>,
     #[arg(long = "batch-size")]
     pub batch_size: Option<usize>,
-    #[arg(long = "learning-rate")]
+    #[arg(long = "learning-rate", allow_hyphen_values = true)]
     pub learning_rate: Option<f64>,
     /// adam, adamw or sgd.
     #[arg(long = "optimizer", alias = "training-optimizer")]
     pub training_optimizer: Option<String>,
-    #[arg(long = "weight-decay")]
+    #[arg(long = "weight-decay", allow_hyphen_values = true)]
     pub weight_decay: Option<f64>,
     #[arg(long = "max-epochs")]
     pub max_epochs: Option<usize>,

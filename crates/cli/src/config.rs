@@ -61,6 +61,10 @@ pub struct ConfigFile {
     pub cf_args: Option<toml::Table>,
 }
 
+/// The most kernel threads a run may ask for: more cannot help the small plans of these
+/// models, and each thread is a real OS thread.
+const MAX_THREADS: usize = 256;
+
 /// Reads a TOML config. MASE writes `"NA"` for None: such top-level values count as absent.
 pub fn read_config(path: &Path) -> Result<ConfigFile> {
     if path.extension().and_then(|e| e.to_str()) != Some("toml") {
@@ -210,6 +214,14 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         bail!("learning rate must be a positive number, got {learning_rate}");
     }
+    let weight_decay = args.weight_decay.or(cfg.weight_decay).unwrap_or(0.0);
+    if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+        bail!("weight decay must be a number >= 0, got {weight_decay}");
+    }
+    let threads = args.threads.or(cfg.threads).unwrap_or(0);
+    if threads > MAX_THREADS {
+        bail!("threads = {threads}: at most {MAX_THREADS} (0 uses every core)");
+    }
     let max_steps = args.max_steps.or(cfg.max_steps).filter(|&s| s > 0).map(|s| s as u64);
     let log_level = args.log_level.clone().or(cfg.log_level.clone()).unwrap_or_else(|| "info".into());
     if !["debug", "info", "warning", "error", "critical"].contains(&log_level.as_str()) {
@@ -234,7 +246,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         batch_size,
         learning_rate,
         optimizer,
-        weight_decay: args.weight_decay.or(cfg.weight_decay).unwrap_or(0.0),
+        weight_decay,
         max_epochs: args.max_epochs.or(cfg.max_epochs).unwrap_or(20),
         max_steps,
         accumulate_grad_batches,
@@ -244,7 +256,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         project: args.project.clone().or(cfg.project.clone()),
         project_dir: args.project_dir.clone().or(cfg.project_dir.clone()).unwrap_or_else(|| PathBuf::from("mase_output")),
         data_dir: args.data_dir.clone().or(cfg.data_dir.clone()),
-        threads: args.threads.or(cfg.threads).unwrap_or(0),
+        threads,
         log_every_n_steps: args.log_every_n_steps.or(cfg.log_every_n_steps).unwrap_or(50).max(1),
         debug: args.to_debug || cfg.to_debug == Some(true),
     };

@@ -38,8 +38,25 @@ fn main() {
         Action::Info => actions::info::run(),
     };
     if let Err(e) = result {
-        // `{:#}` joins the context chain into one line.
-        eprintln!("error: {}", config::one_line(&format!("{e:#}")));
+        eprintln!("error: {}", error_line(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes on one line. Library errors often quote their source in their own
+/// message already (`cannot read model file x.toml: No such file`), so a cause whose text is
+/// already on the line is not repeated.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    config::one_line(&line)
 }

@@ -11,6 +11,10 @@ fn check(dir: &std::path::Path, cases: &[(Vec<String>, Vec<&str>)]) {
         for w in want {
             assert!(line.contains(w), "error for {args:?} should mention `{w}`: {line}");
         }
+        // A cause already quoted by its error is not printed again.
+        let parts: Vec<&str> = line.split(": ").filter(|p| p.len() > 12).collect();
+        let distinct: std::collections::HashSet<&&str> = parts.iter().collect();
+        assert_eq!(distinct.len(), parts.len(), "error for {args:?} repeats a cause: {line}");
     }
 }
 
@@ -38,6 +42,11 @@ fn bad_input_gives_one_line() {
         (v(&["train", "tfc", "mnist", "--optimizer", "lion"]), vec!["lion", "adam"]),
         (v(&["train", "tfc", "mnist", "--batch-size", "0"]), vec!["batch size"]),
         (v(&["train", "tfc", "mnist", "--accumulate-grad-batches", "0"]), vec!["accumulate_grad_batches", "at least 1"]),
+        (v(&["train", "tfc", "mnist", "--max-epochs", "0"]), vec!["max_epochs = 0", "at least 1"]),
+        (v(&["train", "--model-file", "nothere.toml", "mnist"]), vec!["cannot read model file nothere.toml", "(os error 2)"]),
+        (v(&["train", "tfc", "mnist", "--learning-rate", "-1"]), vec!["learning rate must be a positive number, got -1"]),
+        (v(&["train", "tfc", "mnist", "--weight-decay", "-3"]), vec!["weight decay must be a number >= 0, got -3"]),
+        (v(&["train", "tfc", "mnist", "--threads", "100000"]), vec!["threads = 100000: at most 256"]),
     ];
     check(&dir, &cases);
 }

@@ -39,6 +39,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let human = Human { json: args.json };
     let merged = merge_and_warn(args, &human)?;
     let s = merged.settings;
+    if s.max_epochs == 0 {
+        bail!("max_epochs = 0: nothing to train and no checkpoint to write (give at least 1)");
+    }
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
     let splits = session::load_data(&s, &dataset)?;
     if s.augment && splits.train.sample_shape != [3, 32, 32] {
