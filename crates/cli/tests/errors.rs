@@ -29,6 +29,17 @@ fn bad_input_gives_one_line() {
     std::fs::create_dir_all(&empty).unwrap();
     std::fs::write(dir.join("typo.toml"), "model = \"jsc-tiny\"\ndataset = \"jsc\"\nbatch_sise = 64\n").unwrap();
     std::fs::write(dir.join("corrupt.ckpt"), b"this is not a checkpoint at all, just text").unwrap();
+    // Files whose announced sizes no memory holds: a table header, IDX dimensions, a layer width.
+    let huge_table = dir.join("huge-table");
+    std::fs::create_dir_all(huge_table.join("tabular")).unwrap();
+    std::fs::write(huge_table.join("tabular/iris.csv"), "18446744073709551615,4,a,b\n1,2,3,4,0\n").unwrap();
+    let huge_idx = dir.join("huge-idx");
+    std::fs::create_dir_all(huge_idx.join("mnist")).unwrap();
+    let idx = |dims: &[u32]| [vec![0, 0, 8, dims.len() as u8], dims.iter().flat_map(|d| d.to_be_bytes()).collect()].concat();
+    std::fs::write(huge_idx.join("mnist/t10k-images-idx3-ubyte"), idx(&[u32::MAX; 3])).unwrap();
+    std::fs::write(huge_idx.join("mnist/t10k-labels-idx1-ubyte"), idx(&[0])).unwrap();
+    std::fs::write(dir.join("wide.toml"), "[[layers]]\nop = \"flatten\"\n[[layers]]\nop = \"linear\"\nout_features = 1073741824\n")
+        .unwrap();
     let cases = vec![
         (v(&["train", "no-such-model", "mnist"]), vec!["no-such-model", "jsc-tiny", "vgg7"]),
         (v(&["train", "tfc", "no-such-data"]), vec!["no-such-data", "mnist", "digits"]),
@@ -47,6 +58,18 @@ fn bad_input_gives_one_line() {
         (v(&["train", "tfc", "mnist", "--learning-rate", "-1"]), vec!["learning rate must be a positive number, got -1"]),
         (v(&["train", "tfc", "mnist", "--weight-decay", "-3"]), vec!["weight decay must be a number >= 0, got -3"]),
         (v(&["train", "tfc", "mnist", "--threads", "100000"]), vec!["threads = 100000: at most 256"]),
+        (
+            v(&["train", "mlp", "iris", "--data-dir", huge_table.to_str().unwrap()]),
+            vec!["iris.csv", "header announces 18446744073709551615 samples, the file has 1"],
+        ),
+        (
+            v(&["train", "tfc", "mnist", "--data-dir", huge_idx.to_str().unwrap()]),
+            vec!["t10k-images-idx3-ubyte", "need more than 2^64 data bytes"],
+        ),
+        (
+            v(&["train", "--model-file", "wide.toml", "digits"]),
+            vec!["wide.toml: layer 1 (op `linear`)", "key `out_features`", "[1073741824, 64]", "more than 2147483648 elements"],
+        ),
     ];
     check(&dir, &cases);
 }

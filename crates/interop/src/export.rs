@@ -324,7 +324,7 @@ impl Ex<'_> {
                         p
                     }
                     Op::Permute { dims } => dims.iter().map(|&d| norm(d)).collect(),
-                    _ => unreachable!("matched above"),
+                    _ => unreachable!("this arm is entered for Transpose and Permute only"),
                 };
                 self.add(on("Transpose"), "Transpose", vec![x], out.clone(), vec![a_ints("perm", &perm)]);
             }

@@ -14,7 +14,9 @@ fn err(entry: &str, reason: impl Into<String>) -> InteropError {
 }
 
 fn parse_descr(d: &str) -> Option<(DType, bool)> {
-    let (order, code) = d.split_at(1.min(d.len()));
+    // `get` rather than `split_at`: the header is any UTF-8 text, and its first character may be
+    // more than one byte long.
+    let (order, code) = (d.get(..1)?, d.get(1..)?);
     let big = match order {
         "<" | "|" | "=" => false,
         ">" => true,

@@ -86,7 +86,15 @@ pub fn read_safetensors(bytes: &[u8]) -> Result<StateDict> {
             other => return Err(InteropError::Safetensors { reason: format!("`{name}` has unsupported dtype {other:?}") }),
         };
         let shape = view.shape().to_vec();
-        let count: usize = shape.iter().product();
+        // The safetensors crate checks each tensor's byte range against its shape; checked here
+        // again so that a tensor never has fewer values than its shape says.
+        let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if count.and_then(|c| c.checked_mul(dtype.size())) != Some(view.data().len()) {
+            return Err(InteropError::Safetensors {
+                reason: format!("`{name}`: {} bytes do not hold shape {shape:?} of {other:?}", view.data().len(), other = view.dtype()),
+            });
+        }
+        let count = count.unwrap_or(0);
         let data = crate::dtype::decode(view.data(), dtype, count, false);
         out.push((name, Weight { dtype, tensor: Tensor { shape, data } }));
     }

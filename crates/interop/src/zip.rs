@@ -34,18 +34,22 @@ fn err(reason: impl Into<String>) -> InteropError {
     InteropError::Zip { reason: reason.into() }
 }
 
+/// The `N` bytes at offset `at`. Offsets come from the file (a zip64 record or an entry may point
+/// anywhere), so the end is computed without overflow.
+fn field<const N: usize>(b: &[u8], at: usize) -> Result<[u8; N]> {
+    at.checked_add(N).and_then(|end| b.get(at..end)).and_then(|s| s.try_into().ok()).ok_or_else(|| err(format!("truncated at byte {at}")))
+}
+
 fn u16_at(b: &[u8], at: usize) -> Result<u16> {
-    b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or_else(|| err(format!("truncated at byte {at}")))
+    field(b, at).map(u16::from_le_bytes)
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32> {
-    b.get(at..at + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]])).ok_or_else(|| err(format!("truncated at byte {at}")))
+    field(b, at).map(u32::from_le_bytes)
 }
 
 fn u64_at(b: &[u8], at: usize) -> Result<u64> {
-    b.get(at..at + 8)
-        .map(|s| u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]))
-        .ok_or_else(|| err(format!("truncated at byte {at}")))
+    field(b, at).map(u64::from_le_bytes)
 }
 
 fn to_usize(v: u64, what: &str) -> Result<usize> {

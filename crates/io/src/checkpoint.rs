@@ -326,6 +326,33 @@ mod tests {
         let e = encode(path, &ck).and_then(|b| decode(path, &b)).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("seq_blocks.2.bias"), "{e}");
 
+        // Graphs whose numbers no builder would write (a hand-edited or hostile file): the graph
+        // check names the node instead of a later shape computation indexing past a list or
+        // allocating without bound. (op, whether to store its parameters, error fragment)
+        let huge = 1usize << 40;
+        let mut conv = mase_ir::ConvSpec::new(2, 1, 2, 3, 1, 0);
+        conv.kernel = vec![3];
+        let mut pool = mase_ir::PoolSpec::new(2, 2);
+        pool.stride = vec![0, 0];
+        let cases = [
+            (Op::Conv2d(conv), true, "node `c`: kernel [3] needs 2 entries"),
+            (Op::MaxPool2d(pool), true, "node `c`: stride [0, 0] has an entry of 0"),
+            (Op::Linear { in_features: huge, out_features: huge, bias: false }, false, "more than 2147483648 elements"),
+        ];
+        for (op, store, want) in cases {
+            let mut g = Graph::new();
+            let x = g.placeholder("x");
+            let c = g.call_module("c", op, &[x]);
+            g.output(c);
+            let mut params = ParamStore::new();
+            for (name, spec) in g.param_specs().into_iter().filter(|_| store) {
+                params.insert(name, Tensor::zeros(spec.shape.clone()), spec.trainable);
+            }
+            let ck = Checkpoint { graph: g, params, optimizer_tensors: vec![], meta: json!(null) };
+            let e = encode(path, &ck).and_then(|b| decode(path, &b)).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("checkpoint f.ckpt") && e.contains(want) && !e.contains('\n'), "{want}: {e}");
+        }
+
         // Optimizer state may not shadow a parameter.
         let mut ck = jsc_tiny();
         ck.params.insert("optimizer.step", Tensor::scalar(1.0), false);

@@ -33,9 +33,11 @@ pub(crate) fn parse_idx<'a>(path: &Path, bytes: &'a [u8], ndim: u8) -> Result<(V
         .map(|i| u32::from_be_bytes([bytes[4 + 4 * i], bytes[5 + 4 * i], bytes[6 + 4 * i], bytes[7 + 4 * i]]) as usize)
         .collect();
     let payload = &bytes[header..];
-    let expected: usize = dims.iter().product();
-    if payload.len() != expected {
-        return Err(bad(format!("IDX dims {dims:?} need {expected} data bytes, the file has {}", payload.len())));
+    // Dimensions are 32-bit each, so their product can overflow even a 64-bit size.
+    let expected = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if expected != Some(payload.len()) {
+        let need = expected.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+        return Err(bad(format!("IDX dims {dims:?} need {need} data bytes, the file has {}", payload.len())));
     }
     Ok((dims, payload))
 }

@@ -31,10 +31,15 @@ fn parse(path: &Path, text: &str) -> Result<Table> {
     let n: usize = head[0].parse().map_err(|_| bad(1, format!("n_samples `{}` is not an integer", head[0])))?;
     let features: usize = head[1].parse().map_err(|_| bad(1, format!("n_features `{}` is not an integer", head[1])))?;
     let class_names: Vec<String> = head[2..].iter().map(|s| s.to_string()).collect();
-    let mut t = Table { features, x: Vec::with_capacity(n * features), y: Vec::with_capacity(n), class_names };
+    // The header's counts are only announced: room is reserved for no more rows and values than
+    // the text can hold (a line per row, a byte per value), so a wrong header cannot make the
+    // reader ask for unbounded memory.
+    let rows = n.min(text.lines().count());
+    let values = rows.saturating_mul(features).min(text.len());
+    let mut t = Table { features, x: Vec::with_capacity(values), y: Vec::with_capacity(rows), class_names };
     for (ln, line) in lines {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if fields.len() != features + 1 {
+        if fields.len().checked_sub(1) != Some(features) {
             return Err(bad(ln + 1, format!("{} fields, expected {} features and a label", fields.len(), features)));
         }
         for f in &fields[..features] {
@@ -106,6 +111,7 @@ mod tests {
             ("2,1,a,b\n1.5,0\n", "header announces 2 samples, the file has 1"),
             ("x,1,a,b\n", "line 1: n_samples `x`"),
             ("1,2,a,b\n1.5,0\n", "line 2: 2 fields"),
+            ("18446744073709551615,18446744073709551615,a,b\n1.5,0\n", "line 2: 2 fields, expected 18446744073709551615 features"),
         ];
         for (text, want) in cases {
             let e = parse(p, text).err().map(|e| e.to_string()).unwrap_or_default();

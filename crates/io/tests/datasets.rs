@@ -110,9 +110,10 @@ fn damaged_idx_files_name_the_file() {
     // (images file, labels file, expected message part)
     let good_img = idx(&[2, 28, 28], &[0u8; 2 * 784]);
     let good_lab = idx(&[2], &[1, 2]);
-    let cases: [(Vec<u8>, Vec<u8>, &str, &str); 5] = [
+    let cases: [(Vec<u8>, Vec<u8>, &str, &str); 6] = [
         (idx(&[2, 28], &[0u8; 56]), good_lab.clone(), "t10k-images-idx3-ubyte", "magic number 0x00000802, expected 0x00000803"),
         (idx(&[2, 28, 28], &[0u8; 100]), good_lab.clone(), "t10k-images-idx3-ubyte", "need 1568 data bytes, the file has 100"),
+        (idx(&[u32::MAX; 3], &[0u8; 10]), good_lab.clone(), "t10k-images-idx3-ubyte", "need more than 2^64 data bytes, the file has 10"),
         (idx(&[2, 14, 56], &[0u8; 2 * 784]), good_lab.clone(), "t10k-images-idx3-ubyte", "expected 28x28"),
         (good_img.clone(), idx(&[3], &[1, 2, 3]), "t10k-labels-idx1-ubyte", "3 labels for the 2 images"),
         (good_img.clone(), idx(&[2], &[1, 12]), "t10k-labels-idx1-ubyte", "label 12 of item 1"),

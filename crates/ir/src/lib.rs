@@ -27,6 +27,6 @@ pub use op::{ConvSpec, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpec};
 pub use params::{ParamEntry, ParamStore};
 pub use quant::{NodeQuant, QuantFormat, RoundingMode};
 pub use rng::Rng;
-pub use shape::{broadcast_shapes, ValueInfo};
+pub use shape::{broadcast_shapes, checked_numel, ValueInfo, MAX_ELEMENTS};
 pub use tensor::Tensor;
 pub use validate::validate;

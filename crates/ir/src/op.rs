@@ -32,6 +32,23 @@ impl ConvSpec {
             bias: true,
         }
     }
+
+    /// Checks the geometry of a `dims`-D convolution: one kernel size, stride, padding and
+    /// dilation per spatial dimension, and kernel sizes, strides, dilations and groups of at least
+    /// 1. Specs built here always pass; a checkpoint's or a model file's may not.
+    pub fn check(&self, dims: usize) -> Result<(), String> {
+        let lists = [("kernel", &self.kernel), ("stride", &self.stride), ("padding", &self.padding), ("dilation", &self.dilation)];
+        if let Some((name, v)) = lists.iter().find(|(_, v)| v.len() != dims) {
+            return Err(format!("{name} {v:?} needs {dims} entries, one per spatial dimension"));
+        }
+        if let Some((name, v)) = lists.iter().find(|(name, v)| *name != "padding" && v.contains(&0)) {
+            return Err(format!("{name} {v:?} has an entry of 0; every entry must be at least 1"));
+        }
+        if self.groups == 0 {
+            return Err("groups = 0; it must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// Batch normalisation settings with PyTorch's meaning of `momentum`
@@ -62,6 +79,19 @@ impl PoolSpec {
     /// PyTorch's default: the stride equals the kernel size.
     pub fn new(dims: usize, kernel: usize) -> PoolSpec {
         PoolSpec { kernel: vec![kernel; dims], stride: vec![kernel; dims], padding: vec![0; dims] }
+    }
+
+    /// Checks the window of a `dims`-D pool: one kernel size, stride and padding per spatial
+    /// dimension, and kernel sizes and strides of at least 1.
+    pub fn check(&self, dims: usize) -> Result<(), String> {
+        let lists = [("kernel", &self.kernel), ("stride", &self.stride), ("padding", &self.padding)];
+        if let Some((name, v)) = lists.iter().find(|(_, v)| v.len() != dims) {
+            return Err(format!("{name} {v:?} needs {dims} entries, one per spatial dimension"));
+        }
+        if let Some((name, v)) = lists.iter().find(|(name, v)| *name != "padding" && v.contains(&0)) {
+            return Err(format!("{name} {v:?} has an entry of 0; every entry must be at least 1"));
+        }
+        Ok(())
     }
 }
 
@@ -341,7 +371,8 @@ impl Op {
             }
             Op::Conv1d(c) | Op::Conv2d(c) => {
                 let per_group = c.in_channels / c.groups.max(1);
-                let fan_in = per_group * c.kernel.iter().product::<usize>();
+                // Saturating: `validate` refuses parameters too large to exist before any is built.
+                let fan_in = c.kernel.iter().fold(per_group, |a, &k| a.saturating_mul(k));
                 let mut shape = vec![c.out_channels, per_group];
                 shape.extend(&c.kernel);
                 let mut v = vec![p("weight", shape, true, Init::Uniform { fan_in })];
@@ -362,6 +393,24 @@ impl Op {
                 v
             }
             _ => Vec::new(),
+        }
+    }
+
+    /// Checks the geometry of a convolution or pool (see [`ConvSpec::check`]) and the output size
+    /// of an adaptive pool; other ops have none to check.
+    pub fn check_spec(&self) -> Result<(), String> {
+        match self {
+            Op::Conv1d(c) => c.check(1),
+            Op::Conv2d(c) => c.check(2),
+            Op::MaxPool1d(p) | Op::AvgPool1d(p) => p.check(1),
+            Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.check(2),
+            Op::AdaptiveAvgPool1d { output_size } if *output_size == 0 => {
+                Err("output_size [0] has an entry of 0; it must be at least 1".into())
+            }
+            Op::AdaptiveAvgPool2d { output_size } if output_size.contains(&0) => {
+                Err(format!("output_size {output_size:?} has an entry of 0; every entry must be at least 1"))
+            }
+            _ => Ok(()),
         }
     }
 

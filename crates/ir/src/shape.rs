@@ -48,16 +48,39 @@ pub(crate) fn norm_dim(dim: i64, rank: usize) -> Option<usize> {
     (0..r.max(1)).contains(&d).then_some(d as usize)
 }
 
+/// The most elements one value may have. Beyond it a buffer would not fit in memory anyway, and
+/// every element count below it fits in `usize` and `i64`, so later arithmetic on shapes (a
+/// checkpoint's or a model file's, which nothing else bounds) cannot overflow.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+/// Output length of a sliding window, or `None` when the window does not fit (or the numbers are
+/// out of range: a zero kernel or stride, or sizes that overflow).
 fn window_out(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
-    let eff = d * (k - 1) + 1;
-    let padded = len + 2 * p;
+    let eff = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+    let padded = p.checked_mul(2)?.checked_add(len)?;
     if padded < eff || s == 0 {
         return None;
     }
     Some((padded - eff) / s + 1)
 }
 
+/// The number of elements of `shape`, or `None` when it exceeds [`MAX_ELEMENTS`].
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|&n| n <= MAX_ELEMENTS)
+}
+
 pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInfo> {
+    // Specs from checkpoints and model files carry whatever numbers they were given; the
+    // geometry is checked before anything is indexed by it.
+    op.check_spec().map_err(|reason| op.err(node, inputs, reason))?;
+    let out = infer_unchecked(op, node, inputs)?;
+    if checked_numel(out.shape()).is_none() {
+        return Err(op.err(node, inputs, format!("the output shape {:?} has more than {MAX_ELEMENTS} elements", out.shape())));
+    }
+    Ok(out)
+}
+
+fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInfo> {
     let err = |reason: String| op.err(node, inputs, reason);
     if let Some(n) = op.arity() {
         if inputs.len() != n {
@@ -79,7 +102,7 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
             match x.last() {
                 Some(&f) if f == *in_features => {
                     let mut s = x.to_vec();
-                    *s.last_mut().expect("non-empty") = *out_features;
+                    *s.last_mut().expect("the match saw a last dimension") = *out_features;
                     t(s)
                 }
                 _ => Err(err(format!("last dimension must be in_features = {in_features}"))),
@@ -143,13 +166,13 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
                 return t(vec![1]);
             }
             let mut out = x[..s].to_vec();
-            out.push(x[s..=e].iter().product());
+            out.push(checked_numel(&x[s..=e]).ok_or_else(|| err(format!("the flattened size has more than {MAX_ELEMENTS} elements")))?);
             out.extend(&x[e + 1..]);
             t(out)
         }
         Op::Reshape { shape } => {
             let x = tensor_in(0)?;
-            let numel: usize = x.iter().product();
+            let numel = checked_numel(x).ok_or_else(|| err(format!("the input has more than {MAX_ELEMENTS} elements")))?;
             let mut dims = Vec::with_capacity(shape.len());
             for d in shape {
                 dims.push(match d {
@@ -211,7 +234,7 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
                 if x.len() != first.len() || x.iter().zip(first).enumerate().any(|(k, (a, b))| k != d && a != b) {
                     return Err(err(format!("input {i} does not match input 0 outside dim {dim}")));
                 }
-                s[d] += x[d];
+                s[d] = s[d].checked_add(x[d]).ok_or_else(|| err(format!("the size along dim {dim} overflows")))?;
             }
             t(s)
         }
@@ -221,7 +244,10 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
                 return Err(err(format!("pads {begin:?} / {end:?} do not fit a rank-{} input", x.len())));
             }
             let lead = x.len() - begin.len();
-            t(x.iter().enumerate().map(|(d, &v)| if d < lead { v } else { v + begin[d - lead] + end[d - lead] }).collect())
+            let padded =
+                |(d, &v): (usize, &usize)| if d < lead { Some(v) } else { v.checked_add(begin[d - lead])?.checked_add(end[d - lead]) };
+            let s: Option<Vec<usize>> = x.iter().enumerate().map(padded).collect();
+            t(s.ok_or_else(|| err(format!("pads {begin:?} / {end:?} make a size that overflows")))?)
         }
         Op::MatMul => {
             let (a, b) = (tensor_in(0)?, tensor_in(1)?);
@@ -266,7 +292,8 @@ fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize
     }
     let mut out = vec![x[0], x[1]];
     for d in 0..dims {
-        if p.padding[d] * 2 > p.kernel[d] {
+        // `padding > kernel / 2` is `2 * padding > kernel` for integers, without the overflow.
+        if p.padding[d] > p.kernel[d] / 2 {
             return Err("padding must be at most half the kernel size".into());
         }
         out.push(window_out(x[2 + d], p.kernel[d], p.stride[d], p.padding[d], 1).ok_or("window larger than padded input")?);
@@ -282,7 +309,7 @@ fn resolve_reshape(dims: &[i64], numel: usize) -> std::result::Result<Vec<usize>
             -1 if infer_at.is_none() => infer_at = Some(i),
             -1 => return Err("only one dimension can be -1".into()),
             d if d < 0 => return Err(format!("invalid dimension {d}")),
-            d => known *= d as usize,
+            d => known = usize::try_from(d).ok().and_then(|d| known.checked_mul(d)).ok_or_else(|| format!("{dims:?} overflows"))?,
         }
     }
     let mut out: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
@@ -347,6 +374,46 @@ mod tests {
         assert!(shape_of(Op::Concat { dim: 1 }, &[&[2, 3], &[3, 3]]).is_err());
         assert!(shape_of(Op::Concat { dim: 0 }, &[]).is_err());
         assert!(shape_of(Op::Pad { begin: vec![1, 1, 1], end: vec![1, 1, 1], value: 0.0 }, &[&[2, 3]]).is_err());
+    }
+
+    #[test]
+    fn numbers_no_builder_writes_are_errors() {
+        // Specs and sizes as a hand-edited checkpoint or an ONNX file may carry them: each is an
+        // error naming the problem, not an index past a list or an arithmetic overflow.
+        let conv = |f: &dyn Fn(&mut ConvSpec)| {
+            let mut c = ConvSpec::new(2, 3, 4, 3, 1, 1);
+            f(&mut c);
+            Op::Conv2d(c)
+        };
+        let pool = |f: &dyn Fn(&mut PoolSpec)| {
+            let mut p = PoolSpec::new(2, 2);
+            f(&mut p);
+            Op::MaxPool2d(p)
+        };
+        const BIG: usize = usize::MAX / 2;
+        let cases: Vec<(Op, Vec<&[usize]>, &str)> = vec![
+            (conv(&|c| c.kernel = vec![3]), vec![&[2, 3, 8, 8]], "kernel [3] needs 2 entries"),
+            (conv(&|c| c.dilation = vec![1]), vec![&[2, 3, 8, 8]], "dilation [1] needs 2 entries"),
+            (conv(&|c| c.kernel = vec![0, 3]), vec![&[2, 3, 8, 8]], "kernel [0, 3] has an entry of 0"),
+            (conv(&|c| c.groups = 0), vec![&[2, 3, 8, 8]], "groups = 0"),
+            (conv(&|c| c.padding = vec![BIG, BIG]), vec![&[2, 3, 8, 8]], "kernel larger than padded input"),
+            (conv(&|c| c.dilation = vec![BIG, 1]), vec![&[2, 3, 8, 8]], "kernel larger than padded input"),
+            (pool(&|p| p.stride = vec![0, 0]), vec![&[2, 3, 8, 8]], "stride [0, 0] has an entry of 0"),
+            (pool(&|p| p.padding = vec![1]), vec![&[2, 3, 8, 8]], "padding [1] needs 2 entries"),
+            (pool(&|p| p.padding = vec![BIG, BIG]), vec![&[2, 3, 8, 8]], "at most half the kernel"),
+            (Op::Pad { begin: vec![BIG], end: vec![BIG], value: 0.0 }, vec![&[2, 4]], "make a size that overflows"),
+            (Op::Pad { begin: vec![1 << 31], end: vec![0], value: 0.0 }, vec![&[2, 4]], "more than 2147483648 elements"),
+            (Op::Concat { dim: 1 }, vec![&[1, BIG], &[1, BIG], &[1, BIG]], "overflows"),
+            (Op::Flatten { start_dim: 0, end_dim: -1 }, vec![&[1 << 20, 1 << 20, 1 << 20]], "the flattened size has more than 2147483648"),
+            (Op::Reshape { shape: vec![DimArg::Const(1 << 40), DimArg::Const(1 << 40)] }, vec![&[2, 3]], "overflows"),
+            (Op::Linear { in_features: 4, out_features: 1 << 31, bias: true }, vec![&[2, 4]], "more than 2147483648 elements"),
+            (Op::AdaptiveAvgPool2d { output_size: [0, 1] }, vec![&[2, 3, 8, 8]], "output_size [0, 1] has an entry of 0"),
+            (Op::AdaptiveAvgPool1d { output_size: 0 }, vec![&[2, 3, 8]], "output_size [0] has an entry of 0"),
+        ];
+        for (op, ins, want) in cases {
+            let e = shape_of(op.clone(), &ins).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(want), "{op:?}: {e}");
+        }
     }
 
     #[test]

@@ -47,6 +47,14 @@ pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
         if !n.op.param_specs().is_empty() && n.kind != NodeKind::CallModule {
             return Err(IrError::Invalid { node: n.name.clone(), reason: "ops with parameters must be call_module nodes".into() });
         }
+        // Graphs from checkpoints and model files carry whatever numbers they were given.
+        n.op.check_spec().map_err(|reason| IrError::Invalid { node: n.name.clone(), reason })?;
+        if let Some(p) = n.op.param_specs().iter().find(|p| crate::shape::checked_numel(&p.shape).is_none()) {
+            return Err(IrError::Invalid {
+                node: n.name.clone(),
+                reason: format!("parameter `{}` of shape {:?} has more than {} elements", p.name, p.shape, crate::shape::MAX_ELEMENTS),
+            });
+        }
     }
     graph.output_node()?;
     if let Some(ps) = params {

@@ -7,6 +7,9 @@ use crate::objective::{Constraint, MetricSpec, Objective};
 use crate::{Direction, Result, SearchError};
 use serde_json::{Map, Value};
 
+/// The most trials a process runs at once (`n_jobs`), as many threads.
+pub const MAX_JOBS: usize = 256;
+
 /// A parsed `[search]` table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchConfig {
@@ -219,11 +222,13 @@ impl SearchConfig {
             None => 1,
             Some(v) => match v.as_i64() {
                 Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                Some(n) if n >= 1 => n as usize,
+                // Each job is an OS thread; spawning many thousands fails, and a failed spawn
+                // of a scoped thread panics.
+                Some(n) if (1..=MAX_JOBS as i64).contains(&n) => n as usize,
                 _ => {
                     return Err(SearchError::config(
                         format!("{setup_at}.n_jobs"),
-                        format!("must be a positive integer or -1 (all cores), got {v}"),
+                        format!("must be an integer from 1 to {MAX_JOBS} or -1 (all cores), got {v}"),
                     ))
                 }
             },

@@ -63,6 +63,7 @@ pub use sampler::{build_sampler, Sampler};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
 pub use storage::{open_storage, ConnectOptions, MemoryStorage, OpenMode, PostgresStorage, SqliteStorage, Storage, StorageUrl};
 pub use study::{
-    best_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome, StudySetup,
+    best_trials, check_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome,
+    StudySetup,
 };
 pub use trial::{Metrics, TrialRecord, TrialState};

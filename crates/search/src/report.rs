@@ -134,7 +134,7 @@ pub fn best_so_far(trials: &[TrialRecord], objective: &Objective) -> Vec<(u64, f
     let mut best: Option<f64> = None;
     let mut out = Vec::new();
     for t in trials.iter().filter(|t| t.is_feasible_complete()) {
-        let v = t.values.as_ref().map_or(f64::NAN, |v| v[0]);
+        let v = t.values.as_ref().and_then(|v| v.first().copied()).unwrap_or(f64::NAN);
         best = Some(match best {
             Some(b) if dir.loss(b) <= dir.loss(v) => b,
             _ => v,

@@ -140,6 +140,24 @@ pub fn params_from_spec(spec: &Value) -> Vec<crate::ParamDef> {
     spec.pointer("/space/params").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default()
 }
 
+/// Checks that stored trials fit the study: one point entry per parameter of the space (when
+/// `params` is known) and, on every trial that has values, one value per objective. Stores are
+/// written by this crate alone, which keeps that true; a trial that breaks it comes from a study
+/// file changed by hand or by another version, and is an error naming the trial rather than an
+/// index past the end of a point in a sampler or of the values in a ranking.
+pub fn check_trials(study: &str, trials: &[TrialRecord], params: Option<usize>, values: usize) -> Result<()> {
+    let bad = |reason: String| Err(SearchError::Study { study: study.into(), reason });
+    for t in trials {
+        if let Some(p) = params.filter(|&p| p != t.point.len()) {
+            return bad(format!("trial {} stores a point of {} value(s), the space has {p} parameter(s)", t.number, t.point.len()));
+        }
+        if let Some(v) = t.values.as_ref().filter(|v| v.len() != values) {
+            return bad(format!("trial {} stores {} value(s), the objective has {values}", t.number, v.len()));
+        }
+    }
+    Ok(())
+}
+
 /// The best trials: for one objective every feasible complete trial tied at the best value, for
 /// several the Pareto front of the feasible complete trials (as Optuna's `best_trials`).
 pub fn best_trials<'a>(trials: &'a [TrialRecord], objective: &Objective) -> Vec<&'a TrialRecord> {
@@ -184,7 +202,10 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
         0
     };
     let mut board = Board { complete: 0, front: Vec::new() };
-    for t in storage.trials(&setup.name)? {
+    let (n_params, n_values) = (setup.space.params().len(), setup.objective.directions().len());
+    let stored = storage.trials(&setup.name)?;
+    check_trials(&setup.name, &stored, Some(n_params), n_values)?;
+    for t in stored {
         if t.state == TrialState::Complete {
             board.complete += 1;
         }
@@ -222,6 +243,8 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             let claimed = {
                 let mut st = storage.lock().unwrap_or_else(|p| p.into_inner());
                 let claimed = st.claim(&setup.name, stale_after, &mut |trials: &[TrialRecord], number: u64| {
+                    // Other workers' trials arrive here too, so they are checked at each claim.
+                    check_trials(&setup.name, trials, Some(n_params), n_values)?;
                     let ours = inflight.lock().unwrap_or_else(|p| p.into_inner());
                     let complete = trials.iter().filter(|t| t.state == TrialState::Complete).count();
                     if complete >= setup.n_trials {
@@ -340,6 +363,9 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
         if stale_after.is_some() {
             s.spawn(heartbeats);
         }
+        // Ends the heartbeats when the workers are done, and also when a worker on this thread
+        // panics: the scope would otherwise wait for the heartbeat thread forever.
+        let _done = Done(&done);
         if setup.n_jobs <= 1 {
             worker();
         } else {
@@ -350,8 +376,6 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
                 }
             }
         }
-        *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        done.1.notify_all();
     });
     if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -366,6 +390,18 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
         StopReason::Completed
     };
     Ok(StudyOutcome { trials, stop, interrupted, discarded: discarded.load(Ordering::SeqCst) })
+}
+
+/// Sets the workers-done flag and wakes the heartbeat thread when dropped, whether the workers
+/// returned or one of them is unwinding from a panic.
+struct Done<'a>(&'a (Mutex<bool>, Condvar));
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        let (lock, signal) = self.0;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        signal.notify_all();
+    }
 }
 
 /// The claim that runs again the point of a trial whose worker vanished (stale) or was killed

@@ -289,6 +289,7 @@ fn bad_search_configs_fail_with_one_line() {
             &["search.storage.heartbeat_interval", "shorter than stale_after"],
         ),
         (|s| s["storage"] = json!({"stale_after": -1}), &["search.storage.stale_after", "positive number of seconds"]),
+        (|s| s["strategy"]["setup"]["n_jobs"] = json!(1_000_000), &["search.strategy.setup.n_jobs", "from 1 to 256", "1000000"]),
     ];
     for (edit, words) in cases {
         let mut search = serde_json::to_value(&base["search"]).unwrap();

@@ -336,6 +336,36 @@ fn a_version_1_sqlite_file_is_upgraded_in_place() {
     assert_eq!(v, mase_search::storage::SQLITE_SCHEMA_VERSION.to_string());
 }
 
+#[test]
+fn damaged_trial_rows_are_one_error_line() {
+    // Trials whose point or values do not fit the study (a file changed by hand): resuming the
+    // study, where TPE reads every stored point, names the trial. (SQL change, error fragment)
+    let cases = [
+        ("UPDATE trials SET point = '[1.0]' WHERE number = 3", "trial 3 stores a point of 1 value(s), the space has 3 parameter(s)"),
+        ("UPDATE trials SET vals = '[]' WHERE number = 5", "trial 5 stores 0 value(s), the objective has 1"),
+    ];
+    let path = scratch("damaged-rows").join("study.db");
+    let b = Backend::Sqlite(path.clone());
+    let space = grid(&[4, 4, 4]);
+    let runners: Vec<Box<dyn Runner>> = vec![Box::new(QuadraticRunner { target: vec![1.0, 2.0, 3.0] })];
+    let objective = minimize_f();
+    let sampler = build_sampler("tpe", &Value::Null).unwrap();
+    for (change, want) in cases {
+        let name = unique_study("damaged");
+        run_study(
+            &setup(&name, &space, sampler.as_ref(), &objective, &runners, 12, 1, Liveness::default()),
+            b.open().as_mut(),
+            OpenMode::Fresh,
+            &Silent,
+        )
+        .unwrap();
+        rusqlite::Connection::open(&path).unwrap().execute_batch(change).unwrap();
+        let more = setup(&name, &space, sampler.as_ref(), &objective, &runners, 14, 1, Liveness::default());
+        let e = run_study(&more, b.open().as_mut(), OpenMode::Resume, &Silent).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(&format!("study `{name}`")) && e.contains(want) && !e.contains('\n'), "{change}: {e}");
+    }
+}
+
 /// Runs `open` and checks it fails with one line containing every word.
 fn fails_with(url: &str, opts: &ConnectOptions, words: &[&str]) {
     let t0 = Instant::now();

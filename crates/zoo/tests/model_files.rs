@@ -274,6 +274,18 @@ fn bad_files_give_errors_naming_layer_and_key() {
             &["layer 1 (op `linear`, name `fc1`)", "key `out_features`", "\"classes\"", "\"many\""],
         ),
         (format!("{BN}[[layers]]\nop = \"linear\"\nout_features = 0\n"), &["key `out_features`", "integer >= 1"]),
+        (
+            "[[layers]]\nop = \"linear\"\nout_features = 1073741824\n".into(),
+            &["layer 0 (op `linear`)", "key `out_features`", "parameter `weight` of shape [1073741824, 16]", "more than 2147483648"],
+        ),
+        (
+            "[[layers]]\nop = \"linear\"\nout_features = 9223372036854775807\n".into(),
+            &["layer 0 (op `linear`)", "key `inputs`", "more than 2147483648 elements"],
+        ),
+        (
+            "[[layers]]\nop = \"reshape\"\nshape = [4, 4]\n[[layers]]\nop = \"conv1d\"\nout_channels = 2\nkernel_size = 1\npadding = 9223372036854775807\n".into(),
+            &["layer 1 (op `conv1d`)", "key `inputs`", "kernel larger than padded input"],
+        ),
         (format!("{BN}[[layers]]\nop = \"relu\"\ninputs = [\"nope\"]\n"), &["layer 1", "key `inputs`", "`nope`"]),
         (format!("[[layers]]\nop = \"relu\"\ninputs = [\"later\"]\n{BN}"), &["layer 0", "key `inputs`", "`later`", "earlier layer"]),
         (format!("{BN}[[layers]]\nop = \"relu\"\ninputs = \"bn\"\n"), &["layer 1", "key `inputs`", "list of layer names"]),

@@ -197,7 +197,9 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             &[Series { label: plan.sampler.name().into(), points: curve.clone() }],
         )?);
         if names.len() == 2 {
-            let pt = |t: &TrialRecord| t.values.as_ref().map(|v| (v[0], v[1]));
+            // A stored trial may hold fewer values than the objective (a study file written by
+            // hand or by another version); such a trial is left out of the plot.
+            let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
             let all: Vec<(f64, f64)> = out.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
             let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
             files.extend(plot_pareto(

@@ -9,8 +9,8 @@ use anyhow::{bail, Result};
 use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
 use mase_search::report::{best_json, log_json, trials_csv, write_atomic};
 use mase_search::{
-    best_trials, objective_from_spec, open_storage, params_from_spec, ConnectOptions, Objective, Storage, StorageUrl, TrialRecord,
-    TrialState,
+    best_trials, check_trials, objective_from_spec, open_storage, params_from_spec, ConnectOptions, Objective, Storage, StorageUrl,
+    TrialRecord, TrialState,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -67,6 +67,8 @@ fn load(store: &mut dyn Storage, name: &str) -> Result<Loaded> {
     let Some(spec) = store.study_spec(name)? else { bail!("study `{name}` not found in {}", store.location()) };
     let objective = objective_from_spec(name, &spec)?;
     let trials = store.trials(name)?;
+    let params = Some(params_from_spec(&spec).len()).filter(|&n| n > 0);
+    check_trials(name, &trials, params, objective.directions().len())?;
     Ok(Loaded { name: name.to_string(), spec, trials, objective })
 }
 
@@ -80,7 +82,9 @@ impl Loaded {
         let best = best_trials(&self.trials, &self.objective);
         match (best.first(), self.objective.is_multi()) {
             (None, _) => "no feasible trial".into(),
-            (Some(t), false) => format!("best {:.4} (trial {})", t.values.as_ref().map_or(f64::NAN, |v| v[0]), t.number),
+            (Some(t), false) => {
+                format!("best {:.4} (trial {})", t.values.as_ref().and_then(|v| v.first().copied()).unwrap_or(f64::NAN), t.number)
+            }
             (Some(_), true) => format!("Pareto front of {}", best.len()),
         }
     }

@@ -122,7 +122,10 @@ pub(crate) fn concat(cs: &[Const], axis: usize) -> Result<Const, String> {
         if c.shape.len() != shape.len() || c.shape.iter().zip(&first.shape).enumerate().any(|(d, (a, b))| d != axis && a != b) {
             return Err(format!("shapes {:?} and {:?} do not concatenate on axis {axis}", first.shape, c.shape));
         }
-        shape[axis] += c.shape[axis];
+        shape[axis] = shape[axis].checked_add(c.shape[axis]).ok_or_else(|| format!("concatenating {:?} overflows", c.shape))?;
+    }
+    if !crate::onnx::tensor::dims_fit(&shape) {
+        return Err(format!("concatenating on axis {axis} gives shape {shape:?}, whose sizes overflow"));
     }
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();

@@ -5,7 +5,7 @@ use super::value::{Dim, Dyn, Val};
 use super::{base_name, param_prefix, Importer, WeightQuant};
 use crate::onnx::attrs::Attrs;
 use crate::onnx::proto::NodeProto;
-use crate::onnx::tensor::{Const, Data};
+use crate::onnx::tensor::{dims_fit, Const, Data};
 use crate::qonnx;
 use crate::{InteropError, Result};
 use mase_ir::{ConvSpec, DimArg, NodeId, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, QuantFormat, Tensor};
@@ -727,7 +727,12 @@ impl Importer {
             Val::Const(c) => {
                 let src: Vec<Dim> = c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect();
                 let t = self.resolve_reshape(n, &src, &entries, allow_zero, false)?;
-                let shape = t.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
+                let shape: Vec<usize> = t.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
+                // An empty constant takes any shape with a 0 in it, also one whose other sizes
+                // overflow; constants never hold such shapes (see `dims_fit`).
+                if !dims_fit(&shape) {
+                    return Err(err(n, format!("cannot reshape {:?} to {shape:?}: the sizes overflow", c.shape)));
+                }
                 Ok(Val::Const(Const { shape, ..c }))
             }
             Val::Dyn(x) => {
@@ -807,7 +812,7 @@ impl Importer {
             }
             Val::Dyn(d) if perm.iter().enumerate().all(|(i, &p)| i == p) => Val::Dyn(d),
             Val::Dyn(d) => Val::Dyn(self.moving(n, Op::Permute { dims: perm.iter().map(|&p| p as i64).collect() }, d, "")?),
-            _ => unreachable!("rejected above"),
+            _ => unreachable!("a shape value was refused when the rank was read above"),
         })
     }
 
@@ -841,6 +846,11 @@ impl Importer {
                 Some(a) => a.iter().map(|&v| axis(n, v, shape.len())).collect::<Result<_>>()?,
                 None => (0..shape.len()).filter(|&d| shape[d] == Dim::Fixed(1)).collect(),
             };
+            // `axis` accepts 0 for a rank-0 value (Gather and Concat want that), so a scalar can
+            // name a dimension it does not have.
+            if let Some(&d) = drop.iter().find(|&&d| d >= shape.len()) {
+                return Err(err(n, format!("axis {d} is out of range for rank {}", shape.len())));
+            }
             if let Some(&d) = drop.iter().find(|&&d| shape[d] != Dim::Fixed(1)) {
                 return Err(err(n, format!("dimension {d} of {shape:?} is not 1")));
             }
@@ -873,7 +883,10 @@ impl Importer {
         }
         let ins: Vec<Val> = (0..n.input.len()).map(|k| self.req(n, k)).collect::<Result<_>>()?;
         if ins.iter().all(|v| matches!(v, Val::Const(_))) {
-            let cs: Vec<Const> = ins.into_iter().map(|v| if let Val::Const(c) = v { c } else { unreachable!("checked") }).collect();
+            let cs: Vec<Const> = ins
+                .into_iter()
+                .map(|v| if let Val::Const(c) = v { c } else { unreachable!("every input was checked to be a constant just above") })
+                .collect();
             let rank = cs.first().map_or(0, |c| c.shape.len());
             return fold::concat(&cs, axis(n, a, rank)?).map(Val::Const).map_err(|e| err(n, e));
         }
@@ -912,7 +925,11 @@ impl Importer {
         match self.req(n, 0)? {
             Val::Const(c) => {
                 let k = axis(n, a, c.shape.len())?;
-                fold::gather(&c, &idx, k).map(Val::Const).map_err(|e| err(n, e))
+                let g = fold::gather(&c, &idx, k).map_err(|e| err(n, e))?;
+                if !dims_fit(&g.shape) {
+                    return Err(err(n, format!("gathering indices of shape {:?} from {:?} gives sizes that overflow", idx.shape, c.shape)));
+                }
+                Ok(Val::Const(g))
             }
             Val::Sym { dims, .. } => {
                 let len = dims.len() as i64;
@@ -986,8 +1003,13 @@ impl Importer {
             (self.req_const(n, 1, "pads")?.i64s(), value)
         };
         let r = x.rank();
-        if pads.len() != 2 * r || pads.iter().any(|&p| p < 0) {
-            return Err(err(n, format!("pads {pads:?} do not fit rank {r} (negative pads are not supported)")));
+        // A computed value loses its batch dimension only through hostile graphs (a product
+        // of a transposed input with itself, reshaped to a scalar), but then it can have rank 0.
+        if r == 0 {
+            return Err(err(n, "padding a rank-0 value is not supported"));
+        }
+        if pads.len() != 2 * r || pads.iter().any(|&p| !(0..=MAX_WINDOW).contains(&p)) {
+            return Err(err(n, format!("pads {pads:?} do not fit rank {r} (each pad must be between 0 and {MAX_WINDOW})")));
         }
         if pads[0] != 0 || pads[r] != 0 {
             return Err(err(n, "padding the batch dimension is not supported"));

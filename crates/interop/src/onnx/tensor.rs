@@ -65,6 +65,13 @@ impl Const {
     }
 }
 
+/// Whether the product of the non-zero dimensions fits in `usize`. Every constant keeps to this,
+/// so that strides and element counts, taken in any order, never overflow: a shape such as
+/// `[0, 2^40, 2^40]` has no elements, but its strides would.
+pub(crate) fn dims_fit(shape: &[usize]) -> bool {
+    shape.iter().filter(|&&d| d != 0).try_fold(1usize, |a, &d| a.checked_mul(d)).is_some()
+}
+
 fn terr(name: &str, reason: impl Into<String>) -> InteropError {
     InteropError::Tensor { name: name.to_string(), reason: reason.into() }
 }
@@ -79,7 +86,10 @@ pub(crate) fn from_proto(t: &TensorProto) -> Result<Const> {
     for &d in &t.dims {
         shape.push(usize::try_from(d).map_err(|_| terr(name, format!("negative dimension {d}")))?);
     }
-    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| terr(name, "dimensions overflow"))?;
+    if !dims_fit(&shape) {
+        return Err(terr(name, format!("dimensions {shape:?} overflow")));
+    }
+    let count = shape.iter().product::<usize>();
     let raw = &t.raw_data;
     let from_raw = |dt: DType| -> Result<Vec<f32>> {
         let need = count.checked_mul(dt.size()).ok_or_else(|| terr(name, "dimensions overflow"))?;

@@ -35,8 +35,12 @@ fn err(reason: impl Into<String>) -> InteropError {
     InteropError::Torch { reason: reason.into() }
 }
 
-/// Nesting deeper than this in a pickled module tree is treated as hostile.
+/// Nesting deeper than this in a pickled module tree (or of parameters around a tensor) is treated
+/// as hostile.
 const MAX_DEPTH: usize = 64;
+
+/// The most values a tensor may have beyond the elements of its storage (through strides of 0).
+const MAX_EXPANDED: usize = 1 << 24;
 
 fn storage_dtype(class: &str) -> Option<DType> {
     Some(match class.rsplit('.').next()? {
@@ -79,19 +83,26 @@ impl Ctx<'_, '_> {
 
     /// Rebuilds the tensor described by a `_rebuild_tensor_v2` call, or `None` if `v` is not one.
     fn tensor(&mut self, v: &Value) -> Result<Option<Weight>> {
-        let Some(Object::Call { func, args, .. }) = self.p.obj(v) else { return Ok(None) };
-        let name = self.p.global_name(func).unwrap_or_default();
-        let args = self.p.seq(args).unwrap_or(&[]);
-        match name.as_str() {
-            "torch._utils._rebuild_tensor_v2" | "torch._utils._rebuild_tensor" => {}
-            "torch._utils._rebuild_parameter" | "torch._utils._rebuild_parameter_with_state" => {
-                return match args.first() {
-                    Some(t) => self.tensor(t),
-                    None => Err(err("_rebuild_parameter without a tensor")),
-                };
+        let (p, mut v) = (self.p, v);
+        // A parameter wraps a tensor; a hostile pickle can make it wrap itself (a list holding the
+        // call that takes the list as its arguments), so the unwrapping is bounded.
+        let mut wraps = 0;
+        let (name, args) = loop {
+            let Some(Object::Call { func, args, .. }) = p.obj(v) else { return Ok(None) };
+            let name = p.global_name(func).unwrap_or_default();
+            let args = p.seq(args).unwrap_or(&[]);
+            match name.as_str() {
+                "torch._utils._rebuild_tensor_v2" | "torch._utils._rebuild_tensor" => break (name, args),
+                "torch._utils._rebuild_parameter" | "torch._utils._rebuild_parameter_with_state" => {
+                    wraps += 1;
+                    if wraps > MAX_DEPTH {
+                        return Err(err("_rebuild_parameter calls are nested too deeply (they refer to themselves)"));
+                    }
+                    v = args.first().ok_or_else(|| err("_rebuild_parameter without a tensor"))?;
+                }
+                _ => return Ok(None),
             }
-            _ => return Ok(None),
-        }
+        };
         if args.len() < 4 {
             return Err(err(format!("{name} with {} arguments", args.len())));
         }
@@ -117,6 +128,14 @@ impl Ctx<'_, '_> {
         let raw = &self.storages[&key];
         let numel_storage = raw.len() / dtype.size();
         let count = size.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| err("tensor size overflows"))?;
+        // Strides of 0 repeat storage elements (an expanded tensor), so the size alone does not
+        // bound the values to make; a hostile file must not make the reader allocate without bound.
+        if count > numel_storage.max(MAX_EXPANDED) {
+            return Err(err(format!(
+                "tensor of size {size:?} repeats the {numel_storage} elements of storage `{key}` into {count} values; \
+                 more than {MAX_EXPANDED} are refused"
+            )));
+        }
         if count > 0 {
             // The furthest element read must lie inside the storage.
             let last = size

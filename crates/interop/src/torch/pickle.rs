@@ -62,6 +62,11 @@ pub struct Pickle {
 /// Bounds that keep a hostile pickle from exhausting memory.
 const MAX_STACK: usize = 1 << 20;
 const MAX_MEMO: usize = 1 << 22;
+/// Bytes of strings, byte strings and big integers that `DUP`, `PUT` and `GET` may copy in all,
+/// beyond [`COPY_PER_INPUT_BYTE`] per byte of the pickle: each of those opcodes is a few bytes
+/// long but copies a whole value, so without a budget a small file could ask for terabytes.
+const COPY_BUDGET: usize = 64 << 20;
+const COPY_PER_INPUT_BYTE: usize = 64;
 
 enum Slot {
     Val(Value),
@@ -143,9 +148,25 @@ struct Machine {
     stack: Vec<Slot>,
     memo: std::collections::HashMap<u64, Value>,
     objects: Vec<Object>,
+    /// Bytes that copying values may still take (see [`COPY_BUDGET`]).
+    copy_left: usize,
 }
 
 impl Machine {
+    /// Takes the size of a value about to be copied from the copy budget.
+    fn charge(&mut self, r: &Reader, v: &Value) -> Result<()> {
+        let size = match v {
+            Value::Str(s) => s.len(),
+            Value::Bytes(b) | Value::BigInt(b) => b.len(),
+            _ => 0,
+        };
+        self.copy_left = self
+            .copy_left
+            .checked_sub(size)
+            .ok_or_else(|| r.err("DUP, PUT and GET copy more string data than a pickle of this size can need; it is hostile or damaged"))?;
+        Ok(())
+    }
+
     fn alloc(&mut self, o: Object) -> Value {
         self.objects.push(o);
         Value::Obj(ObjId(self.objects.len() - 1))
@@ -214,6 +235,7 @@ impl Machine {
 
     fn memo_put(&mut self, r: &Reader, key: u64) -> Result<()> {
         let v = self.top(r)?;
+        self.charge(r, &v)?;
         if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&key) {
             return Err(r.err("memo grows past its limit"));
         }
@@ -222,7 +244,8 @@ impl Machine {
     }
 
     fn memo_get(&mut self, r: &Reader, key: u64) -> Result<()> {
-        let v = self.memo.get(&key).cloned().ok_or_else(|| r.err(format!("memo key {key} is not defined")))?;
+        let v = self.memo.get(&key).ok_or_else(|| r.err(format!("memo key {key} is not defined")))?.clone();
+        self.charge(r, &v)?;
         self.push(r, v)
     }
 }
@@ -230,7 +253,8 @@ impl Machine {
 /// Unpickles `bytes` without executing anything.
 pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
     let mut r = Reader { b: bytes, pos: 0 };
-    let mut m = Machine { stack: Vec::new(), memo: Default::default(), objects: Vec::new() };
+    let copy_left = COPY_BUDGET.saturating_add(bytes.len().saturating_mul(COPY_PER_INPUT_BYTE));
+    let mut m = Machine { stack: Vec::new(), memo: Default::default(), objects: Vec::new(), copy_left };
     loop {
         let op_at = r.pos;
         let op = r.u8().map_err(|_| InteropError::Pickle { offset: op_at, reason: "ends before STOP: truncated".into() })?;
@@ -260,6 +284,7 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
             }
             b'2' => {
                 let v = m.top(&r)?;
+                m.charge(&r, &v)?;
                 m.push(&r, v)?;
             }
             b'N' => m.push(&r, Value::None)?,

@@ -141,6 +141,17 @@ impl<'a> Builder<'a> {
         let info = op
             .infer(&self.graph.node(node).name, &infos)
             .map_err(|e| at.err("inputs", format!("{e} (shapes for a probe batch of {PROBE_BATCH})")))?;
+        // Widths are unbounded integers in the file; a weight too large to exist is refused here
+        // rather than when the parameters are allocated.
+        if let Some(p) = op.param_specs().iter().find(|p| mase_ir::checked_numel(&p.shape).is_none()) {
+            let key = match op {
+                Op::Linear { .. } => "out_features",
+                Op::Conv1d(_) | Op::Conv2d(_) => "out_channels",
+                _ => "inputs",
+            };
+            let reason = format!("parameter `{}` of shape {:?} has more than {} elements", p.name, p.shape, mase_ir::MAX_ELEMENTS);
+            return Err(at.err(key, reason));
+        }
         for &i in &inputs {
             self.used[i] = true;
         }
