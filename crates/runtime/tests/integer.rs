@@ -276,3 +276,42 @@ fn matmul_runs_in_integer_unless_it_broadcasts() {
         assert_eq!(run.output, want);
     }
 }
+
+#[test]
+fn sums_beyond_64_bits_run_in_float_with_the_reason() {
+    // (data_in, weight, whether integer): 4 products of two 32-bit codes reach 4 * 2^31 * 2^31 =
+    // 2^64; with 16-bit codes they stay at 2^32.
+    let cases = [(int(32, 0, true), int(32, 0, true), false), (int(16, 4, true), int(16, 8, true), true)];
+    for (x_fmt, w_fmt, integer) in cases {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let fc = g.call_module("fc", Op::Linear { in_features: 4, out_features: 2, bias: false }, &[x]);
+        g.output(fc);
+        let g = with_quant(g, |n| {
+            (n.name == "fc").then(|| NodeQuant { data_in: vec![Some(x_fmt.clone())], weight: Some(w_fmt.clone()), ..Default::default() })
+        });
+        let params = init_params(&g, &mut Rng::new(2));
+        let xs = [0.5f32, -1.0, 2.0, 0.25, 0.125, -0.5, 3.0, 1.5];
+        let run = run_integer(&g, &params, &xs, &[2, 4]).unwrap();
+        let node = &run.report.nodes[0];
+        assert_eq!(node.is_integer(), integer, "{node:?}");
+        if !integer {
+            assert!(node.float_reason.as_deref().is_some_and(|r| r.contains("2^64.0, beyond 64-bit integers")), "{node:?}");
+        }
+        let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[2, 4], Mode::Eval).unwrap().to_vec();
+        assert_eq!(run.output, want, "{node:?}");
+    }
+
+    // Add aligns its operands to the finer scale: 2^31 at 0 fraction bits shifted by 40 is 2^71.
+    let mut g = Graph::new();
+    let a = g.placeholder("a");
+    let r = g.call_module("act", Op::Relu, &[a]);
+    let s = g.call_function("add", Op::Add, &[a, r]);
+    g.output(s);
+    let g = with_quant(g, |n| {
+        (n.name == "add").then(|| NodeQuant { data_in: vec![Some(int(32, 0, true)), Some(int(32, 40, true))], ..Default::default() })
+    });
+    let run = run_integer(&g, &ParamStore::new(), &[0.5, -1.0], &[1, 2]).unwrap();
+    let node = run.report.nodes.iter().find(|n| n.node == "add").expect("add is reported");
+    assert!(node.float_reason.as_deref().is_some_and(|r| r.contains("beyond 64-bit integers")), "{node:?}");
+}

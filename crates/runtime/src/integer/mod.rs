@@ -151,7 +151,51 @@ fn int_spec(node: &Node, slots: &[usize], in_shapes: &[&[usize]]) -> std::result
         None => None,
         Some(f) => Some(Fixed::of(f).ok_or("data_out is not an integer format")?),
     };
-    Ok(IntSpec { ins, weight, bias, out })
+    let spec = IntSpec { ins, weight, bias, out };
+    let log2 = worst_magnitude(&node.op, &spec, in_shapes).log2();
+    if log2 >= 63.0 {
+        return Err(format!("its sums could reach 2^{log2:.1}, beyond 64-bit integers (narrower formats or closer scales run in integer)"));
+    }
+    Ok(spec)
+}
+
+/// The largest magnitude the node's integer result can reach, from its formats and shapes: the
+/// products summed by linear, conv and matmul (with the bias shifted to the accumulator's scale),
+/// or both operands of add/sub aligned to the finer scale. Computed in `f64`, which is exact for
+/// powers of two and rounds monotonically, so a bound of `2^63` or more is never missed.
+fn worst_magnitude(op: &Op, spec: &IntSpec, in_shapes: &[&[usize]]) -> f64 {
+    let code = |f: Fixed| max_code(f) as f64;
+    let scale = |bits: i32| 2f64.powi(bits);
+    let fx: Vec<i32> = spec.ins.iter().map(|f| f.frac_width).collect();
+    match op {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => {
+            let terms = match op {
+                Op::Linear { in_features, .. } => *in_features as f64,
+                Op::Conv1d(c) | Op::Conv2d(c) => (c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>()) as f64,
+                _ => 0.0,
+            };
+            let Some((_, fw)) = spec.weight else { return 0.0 };
+            let sums = terms * code(spec.ins[0]) * code(fw);
+            match spec.bias {
+                Some((_, fb)) => {
+                    let frac = fx[0] + fw.frac_width;
+                    let target = frac.max(fb.frac_width);
+                    sums * scale(target - frac) + code(fb) * scale(target - fb.frac_width)
+                }
+                None => sums,
+            }
+        }
+        Op::Add | Op::Sub => {
+            let frac = fx[0].max(fx[1]);
+            code(spec.ins[0]) * scale(frac - fx[0]) + code(spec.ins[1]) * scale(frac - fx[1])
+        }
+        Op::Mul => code(spec.ins[0]) * code(spec.ins[1]),
+        Op::MatMul => {
+            let k = in_shapes.first().and_then(|s| s.last()).copied().unwrap_or(0) as f64;
+            k * code(spec.ins[0]) * code(spec.ins[1])
+        }
+        _ => spec.ins.iter().map(|&f| code(f)).fold(0.0, f64::max),
+    }
 }
 
 /// An integer result: codes (or accumulator values) and their fraction bits.
