@@ -164,27 +164,26 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     warn_if(&mut warnings, "num_devices", args.num_devices.or(cfg.num_devices).map(|v| v.to_string()), &["1"]);
     warn_if(&mut warnings, "num_nodes", args.num_nodes.or(cfg.num_nodes).map(|v| v.to_string()), &["1"]);
     warn_if(&mut warnings, "report_to", args.report_to.clone().or(cfg.report_to.take()), &["tensorboard"]);
-    for (key, set) in [
-        ("is_to_auto_requeue", cfg.is_to_auto_requeue == Some(true)),
-        ("github_ci", cfg.github_ci == Some(true)),
-        ("is_pretrained", cfg.is_pretrained == Some(true)),
-        ("quant_config", cfg.quant_config.is_some()),
-    ] {
-        if set {
-            warnings.push(format!("`{key}` only applies to MASE's PyTorch models; ignored"));
-        }
-    }
-    // Keys that steer parts of MASE that mase-rs does not have: said once, never dropped silently.
+    // Keys that steer parts of MASE that mase-rs does not have: said once each, never dropped
+    // silently. The full sentence is built from the key and the reason.
+    const PYTORCH_ONLY: &str = "only applies to MASE's PyTorch models; ignored";
     for (key, set, why) in [
-        ("num_workers", args.num_workers.or(cfg.num_workers).is_some(), "data sets are held in memory, there are no loader workers"),
-        ("disable_dataset_cache", cfg.disable_dataset_cache.is_some(), "data sets are read straight from the shipped files"),
-        ("target", cfg.target.is_some(), "it selects MASE's FPGA part for hardware emit, which mase-rs does not do"),
-        ("num_targets", cfg.num_targets.is_some(), "it belongs to MASE's hardware emit"),
-        ("max_token_len", cfg.max_token_len.is_some(), "it applies to MASE's language models only"),
-        ("cf_args", cfg.cf_args.is_some(), "it holds keyword arguments for MASE's PyTorch model constructors"),
+        ("is_to_auto_requeue", cfg.is_to_auto_requeue == Some(true), None),
+        ("github_ci", cfg.github_ci == Some(true), None),
+        ("is_pretrained", cfg.is_pretrained == Some(true), None),
+        ("quant_config", cfg.quant_config.is_some(), None),
+        ("num_workers", args.num_workers.or(cfg.num_workers).is_some(), Some("data sets are held in memory, there are no loader workers")),
+        ("disable_dataset_cache", cfg.disable_dataset_cache.is_some(), Some("data sets are read straight from the shipped files")),
+        ("target", cfg.target.is_some(), Some("it selects MASE's FPGA part for hardware emit, which mase-rs does not do")),
+        ("num_targets", cfg.num_targets.is_some(), Some("it belongs to MASE's hardware emit")),
+        ("max_token_len", cfg.max_token_len.is_some(), Some("it applies to MASE's language models only")),
+        ("cf_args", cfg.cf_args.is_some(), Some("it holds keyword arguments for MASE's PyTorch model constructors")),
     ] {
         if set {
-            warnings.push(format!("`{key}` is ignored: {why}"));
+            warnings.push(match why {
+                None => format!("`{key}` {PYTORCH_ONLY}"),
+                Some(why) => format!("`{key}` is ignored: {why}"),
+            });
         }
     }
 

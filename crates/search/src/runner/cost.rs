@@ -42,28 +42,6 @@ pub fn node_costs(graph: &Graph, params: &ParamStore, sample_shape: &[usize]) ->
         .collect())
 }
 
-/// Parameter count and storage bits: weights and biases of quantized nodes at their format,
-/// everything else (buffers included) at 32 bits.
-pub(crate) fn model_size(graph: &Graph, params: &ParamStore) -> (f64, f64) {
-    let (mut count, mut size) = (0.0, 0.0);
-    for n in graph.nodes() {
-        let q = n.quant.as_ref();
-        for (name, spec) in n.params() {
-            let numel = params.get(&name).map_or_else(|| spec.shape.iter().product::<usize>(), |t| t.numel()) as f64;
-            if spec.trainable {
-                count += numel;
-            }
-            let b = match spec.name {
-                "weight" => bits(q, |q| q.weight.as_ref()),
-                "bias" => bits(q, |q| q.bias.as_ref()),
-                _ => 32.0,
-            };
-            size += numel * b;
-        }
-    }
-    (count, size)
-}
-
 struct CostRunner {
     which: &'static str,
     sample_shape: Vec<usize>,
@@ -106,14 +84,13 @@ impl Runner for CostRunner {
     fn run(&self, cand: &mut Candidate, _cx: &RunContext) -> Result<Metrics> {
         let mut out = Metrics::new();
         match self.which {
-            "model_size" => {
-                let (count, size) = model_size(&cand.graph, &cand.params);
-                out.insert("param_count".into(), count);
-                out.insert("model_size_bits".into(), size);
-            }
             which => {
                 let costs = node_costs(&cand.graph, &cand.params, &self.sample_shape)?;
-                if which == "bitops" {
+                if which == "model_size" {
+                    // Weights and biases of quantized nodes at their format, buffers at 32 bits.
+                    out.insert("param_count".into(), costs.iter().map(|(_, _, c)| c.params as f64).sum());
+                    out.insert("model_size_bits".into(), costs.iter().map(|(_, _, c)| c.param_bits).sum());
+                } else if which == "bitops" {
                     out.insert("bitops".into(), costs.iter().map(|(_, _, c)| c.bitops).sum());
                 } else {
                     out.insert("flops".into(), costs.iter().map(|(_, _, c)| c.flops as f64).sum());
