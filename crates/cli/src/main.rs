@@ -27,7 +27,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let result = match &cli.action {
+    let action_name = action_name(&cli.action);
+    let result = guard(action_name, || match &cli.action {
         Action::Train(a) => actions::train::run(a),
         Action::Test(a) => actions::test::run(a),
         Action::Search(a) => actions::search::run(a),
@@ -36,11 +37,66 @@ fn main() {
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),
         Action::Info => actions::info::run(),
-    };
+    });
     if let Err(e) = result {
         eprintln!("error: {}", error_line(&e));
         std::process::exit(1);
     }
+}
+
+/// The subcommand's name, for messages about the action as a whole.
+fn action_name(action: &Action) -> &'static str {
+    match action {
+        Action::Train(_) => "train",
+        Action::Test(_) => "test",
+        Action::Search(_) => "search",
+        Action::Study(_) => "study",
+        Action::Transform(_) => "transform",
+        Action::Analyze(_) => "analyze",
+        Action::Export(_) => "export",
+        Action::Info => "info",
+    }
+}
+
+/// Runs an action so that a panic (a bug: bad input is an error, never a panic) ends the process
+/// with one line and exit status 70 instead of a backtrace. The panic hook only records the
+/// message and place; `catch_unwind` sees panics of the main thread and those that rayon and
+/// scoped threads pass back to it.
+fn guard(action: &str, run: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    use std::sync::Mutex;
+    static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+    std::panic::set_hook(Box::new(|info| {
+        let message = panic_text(info.payload());
+        let place = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(format!("{message}{place}"));
+        }
+    }));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Test hook: lets the tests prove that a panic inside an action becomes one line.
+        if std::env::var("MASE_FAILPOINT").is_ok_and(|p| p.trim() == "panic-in-action") {
+            panic!("failpoint panic-in-action");
+        }
+        run()
+    }));
+    match outcome {
+        Ok(result) => result,
+        Err(payload) => {
+            let recorded = LAST_PANIC.lock().ok().and_then(|mut l| l.take());
+            let message = recorded.unwrap_or_else(|| panic_text(&*payload));
+            eprintln!("error: internal error in {action}: {}; please report", config::one_line(&message));
+            std::process::exit(70);
+        }
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or with formatting).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// The error and its causes on one line. Library errors often quote their source in their own

@@ -82,3 +82,29 @@ fn wrong_input_width_for_a_checkpoint() {
     let line = ch_error(&["test", "mlp", "iris", "--load", &ck], &dir);
     assert!(line.contains("64") && line.contains('4'), "{line}");
 }
+
+/// A panic that escapes an action (a bug) ends `ch` with one line and exit status 70, never a
+/// backtrace. The `panic-in-action` test hook makes the action panic.
+#[test]
+fn a_panic_becomes_one_line() {
+    let dir = scratch("panic");
+    for action in ["info", "train", "search"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ch"))
+            .arg(action)
+            .current_dir(&dir)
+            .env("MASE_FAILPOINT", "panic-in-action")
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "{action}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{action}: one line, got {stderr}");
+        assert!(
+            lines[0].starts_with(&format!("error: internal error in {action}: failpoint panic-in-action at crates/cli/src/main.rs:")),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].ends_with("; please report"), "{}", lines[0]);
+    }
+}

@@ -110,10 +110,9 @@ pub(crate) fn format_of(n: &NodeProto, params: &[Option<&Const>]) -> Result<Quan
 /// Whether a format's parameters are per-tensor (one scale and zero point), so that it commutes
 /// with reshapes and transposes of the tensor it quantizes.
 pub(crate) fn per_tensor(f: &QuantFormat) -> bool {
-    match f {
-        QuantFormat::IntQuant { scale, zero_point, .. } => scale.numel() == 1 && zero_point.numel() == 1,
-        QuantFormat::BipolarQuant { scale } | QuantFormat::FloatQuant { scale, .. } => scale.numel() == 1,
-        _ => true,
+    match mase_quant::reach(f) {
+        mase_quant::Reach::Value => true,
+        mase_quant::Reach::Row | mase_quant::Reach::Tensor => false,
     }
 }
 
@@ -127,7 +126,16 @@ pub(crate) fn map_params(fmt: &QuantFormat, f: impl Fn(&Tensor) -> Tensor) -> Qu
             *zero_point = f(zero_point);
         }
         QuantFormat::BipolarQuant { scale } | QuantFormat::FloatQuant { scale, .. } => *scale = f(scale),
-        _ => {}
+        // MASE's formats have no tensor parameters.
+        QuantFormat::Integer { .. }
+        | QuantFormat::MinifloatDenorm { .. }
+        | QuantFormat::MinifloatIeee { .. }
+        | QuantFormat::Log { .. }
+        | QuantFormat::BlockFp { .. }
+        | QuantFormat::BlockMinifloat { .. }
+        | QuantFormat::BlockLog { .. }
+        | QuantFormat::Binary { .. }
+        | QuantFormat::Ternary { .. } => {}
     }
     out
 }

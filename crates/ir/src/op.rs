@@ -294,7 +294,24 @@ impl Op {
             Op::AdaptiveAvgPool2d { .. } => "AdaptiveAvgPool2d",
             Op::Flatten { .. } => "Flatten",
             Op::Dropout { .. } => "Dropout",
-            _ => return None,
+            // Functions, methods and graph plumbing: no module class.
+            Op::Input
+            | Op::Output
+            | Op::Constant
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::Div
+            | Op::Pow
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Concat { .. }
+            | Op::Pad { .. } => return None,
         })
     }
 
@@ -354,7 +371,24 @@ impl Op {
             Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
             Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
             Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
-            _ => return None,
+            // No module class: `module_class` returned early.
+            Op::Input
+            | Op::Output
+            | Op::Constant
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::Div
+            | Op::Pow
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Concat { .. }
+            | Op::Pad { .. } => return None,
         })
     }
 
@@ -392,7 +426,41 @@ impl Op {
                 v.push(p("running_var", vec![c], false, Init::Ones));
                 v
             }
-            _ => Vec::new(),
+            // Stateless ops. A `get_attr` constant's tensor is the importer's, not drawn here.
+            Op::Input
+            | Op::Output
+            | Op::Constant
+            | Op::Relu
+            | Op::Relu6
+            | Op::LeakyRelu { .. }
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Selu
+            | Op::Gelu { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::MaxPool1d(_)
+            | Op::MaxPool2d(_)
+            | Op::AvgPool1d(_)
+            | Op::AvgPool2d(_)
+            | Op::AdaptiveAvgPool1d { .. }
+            | Op::AdaptiveAvgPool2d { .. }
+            | Op::Flatten { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::Dropout { .. }
+            | Op::Div
+            | Op::Pow
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Concat { .. }
+            | Op::Pad { .. } => Vec::new(),
         }
     }
 
@@ -410,7 +478,39 @@ impl Op {
             Op::AdaptiveAvgPool2d { output_size } if output_size.contains(&0) => {
                 Err(format!("output_size {output_size:?} has an entry of 0; every entry must be at least 1"))
             }
-            _ => Ok(()),
+            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Ok(()),
+            // No geometry; shapes are checked by shape inference.
+            Op::Input
+            | Op::Output
+            | Op::Constant
+            | Op::Linear { .. }
+            | Op::BatchNorm1d(_)
+            | Op::BatchNorm2d(_)
+            | Op::Relu
+            | Op::Relu6
+            | Op::LeakyRelu { .. }
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Selu
+            | Op::Gelu { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::Flatten { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::Dropout { .. }
+            | Op::Div
+            | Op::Pow
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Concat { .. }
+            | Op::Pad { .. } => Ok(()),
         }
     }
 
@@ -420,7 +520,35 @@ impl Op {
             Op::Input | Op::Constant => Some(0),
             Op::Add | Op::Sub | Op::Mul | Op::MatMul | Op::Div | Op::Pow => Some(2),
             Op::Reshape { .. } | Op::Concat { .. } => None,
-            _ => Some(1),
+            Op::Output
+            | Op::Linear { .. }
+            | Op::Conv1d(_)
+            | Op::Conv2d(_)
+            | Op::BatchNorm1d(_)
+            | Op::BatchNorm2d(_)
+            | Op::Relu
+            | Op::Relu6
+            | Op::LeakyRelu { .. }
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Selu
+            | Op::Gelu { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::MaxPool1d(_)
+            | Op::MaxPool2d(_)
+            | Op::AvgPool1d(_)
+            | Op::AvgPool2d(_)
+            | Op::AdaptiveAvgPool1d { .. }
+            | Op::AdaptiveAvgPool2d { .. }
+            | Op::Flatten { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Dropout { .. }
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Pad { .. } => Some(1),
         }
     }
 

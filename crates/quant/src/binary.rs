@@ -9,7 +9,7 @@
 //!
 //! Row means are summed in `f64`, in index order.
 
-use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, FormatImpl, Reach};
 use crate::round::clamp_nan;
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -23,6 +23,8 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
+    reach,
+    random: draws_random,
 };
 
 fn spec(fmt: &QuantFormat) -> (bool, bool) {
@@ -30,6 +32,22 @@ fn spec(fmt: &QuantFormat) -> (bool, bool) {
         QuantFormat::Binary { stochastic, bipolar } => (stochastic, bipolar),
         _ => unreachable!("binary called with {}", fmt.type_name()),
     }
+}
+
+/// Bipolar binary looks at each value alone; the zero-scaled form scales by a mean over each index
+/// of the first dimension.
+fn reach(fmt: &QuantFormat) -> Reach {
+    if spec(fmt).1 {
+        Reach::Value
+    } else {
+        Reach::Row
+    }
+}
+
+/// Stochastic bipolar binary draws one number per value (the zero-scaled form draws none).
+fn draws_random(fmt: &QuantFormat) -> bool {
+    let (stochastic, bipolar) = spec(fmt);
+    stochastic && bipolar
 }
 
 fn validate(_fmt: &QuantFormat) -> Result<()> {

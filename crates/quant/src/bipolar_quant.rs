@@ -3,7 +3,7 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::int_quant::validate_param;
-use crate::registry::FormatImpl;
+use crate::registry::{never_random, FormatImpl, Reach};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, Tensor};
 
@@ -16,12 +16,23 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
+    reach,
+    random: never_random,
 };
 
 fn spec(fmt: &QuantFormat) -> &Tensor {
     match fmt {
         QuantFormat::BipolarQuant { scale } => scale,
         _ => unreachable!("bipolar_quant called with {}", fmt.type_name()),
+    }
+}
+
+/// Per value with a per-tensor scale; a per-channel one ties values to positions.
+fn reach(fmt: &QuantFormat) -> Reach {
+    if spec(fmt).numel() == 1 {
+        Reach::Value
+    } else {
+        Reach::Tensor
     }
 }
 

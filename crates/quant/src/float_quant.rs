@@ -15,7 +15,7 @@
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
 use crate::int_quant::validate_param;
-use crate::registry::FormatImpl;
+use crate::registry::{never_random, FormatImpl, Reach};
 use crate::round::{exp2i, floor_log2, rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
@@ -29,6 +29,8 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
+    reach,
+    random: never_random,
 };
 
 struct Spec<'a> {
@@ -71,6 +73,15 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
             }
         }
         _ => unreachable!("float_quant called with {}", fmt.type_name()),
+    }
+}
+
+/// Per value with a per-tensor scale; a per-channel one ties values to positions.
+fn reach(fmt: &QuantFormat) -> Reach {
+    if spec(fmt).scale.numel() == 1 {
+        Reach::Value
+    } else {
+        Reach::Tensor
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
-use crate::registry::FormatImpl;
+use crate::registry::{never_random, FormatImpl, Reach};
 use crate::round::{rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
@@ -27,6 +27,8 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
+    reach,
+    random: never_random,
 };
 
 struct Spec<'a> {
@@ -84,6 +86,16 @@ pub(crate) fn validate_param(format: &'static str, field: &'static str, t: &Tens
         return Err(param(format, field, v, if positive { "values must be finite and positive" } else { "values must be finite" }));
     }
     Ok(())
+}
+
+/// Per value with a per-tensor scale and zero point; a per-channel one ties values to positions.
+fn reach(fmt: &QuantFormat) -> Reach {
+    let s = spec(fmt);
+    if s.scale.numel() == 1 && s.zp.numel() == 1 {
+        Reach::Value
+    } else {
+        Reach::Tensor
+    }
 }
 
 fn validate(fmt: &QuantFormat) -> Result<()> {

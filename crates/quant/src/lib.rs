@@ -48,6 +48,7 @@ pub mod trunc;
 pub use block::Blocking;
 pub use error::{QuantError, Result};
 pub use integer::Fixed;
+pub use registry::Reach;
 pub use trunc::{trunc, TruncSpec};
 
 use mase_ir::{QuantFormat, Rng};
@@ -113,6 +114,16 @@ pub fn quantize_reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &m
     check_lengths(shape, x.len(), Some(out.len()))?;
     (lookup(fmt).reference)(fmt, x, shape, out, rng);
     Ok(())
+}
+
+/// Which values of a tensor decide how one of its values is quantized (see [`Reach`]).
+pub fn reach(fmt: &QuantFormat) -> Reach {
+    (registry::lookup(fmt).reach)(fmt)
+}
+
+/// Whether quantizing with `fmt` draws random numbers.
+pub fn draws_random(fmt: &QuantFormat) -> bool {
+    (registry::lookup(fmt).random)(fmt)
 }
 
 /// Whether `value` is a value the format can hold on its own: on its grid and inside its range.

@@ -26,6 +26,43 @@ pub(crate) struct FormatImpl {
     pub representable: fn(&QuantFormat, f32) -> bool,
     /// Indices of the values of a tensor that the format cannot produce for that tensor.
     pub on_grid: fn(&QuantFormat, &[f32], &[usize]) -> Vec<usize>,
+    /// Which other values of a tensor the quantization of one value depends on.
+    pub reach: fn(&QuantFormat) -> Reach,
+    /// Whether quantizing draws random numbers (stochastic rounding).
+    pub random: fn(&QuantFormat) -> bool,
+}
+
+/// Which values of a tensor decide how one value is quantized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The value alone (and per-tensor parameters): the format commutes with reshapes and
+    /// transposes, and a batch may be cut anywhere.
+    Value,
+    /// The values of the same index of the first dimension (a per-row mean): a batch may be cut
+    /// between samples.
+    Row,
+    /// Values across the tensor (blocks, per-channel parameters): nothing may be cut.
+    Tensor,
+}
+
+/// `reach` of formats that quantize each value on its own.
+pub(crate) fn reach_value(_fmt: &QuantFormat) -> Reach {
+    Reach::Value
+}
+
+/// `reach` of formats that reduce over each index of the first dimension.
+pub(crate) fn reach_row(_fmt: &QuantFormat) -> Reach {
+    Reach::Row
+}
+
+/// `reach` of formats whose blocks span the tensor.
+pub(crate) fn reach_tensor(_fmt: &QuantFormat) -> Reach {
+    Reach::Tensor
+}
+
+/// `random` of deterministic formats.
+pub(crate) fn never_random(_fmt: &QuantFormat) -> bool {
+    false
 }
 
 /// Every format, in the order of `QuantFormat`'s variants.

@@ -12,7 +12,7 @@
 
 use crate::binary::row_len;
 use crate::error::param;
-use crate::registry::{any_shape, on_grid_elementwise, FormatImpl};
+use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_row, FormatImpl};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -25,6 +25,8 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
+    reach: reach_row,
+    random: never_random,
 };
 
 fn spec(fmt: &QuantFormat) -> (bool, Option<f32>) {

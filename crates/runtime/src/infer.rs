@@ -17,6 +17,7 @@ use crate::executor::{ExecOptions, Executor, Mode};
 use crate::slots::store_from_slots;
 use crate::Result;
 use mase_ir::{Graph, Op, QuantFormat, ValueInfo};
+use mase_quant::Reach;
 use rayon::prelude::*;
 
 /// The fewest rows of a slice: more than the 64 below which `gemm` may take its small-matrix
@@ -95,8 +96,12 @@ pub(crate) fn batch_local(graph: &Graph, features: &[usize], constant_shape: &dy
                 return None;
             }
         }
-        let per_row = x[1..].iter().product::<usize>();
-        work = work.saturating_add(per_row.saturating_mul(1 + inner_dim(&node.op, node.inputs.first().map(|u| sa[u.0].shape()))));
+        // Only values that carry the batch cost work per row; a batch-free value (a constant, which
+        // may be a rank-0 scalar) is computed once.
+        if carries[i] {
+            let per_row = x[1..].iter().product::<usize>();
+            work = work.saturating_add(per_row.saturating_mul(1 + inner_dim(&node.op, node.inputs.first().map(|u| sa[u.0].shape()))));
+        }
     }
     Some(work.max(1))
 }
@@ -109,7 +114,43 @@ fn row_wise(op: &Op, rank: usize) -> bool {
         Op::Transpose { dim0, dim1 } => !touches_batch(*dim0) && !touches_batch(*dim1),
         Op::Permute { dims } => dims.first().is_some_and(|&d| touches_batch(d)),
         Op::Flatten { start_dim, .. } => !touches_batch(*start_dim) || rank == 1,
-        _ => true,
+        Op::Concat { dim } => !touches_batch(*dim),
+        // Element-wise ops, per-sample layers (batch norm uses its running statistics in
+        // evaluation, dropout is off), and shape changes, whose batch dimension the shape check
+        // of `batch_local` has already seen kept first.
+        Op::Input
+        | Op::Output
+        | Op::Constant
+        | Op::Linear { .. }
+        | Op::Conv1d(_)
+        | Op::Conv2d(_)
+        | Op::BatchNorm1d(_)
+        | Op::BatchNorm2d(_)
+        | Op::Relu
+        | Op::Relu6
+        | Op::LeakyRelu { .. }
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Selu
+        | Op::Gelu { .. }
+        | Op::MaxPool1d(_)
+        | Op::MaxPool2d(_)
+        | Op::AvgPool1d(_)
+        | Op::AvgPool2d(_)
+        | Op::AdaptiveAvgPool1d { .. }
+        | Op::AdaptiveAvgPool2d { .. }
+        | Op::Reshape { .. }
+        | Op::Size { .. }
+        | Op::Add
+        | Op::Sub
+        | Op::Mul
+        | Op::MatMul
+        | Op::Dropout { .. }
+        | Op::Div
+        | Op::Pow
+        | Op::Sqrt
+        | Op::Clip { .. }
+        | Op::Pad { .. } => true,
     }
 }
 
@@ -119,6 +160,7 @@ fn inner_dim(op: &Op, x: Option<&[usize]>) -> usize {
         Op::Linear { in_features, .. } => *in_features,
         Op::Conv1d(c) | Op::Conv2d(c) => c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>(),
         Op::MatMul => x.and_then(|s| s.last().copied()).unwrap_or(1),
+        // An estimate only: a pooling window or a norm counts as one operation per value.
         _ => 1,
     }
 }
@@ -126,17 +168,16 @@ fn inner_dim(op: &Op, x: Option<&[usize]>) -> usize {
 /// Whether a format quantizes each value of a data tensor without looking at other samples or
 /// drawing random numbers.
 fn per_value(f: &QuantFormat) -> bool {
-    match f {
-        QuantFormat::BlockFp { .. } | QuantFormat::BlockMinifloat { .. } | QuantFormat::BlockLog { .. } => false,
-        QuantFormat::IntQuant { scale, zero_point, .. } => scale.data.len() == 1 && zero_point.data.len() == 1,
-        QuantFormat::BipolarQuant { scale } | QuantFormat::FloatQuant { scale, .. } => scale.data.len() == 1,
-        other => deterministic(other),
-    }
+    let within_a_sample = match mase_quant::reach(f) {
+        Reach::Value | Reach::Row => true,
+        Reach::Tensor => false,
+    };
+    within_a_sample && deterministic(f)
 }
 
 /// Whether a format draws no random numbers (replicas would draw different ones).
 fn deterministic(f: &QuantFormat) -> bool {
-    !matches!(f, QuantFormat::Binary { stochastic: true, .. })
+    !mase_quant::draws_random(f)
 }
 
 impl Replicas {

@@ -98,3 +98,26 @@ fn graphs_that_mix_samples_are_never_cut() {
     exec.infer(&x, &shape).unwrap();
     assert!(exec.value(NodeId(0)).is_some(), "stochastic quantizers draw from the executor's stream: not cut");
 }
+
+/// Brevitas' TFC exports scale the input by a rank-0 constant (`Mul` by a scalar): a batch-free
+/// value of rank 0 must not be read as if it had a batch dimension (it panicked on two threads).
+#[test]
+fn rank_zero_constants_do_not_stop_the_cut() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let scale = g.get_attr("scale");
+    let scaled = g.call_function("mul", Op::Mul, &[x, scale]);
+    let a = g.call_module("fc1", Op::Linear { in_features: 16, out_features: 256, bias: true }, &[scaled]);
+    let b = g.call_module("fc2", Op::Linear { in_features: 256, out_features: 5, bias: true }, &[a]);
+    g.output(b);
+    let mut params = init_params(&g, &mut Rng::new(1));
+    params.insert("scale", mase_ir::Tensor::scalar(2.0), false);
+    let (x, shape) = batch(&[16], 256, 2);
+    let want = reference(&g, &params, &x, &shape);
+    for threads in [2, 3] {
+        let mut exec = Executor::new(&g, &params, ExecOptions { threads, seed: 0 }).unwrap();
+        let got = exec.infer(&x, &shape).unwrap().to_vec();
+        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{threads} threads: outputs differ from one thread");
+        assert!(exec.value(NodeId(0)).is_none(), "{threads} threads: the batch is cut");
+    }
+}

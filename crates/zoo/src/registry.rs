@@ -14,6 +14,8 @@ pub struct ModelInfo {
     pub description: &'static str,
     /// `physical` (tabular jet data), `vision` (images) or `toy`.
     pub family: &'static str,
+    /// The data set the model is made for (the one its description's parameter count is on).
+    pub dataset: &'static str,
 }
 
 /// A model builder: the model's name (for error messages) and the data set's context.
@@ -24,40 +26,56 @@ struct Entry {
     build: Builder,
 }
 
-const fn entry(name: &'static str, family: &'static str, description: &'static str, build: Builder) -> Entry {
-    Entry { info: ModelInfo { name, description, family }, build }
+const fn entry(name: &'static str, family: &'static str, dataset: &'static str, description: &'static str, build: Builder) -> Entry {
+    Entry { info: ModelInfo { name, description, family, dataset }, build }
 }
 
 /// Every named model, in the order `ch` lists them.
 const MODELS: &[Entry] = &[
-    entry("jsc-tiny", "physical", "BN, ReLU, Linear(16, 5), ReLU (117 params on jsc)", jsc::jsc_tiny),
-    entry("jsc-toy", "physical", "BN, then 3 x (Linear, BN, ReLU) with widths 8, 8, 5 (327 params on jsc)", jsc::jsc_toy),
-    entry("jsc-s", "physical", "BN, 16-64-32-32-32-5 MLP with BN on the first and last layers (5615 params on jsc)", jsc::jsc_s),
+    entry("jsc-tiny", "physical", "jsc", "BN, ReLU, Linear(16, 5), ReLU (117 params on jsc)", jsc::jsc_tiny),
+    entry("jsc-toy", "physical", "jsc", "BN, then 3 x (Linear, BN, ReLU) with widths 8, 8, 5 (327 params on jsc)", jsc::jsc_toy),
+    entry("jsc-s", "physical", "jsc", "BN, 16-64-32-32-32-5 MLP with BN on the first and last layers (5615 params on jsc)", jsc::jsc_s),
     entry(
         "jsc-three-linear",
         "physical",
+        "jsc",
         "lab 4's BN, ReLU, 3 x (Linear, ReLU) with widths 16, 16, 5 (661 params on jsc)",
         jsc::jsc_three_linear,
     ),
     entry(
         "jsc-three-layer",
         "physical",
+        "jsc",
         "hls4ml's jet tagger 16-64-32-32-5 with ReLU, logits out (4389 params on jsc)",
         jsc::jsc_three_layer,
     ),
-    entry("toy", "toy", "ToyNet: flatten, Linear(in, 8), ReLU, Linear(8, 8), ReLU, Linear(8, classes) (130 params on toy_tiny)", toy::toy),
-    entry("toy_tiny", "toy", "ToyTiny: flatten, Linear(in, 2), ReLU; 2 outputs (10 params on toy_tiny)", toy::toy_tiny),
-    entry("mlp", "vision", "Flatten, Linear(in, 64), ReLU, Linear(64, classes) (4810 params on digits)", vision::mlp),
-    entry("tfc", "vision", "FINN's TFC: Flatten, 3 x (Linear(64), BN, ReLU), Linear(64, classes) (59594 params on mnist)", vision::tfc),
+    entry(
+        "toy",
+        "toy",
+        "toy_tiny",
+        "ToyNet: flatten, Linear(in, 8), ReLU, Linear(8, 8), ReLU, Linear(8, classes) (130 params on toy_tiny)",
+        toy::toy,
+    ),
+    entry("toy_tiny", "toy", "toy_tiny", "ToyTiny: flatten, Linear(in, 2), ReLU; 2 outputs (10 params on toy_tiny)", toy::toy_tiny),
+    entry("mlp", "vision", "digits", "Flatten, Linear(in, 64), ReLU, Linear(64, classes) (4810 params on digits)", vision::mlp),
+    entry(
+        "tfc",
+        "vision",
+        "mnist",
+        "FINN's TFC: Flatten, 3 x (Linear(64), BN, ReLU), Linear(64, classes) (59594 params on mnist)",
+        vision::tfc,
+    ),
     entry(
         "mnist-cnn",
         "vision",
+        "mnist",
         "2 x (Conv3x3, ReLU, MaxPool2) with 8 and 16 channels, Flatten, Linear (9098 params on mnist)",
         vision::mnist_cnn,
     ),
     entry(
         "vgg7",
         "vision",
+        "cifar10",
         "MASE's CIFAR VGG7: 6 conv+BN+ReLU, 3 max-pools, 8192-1024-1024-classes (14029450 params on cifar10)",
         vision::vgg7,
     ),

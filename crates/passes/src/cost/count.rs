@@ -10,9 +10,10 @@
 //! | softmax, log_softmax | `3 * numel` (exp, sum, divide) | |
 //! | max/avg pool | `out.numel * prod(kernel)` | |
 //! | adaptive avg pool | `in.numel` | |
-//! | add, sub, mul | `out.numel` | |
+//! | sqrt, clamp | `numel` | |
+//! | add, sub, mul, div, pow | `out.numel` | |
 //! | matmul, bmm | `batch * m * n * k` | |
-//! | dropout, flatten, view, transpose, permute, size, placeholder, output | 0 | |
+//! | dropout, flatten, view, transpose, permute, size, cat, pad, placeholder, get_attr, output | 0 | |
 //!
 //! Backward FLOPs are twice the forward ones for linear, conv and matmul (gradients of the input
 //! and of the weight) and equal to them otherwise. MASE's estimator covers only some modules and
@@ -54,6 +55,51 @@ fn bits(f: Option<&QuantFormat>) -> f64 {
     f.map_or(32.0, QuantFormat::bits)
 }
 
+/// How an op's operations are counted (the table above).
+enum Rule {
+    /// `in_features * out_features` multiply-accumulates per row.
+    Linear { in_features: usize, out_features: usize },
+    /// `window` multiply-accumulates per output value (kernel size times input channels per group).
+    Conv { window: usize },
+    /// `k` multiply-accumulates per output value, `k` the left operand's last dimension.
+    MatMul,
+    /// This many operations per input value.
+    PerInput(u64),
+    /// This many operations per output value.
+    PerOutput(u64),
+    /// `size` operations per output value (a pooling window).
+    Window { size: usize },
+    /// Data movement or graph plumbing: no arithmetic.
+    Free,
+}
+
+/// The counting rule of each op; a new op must choose one here.
+fn rule(op: &Op) -> Rule {
+    match op {
+        Op::Linear { in_features, out_features, .. } => Rule::Linear { in_features: *in_features, out_features: *out_features },
+        Op::Conv1d(c) | Op::Conv2d(c) => Rule::Conv { window: c.kernel.iter().product::<usize>() * (c.in_channels / c.groups.max(1)) },
+        Op::MatMul => Rule::MatMul,
+        Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => Rule::PerInput(4),
+        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } => Rule::PerInput(1),
+        Op::Sqrt | Op::Clip { .. } => Rule::PerInput(1),
+        Op::Softmax { .. } | Op::LogSoftmax { .. } => Rule::PerInput(3),
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => Rule::Window { size: p.kernel.iter().product() },
+        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Rule::PerInput(1),
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => Rule::PerOutput(1),
+        Op::Input
+        | Op::Output
+        | Op::Constant
+        | Op::Flatten { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Permute { .. }
+        | Op::Size { .. }
+        | Op::Dropout { .. }
+        | Op::Concat { .. }
+        | Op::Pad { .. } => Rule::Free,
+    }
+}
+
 /// Counts for `node` given the value shapes of a one-sample run.
 pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost {
     let q = active_quant(node);
@@ -61,38 +107,35 @@ pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost
     let numel = |s: &[usize]| s.iter().product::<usize>() as u64;
     let in0 = ins.first().map_or(0, |s| numel(s));
     let out = if own.is_tensor() { numel(own.shape()) } else { 0 };
-    let macs: u64 = match &node.op {
-        Op::Linear { in_features, out_features, .. } => {
-            let rows = if *in_features == 0 { 0 } else { in0 / *in_features as u64 };
-            (*in_features * *out_features) as u64 * rows
+    let macs: u64 = match rule(&node.op) {
+        Rule::Linear { in_features, out_features } => {
+            let rows = if in_features == 0 { 0 } else { in0 / in_features as u64 };
+            (in_features * out_features) as u64 * rows
         }
-        Op::Conv1d(c) | Op::Conv2d(c) => out * (c.kernel.iter().product::<usize>() * (c.in_channels / c.groups.max(1))) as u64,
-        Op::MatMul => match (ins.first(), ins.get(1)) {
+        Rule::Conv { window } => out * window as u64,
+        Rule::MatMul => match (ins.first(), ins.get(1)) {
             (Some(a), Some(_)) if !a.is_empty() => out * *a.last().unwrap_or(&0) as u64,
             _ => 0,
         },
-        _ => 0,
+        Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => 0,
     };
-    let flops = match &node.op {
-        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul => macs,
-        Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => 4 * in0,
-        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } => in0,
-        Op::Softmax { .. } | Op::LogSoftmax { .. } => 3 * in0,
-        Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => out * p.kernel.iter().product::<usize>() as u64,
-        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => in0,
-        Op::Add | Op::Sub | Op::Mul => out,
-        _ => 0,
+    let flops = match rule(&node.op) {
+        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul => macs,
+        Rule::PerInput(k) => k * in0,
+        Rule::PerOutput(k) => k * out,
+        Rule::Window { size } => out * size as u64,
+        Rule::Free => 0,
     };
-    let backward_flops = match &node.op {
-        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul => 2 * flops,
-        _ => flops,
+    let backward_flops = match rule(&node.op) {
+        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul => 2 * flops,
+        Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => flops,
     };
     let din = |k: usize| bits(q.and_then(|q| q.data_in.get(k)).and_then(Option::as_ref));
     let weight_width = q.and_then(|q| q.weight.as_ref()).map(QuantFormat::bits).unwrap_or(32.0);
-    let bitops = match &node.op {
-        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => macs as f64 * din(0) * weight_width,
-        Op::MatMul => macs as f64 * din(0) * din(1),
-        _ => flops as f64 * din(0),
+    let bitops = match rule(&node.op) {
+        Rule::Linear { .. } | Rule::Conv { .. } => macs as f64 * din(0) * weight_width,
+        Rule::MatMul => macs as f64 * din(0) * din(1),
+        Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => flops as f64 * din(0),
     };
     let (mut params, mut buffers, mut param_bits) = (0u64, 0u64, 0f64);
     if node.kind == NodeKind::CallModule {

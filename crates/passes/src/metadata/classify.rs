@@ -28,7 +28,44 @@ pub fn classify(node: &Node) -> (&'static str, String) {
         NodeKind::CallModule => match &node.op {
             Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => ("module", node.op.mase_op().into()),
             Op::Flatten { .. } => ("implicit_func", "flatten".into()),
-            op => ("module_related_func", op.mase_op().into()),
+            Op::Linear { .. }
+            | Op::Conv1d(_)
+            | Op::Conv2d(_)
+            | Op::Relu
+            | Op::Relu6
+            | Op::LeakyRelu { .. }
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Selu
+            | Op::Gelu { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::MaxPool1d(_)
+            | Op::MaxPool2d(_)
+            | Op::AvgPool1d(_)
+            | Op::AvgPool2d(_)
+            | Op::AdaptiveAvgPool1d { .. }
+            | Op::AdaptiveAvgPool2d { .. }
+            | Op::Dropout { .. }
+            // Ops without a module of their own; a graph built by hand may still call them as
+            // modules.
+            | Op::Input
+            | Op::Output
+            | Op::Constant
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Permute { .. }
+            | Op::Size { .. }
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::Div
+            | Op::Pow
+            | Op::Sqrt
+            | Op::Clip { .. }
+            | Op::Concat { .. }
+            | Op::Pad { .. } => ("module_related_func", node.op.mase_op().into()),
         },
         NodeKind::CallFunction | NodeKind::CallMethod => {
             let last = node.target.rsplit('.').next().unwrap_or(&node.target).trim_matches('_');
@@ -43,7 +80,33 @@ pub fn classify(node: &Node) -> (&'static str, String) {
                 | Op::Dropout { .. }
                 | Op::Softmax { .. }
                 | Op::LogSoftmax { .. } => ("implicit_func", node.op.mase_op().into()),
-                op => ("module_related_func", op.mase_op().into()),
+                Op::Input
+                | Op::Output
+                | Op::Constant
+                | Op::Linear { .. }
+                | Op::Conv1d(_)
+                | Op::Conv2d(_)
+                | Op::BatchNorm1d(_)
+                | Op::BatchNorm2d(_)
+                | Op::Relu
+                | Op::Relu6
+                | Op::LeakyRelu { .. }
+                | Op::Sigmoid
+                | Op::Tanh
+                | Op::Selu
+                | Op::Gelu { .. }
+                | Op::MaxPool1d(_)
+                | Op::MaxPool2d(_)
+                | Op::AvgPool1d(_)
+                | Op::AvgPool2d(_)
+                | Op::AdaptiveAvgPool1d { .. }
+                | Op::AdaptiveAvgPool2d { .. }
+                | Op::Div
+                | Op::Pow
+                | Op::Sqrt
+                | Op::Clip { .. }
+                | Op::Concat { .. }
+                | Op::Pad { .. } => ("module_related_func", node.op.mase_op().into()),
             }
         }
     }
@@ -65,7 +128,7 @@ pub fn type_str(node: &Node) -> String {
     match node.kind {
         NodeKind::CallModule => node.op.module_class().unwrap_or("Module").to_string(),
         NodeKind::CallFunction => node.target.rsplit('.').next().unwrap_or(&node.target).to_string(),
-        _ => node.target.clone(),
+        NodeKind::CallMethod | NodeKind::Placeholder | NodeKind::GetAttr | NodeKind::Output => node.target.clone(),
     }
 }
 

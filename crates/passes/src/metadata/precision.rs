@@ -123,6 +123,7 @@ fn output_format(
             Op::Linear { in_features, .. } => Some(*in_features),
             Op::Conv1d(c) | Op::Conv2d(c) => Some(c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>()),
             Op::MatMul => values.get(*tensor_inputs.first()?)?.shape().last().copied(),
+            // Only the sums below ask for a fan-in.
             _ => None,
         }
     };
@@ -162,8 +163,32 @@ fn output_format(
         | Op::Transpose { .. }
         | Op::Permute { .. }
         | Op::Output => data_in.first().cloned(),
+        // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),
-        _ => None,
+        // Ops whose integer output format is not derived from their inputs' (yet): the edge is
+        // float unless the node's quant names an output format.
+        Op::Input
+        | Op::Constant
+        | Op::BatchNorm1d(_)
+        | Op::BatchNorm2d(_)
+        | Op::LeakyRelu { .. }
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Selu
+        | Op::Gelu { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::AvgPool1d(_)
+        | Op::AvgPool2d(_)
+        | Op::AdaptiveAvgPool1d { .. }
+        | Op::AdaptiveAvgPool2d { .. }
+        | Op::Size { .. }
+        | Op::Div
+        | Op::Pow
+        | Op::Sqrt
+        | Op::Clip { .. }
+        | Op::Concat { .. }
+        | Op::Pad { .. } => None,
     }
 }
 

@@ -75,7 +75,7 @@ pub fn quantized_type_str(node: &Node) -> String {
             }
             format!("{base}{suffix}")
         }
-        _ => {
+        NodeKind::CallFunction | NodeKind::CallMethod | NodeKind::Placeholder | NodeKind::GetAttr | NodeKind::Output => {
             let f = type_str(node);
             let f = if f == "mul" { "mult".to_string() } else { f };
             let name = if name == "fixed" { "integer".to_string() } else { name };
