@@ -1,5 +1,5 @@
 """MASE's search loop in Python, for `bench/search.sh`: Optuna's TPE sampler (multi-objective,
-as the lab config) over the by-name mixed-precision space of jsc-tiny (spec mase-flow.md §6.4:
+as the lab config) over the by-name mixed-precision space of jsc-tiny (doc/mase-semantics.md#search-worked-example:
 nine `suggest_int` parameters, 18 distinct points), each trial quantizing the model's Linear with
 MASE's integer fake-quantizer and evaluating 512 samples with PyTorch, then computing the average
 bit width. Prints one JSON line: trials, seconds, trials per second.

@@ -5,7 +5,7 @@ with 40, so that `ch train vgg7 cifar10 --data-dir crates/io/tests/fixtures` and
 on real files in the real format.
 
 Every record is the one real CIFAR-format image shipped in the same folder (bnn_pynq_deer.bin,
-Xilinx BNN-PYNQ, BSD-3-Clause; see ../shared/data/SOURCES.md), perturbed: a random shift of up to
+Xilinx BNN-PYNQ, BSD-3-Clause; see crates/io/tests/fixtures/README.md), perturbed: a random shift of up to
 4 pixels (edges repeated), a random horizontal flip, a class-dependent colour tint and Gaussian
 noise. The label of record k is k % 10 and the tint depends on it, so a model can learn the
 classes. The draws come from numpy's RandomState(2024), so the files are the same on every run.

@@ -13,7 +13,7 @@ exact duplicates of earlier rows (MASE drops them), one only differs by -0.0 vs 
 for pandas), and one repeats a row's features with another label (not a duplicate).
 
 When pandas and scikit-learn can be imported, the script also runs MASE's own preprocessing
-(spec mase-flow.md 3.4: DataFrame, drop_duplicates, train_test_split(test_size=0.2,
+(doc/mase-semantics.md#data-jsc: DataFrame, drop_duplicates, train_test_split(test_size=0.2,
 random_state=42), StandardScaler fitted on the training part) on the HDF5 file and writes the result
 as mase_reference.f32 (little-endian float32: X_test rows, then X_train_val rows) and
 mase_reference.json (sizes, labels, library versions), which the Rust tests compare bit for bit.

@@ -34,7 +34,7 @@ pub enum Action {
     Info,
 }
 
-/// Options shared by the actions (MASE's `CLI_DEFAULTS` keys, spec mase-flow.md §1.3).
+/// Options shared by the actions (MASE's `CLI_DEFAULTS` keys, doc/mase-semantics.md#cli-defaults).
 #[derive(Debug, Args, Default, Clone)]
 pub struct RunArgs {
     /// Zoo model name (see `ch info`), or a model file (`*.toml`).

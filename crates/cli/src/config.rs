@@ -1,4 +1,4 @@
-//! Run settings: defaults < TOML config < command-line flags (spec mase-flow.md §1.5).
+//! Run settings: defaults < TOML config < command-line flags (doc/mase-semantics.md#config-merge).
 //!
 //! Differences from MASE, on purpose:
 //! - an explicit flag always wins, even when it equals the default;

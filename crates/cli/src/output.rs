@@ -1,5 +1,5 @@
 //! Where output goes: human text on stdout (stderr under `--json`), one JSON object on stdout
-//! with `--json`, and the project folder layout of MASE (spec mase-flow.md §1.7).
+//! with `--json`, and the project folder layout of MASE (doc/mase-semantics.md#output-layout).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

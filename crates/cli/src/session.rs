@@ -60,7 +60,7 @@ pub fn initial_params(s: &Settings, graph: &Graph, rng: &mut mase_ir::Rng) -> Re
     }
 }
 
-/// The optimizer of the settings, with MASE's hyper-parameters (spec mase-flow.md §5.3):
+/// The optimizer of the settings, with MASE's hyper-parameters (doc/mase-semantics.md#training-optimizers):
 /// SGD is PyTorch's with momentum 0.9, Nesterov and weight decay 5e-4 whatever `--weight-decay` says.
 pub fn make_optimizer(s: &Settings) -> Optimizer {
     let wd = s.weight_decay as f32;
@@ -140,7 +140,7 @@ pub fn optimizer_from_checkpoint(meta: &Value, tensors: &[(String, Vec<f32>)]) -
 }
 
 /// Loss and accuracy over a whole split. The loss is the unweighted mean of per-batch mean losses,
-/// as MASE's `val_loss_epoch` / `test_loss_epoch` (spec mase-flow.md §5.2); accuracy is micro.
+/// as MASE's `val_loss_epoch` / `test_loss_epoch` (doc/mase-semantics.md#training-metrics); accuracy is micro.
 pub struct EvalResult {
     pub loss: f64,
     pub accuracy: f64,

@@ -1,7 +1,7 @@
 //! MNIST from the original IDX files (plain or gzipped).
 //!
 //! Pixels become `pixel / 255` in f32, as torchvision's `ToTensor`. MASE multiplies them by 255 again
-//! (its "LUTNet" transform, spec mase-flow.md §3.6) so that its models see values in [0, 255]; mase-rs
+//! (its "LUTNet" transform, doc/mase-semantics.md#data-vision) so that its models see values in [0, 255]; mase-rs
 //! does not, because [0, 1] inputs are what every other MNIST model, and the shipped QONNX TFC model,
 //! expect.
 

@@ -1,4 +1,4 @@
-//! MASE's node metadata (spec mase-ir-passes.md §1.4): `common`, `hardware` and `software` parts.
+//! MASE's node metadata (doc/mase-semantics.md#node-metadata): `common`, `hardware` and `software` parts.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};

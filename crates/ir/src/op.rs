@@ -224,7 +224,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// MASE's `mase_op` name (spec mase-ir-passes.md §2).
+    /// MASE's `mase_op` name (doc/mase-semantics.md#mase_type-and-mase_op).
     pub fn mase_op(&self) -> &'static str {
         match self {
             Op::Input => "placeholder",

@@ -1,4 +1,4 @@
-//! Quantization as data (DESIGN.md principle 2): a quantized node is the same op plus the number
+//! Quantization as data (doc/ir.md#quantization-on-nodes): a quantized node is the same op plus the number
 //! formats of its inputs, weight, bias and output. The arithmetic of each format lives in the
 //! `mase-quant` crate; the IR only records which format applies where, so passes, the runtime,
 //! checkpoints and ONNX/QONNX export all read one description.
@@ -24,8 +24,8 @@ pub enum RoundingMode {
     HalfDown,
 }
 
-/// A number format with its parameters. MASE's formats use MASE's field names (spec
-/// mase-ir-passes.md §11.3, §12); the QONNX ones follow the QONNX operator specification.
+/// A number format with its parameters. MASE's formats use MASE's field names
+/// (doc/mase-semantics.md#quantize-config, doc/mase-semantics.md#quantizers); the QONNX ones follow the QONNX operator specification.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum QuantFormat {
@@ -126,7 +126,7 @@ impl QuantFormat {
         }
     }
 
-    /// The `precision` list of metadata, in MASE's fixed order per type (spec §1.4).
+    /// The `precision` list of metadata, in MASE's fixed order per type (doc/mase-semantics.md#precision-lists).
     pub fn precision(&self) -> Vec<Value> {
         let bias = |b: &Option<i32>| b.map(Value::from).unwrap_or(Value::Null);
         // A block size of 0 (the whole dimension) is shown as MASE writes it, -1.

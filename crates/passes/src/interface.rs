@@ -1,4 +1,4 @@
-//! `save_node_meta_param` / `load_node_meta_param` (spec mase-ir-passes.md §14.4): every node's
+//! `save_node_meta_param` / `load_node_meta_param` (doc/mase-semantics.md#metadata-files): every node's
 //! metadata as a TOML file `{node_name: {common, software, hardware}}`, with `None` written as
 //! `"NA"` and read back as `None`, as MASE does. Unlike MASE, saving leaves the live metadata as
 //! it is (MASE converts it in place), and loading a file that names a node the graph lacks is an

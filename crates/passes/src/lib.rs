@@ -1,4 +1,4 @@
-//! Analysis and transform passes of mase-rs (spec mase-ir-passes.md §2-§11).
+//! Analysis and transform passes of mase-rs (MASE's behaviour: doc/mase-semantics.md, sections Analysis passes and Quantize).
 //!
 //! A pass is a function `fn(&mut Graph, &mut PassContext, &Args) -> Result<PassReport>`: it
 //! changes the graph (metadata, `node.quant`) in place, reads parameters and input samples from

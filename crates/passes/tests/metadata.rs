@@ -1,4 +1,4 @@
-//! Metadata and report passes on the zoo models: spec mase-ir-passes.md §3.8's worked example,
+//! Metadata and report passes on the zoo models: the worked example of doc/mase-semantics.md#common-metadata-example,
 //! MASE's op counts and layer types, software and hardware entries, and errors.
 
 mod common;
@@ -27,7 +27,7 @@ fn config(g: &mase_ir::Graph, node: &str, table: &str, key: &str) -> Value {
 
 #[test]
 fn toy_worked_example() {
-    // Spec §3.8: ToyNet on x of shape [8, 784].
+    // doc/mase-semantics.md#common-metadata-example: ToyNet on x of shape [8, 784].
     let (mut g, mut ctx) = model("toy", &[784], 10);
     with_metadata(&mut g, &mut ctx);
     let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();

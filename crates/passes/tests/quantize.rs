@@ -1,4 +1,4 @@
-//! The quantize transform, its summary and verification (spec mase-ir-passes.md §11).
+//! The quantize transform, its summary and verification (doc/mase-semantics.md#quantize-transform).
 
 mod common;
 use common::*;
@@ -44,7 +44,7 @@ fn lab_config_quantizes_linear_and_propagates_formats() {
     for n in ["seq_blocks_0", "seq_blocks_1", "seq_blocks_3"] {
         assert!(quant(&g, n).is_none(), "{n}");
     }
-    // Spec §11.5 for the inputs; outputs propagated: 8 + 8 + clog2(16) = 20, + 1 for the bias add.
+    // doc/mase-semantics.md#quantize-metadata for the inputs; outputs propagated: 8 + 8 + clog2(16) = 20, + 1 for the bias add.
     let cases = [
         ("seq_blocks_2", "args", "data_in_0", "integer", json!([8, 4])),
         ("seq_blocks_2", "args", "weight", "integer", json!([8, 4])),

@@ -1,5 +1,5 @@
 //! Every statistic of the profiler against hand computations, per tensor, per channel and
-//! elementwise (spec mase-ir-passes.md §8.3).
+//! elementwise (doc/mase-semantics.md#statistics).
 
 use mase_passes::stats::stat::Stat;
 use serde_json::{json, Value};

@@ -1,4 +1,4 @@
-//! `binary` (spec §12.9), on tensors of any rank (MASE's zero-scaled variant is 4-D only).
+//! `binary` (doc/mase-semantics.md#format-binary), on tensors of any rank (MASE's zero-scaled variant is 4-D only).
 //!
 //! - bipolar: `x >= 0 ? 1 : -1` (NaN gives -1);
 //! - zero-scaled (not bipolar): `α_i = mean |x|` over each index `i` of the first dimension (the

@@ -1,4 +1,4 @@
-//! Blocking (spec §12.5): how block formats cut a tensor into blocks that share an exponent or a
+//! Blocking (doc/mase-semantics.md#blocking): how block formats cut a tensor into blocks that share an exponent or a
 //! bias, and the per-block statistic they share it by.
 //!
 //! MASE blocks 1-D tensors (biases), 2-D tensors (activations with `skip_first_dim`, weights

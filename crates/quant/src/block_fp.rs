@@ -1,5 +1,5 @@
 //! `block_fp` (MSFP): one exponent shared by a block, a sign and `width - 1` mantissa bits per value
-//! (spec §12.6). Blocks as in [`crate::block`].
+//! (doc/mase-semantics.md#format-block_fp). Blocks as in [`crate::block`].
 //!
 //! ```text
 //! e = clamp(ceil(log2(max |x| over the block)), -B, 2^E - 1 - B);  M = width - 1

@@ -1,4 +1,4 @@
-//! `block_log`: the log format with an exponent bias shared by a block (spec §12.8).
+//! `block_log`: the log format with an exponent bias shared by a block (doc/mase-semantics.md#format-block_log).
 //!
 //! ```text
 //! Eb = width - 1;  bias = clamp(2^Eb - 1 - ceil(log2(max |x| over the block)), 0, 2^ebw - 1)

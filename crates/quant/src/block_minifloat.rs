@@ -1,4 +1,4 @@
-//! `block_minifloat`: a minifloat whose exponent bias is shared by a block (spec §12.7).
+//! `block_minifloat`: a minifloat whose exponent bias is shared by a block (doc/mase-semantics.md#format-block_minifloat).
 //!
 //! ```text
 //! bias = clamp(floor(log2(max |x| over the block)), 0, 2^exponent_bias_width - 1)

@@ -1,4 +1,4 @@
-//! `integer` (alias `fixed`): signed or unsigned fixed point (spec mase-ir-passes.md §12.1).
+//! `integer` (alias `fixed`): signed or unsigned fixed point (doc/mase-semantics.md#format-integer).
 //!
 //! `out = clamp(round(x * 2^frac), lo, hi) / 2^frac` with round half to even, `lo, hi` =
 //! `-2^(w-1), 2^(w-1) - 1` (signed) or `0, 2^w - 1` (unsigned). NaN stays NaN; ±inf saturate.

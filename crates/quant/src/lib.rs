@@ -1,4 +1,4 @@
-//! Number formats of mase-rs: MASE's quantizers (spec mase-ir-passes.md §12) and QONNX's
+//! Number formats of mase-rs: MASE's quantizers (doc/mase-semantics.md#quantizers) and QONNX's
 //! `IntQuant`, `BipolarQuant`, `FloatQuant` and `Trunc`.
 //!
 //! A format is described by an [`mase_ir::QuantFormat`] (quantization is data on the graph's

@@ -1,4 +1,4 @@
-//! `log`: base-2 logarithmic format, `±2^e` (spec §12.4). Zero is not representable.
+//! `log`: base-2 logarithmic format, `±2^e` (doc/mase-semantics.md#format-log). Zero is not representable.
 //!
 //! ```text
 //! Eb = width - 1;  B = exponent_bias or 2^(Eb-1) - 1;  e in [-B, 2^Eb - 1 - B];  t = 0.1 * 2^-B

@@ -1,4 +1,4 @@
-//! `minifloat_denorm`: sign, exponent and a mantissa without implicit leading bit (spec §12.2).
+//! `minifloat_denorm`: sign, exponent and a mantissa without implicit leading bit (doc/mase-semantics.md#format-minifloat_denorm).
 //!
 //! ```text
 //! M = width - exponent_width - 1;  B = exponent_bias or 2^(E-1) - 1;  e in [-B, 2^E - 1 - B]

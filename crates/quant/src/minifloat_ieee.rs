@@ -1,5 +1,5 @@
 //! `minifloat_ieee`: IEEE-style minifloat with an implicit leading bit and subnormals, but no
-//! infinities or NaN codes (spec §12.3).
+//! infinities or NaN codes (doc/mase-semantics.md#format-minifloat_ieee).
 //!
 //! ```text
 //! e = clamp(floor(log2(|x| + 1e-9)), -B, 2^E - 1 - B);  m = |x| / 2^e

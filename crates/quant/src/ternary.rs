@@ -1,4 +1,4 @@
-//! `ternary` (spec §12.10), with its threshold honoured and on tensors of any rank (MASE computes
+//! `ternary` (doc/mase-semantics.md#format-ternary), with its threshold honoured and on tensors of any rank (MASE computes
 //! a threshold and then ignores it, and only runs on 4-D tensors).
 //!
 //! Per index `i` of the first dimension (the other dimensions are reduced):

@@ -1,5 +1,5 @@
 //! Data-driven tables: each row is a format, an input tensor and the output computed by hand from
-//! the spec's formula (mase-ir-passes.md §12, QONNX's operator documents). Both the kernel and the
+//! the format's formula (doc/mase-semantics.md#quantizers, QONNX's operator documents). Both the kernel and the
 //! reference function must give it exactly.
 
 mod common;
@@ -54,7 +54,7 @@ fn minifloat_denorm() {
         f,
         &[10],
         &[1.0, 0.75, 3.0, 5.0, 5.5, 4.5, 1000.0, -3.0, 1e-9, 0.001],
-        // 1.0: e = ceil(log2 1) = 0, mantissa 8 saturates to 7 -> 0.875 (the spec's note).
+        // 1.0: e = ceil(log2 1) = 0, mantissa 8 saturates to 7 -> 0.875 (the note in doc/mase-semantics.md#format-minifloat_denorm).
         // 5.5: e = 3, 5.5 / 8 * 8 = 5.5 -> 6 (half to even). 1000: e clamps to 8, mi to 7 -> 224.
         // 0.001: e = ceil(-9.97) = -9 clamps to -7; 0.001 * 2^7 * 8 = 1.024 -> 1 -> 2^-10.
         &[0.875, 0.75, 3.0, 5.0, 6.0, 4.0, 224.0, -3.0, 1e-9, 0.0009765625],

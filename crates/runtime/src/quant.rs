@@ -1,4 +1,4 @@
-//! Fake quantization in the executor (DESIGN.md principle 2: quantization is data on the nodes).
+//! Fake quantization in the executor (quantization is data on the nodes: doc/ir.md#quantization-on-nodes).
 //!
 //! For a node whose [`mase_ir::NodeQuant`] is active, the executor
 //!

@@ -1,6 +1,6 @@
 //! Learning-rate schedules.
 
-/// `CosineAnnealingLR` in closed form (spec mase-flow.md §5.3), the learning rate of epoch
+/// `CosineAnnealingLR` in closed form (doc/mase-semantics.md#training-optimizers), the learning rate of epoch
 /// `epoch` (0-based): `eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / t_max)) / 2`.
 /// With `t_max == 0` there is no schedule and `base_lr` is returned.
 pub fn cosine_lr(base_lr: f32, eta_min: f32, epoch: usize, t_max: usize) -> f32 {

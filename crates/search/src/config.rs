@@ -1,4 +1,4 @@
-//! The `[search]` table of a MASE config (spec mase-flow.md §2.4), parsed and checked. Keys
+//! The `[search]` table of a MASE config (doc/mase-semantics.md#search-config), parsed and checked. Keys
 //! MASE's example files carry but MASE ignores (`setup.model_parallel`, `setup.runner_style`,
 //! `pkl_ckpt`, `save_every_n_trials`) are accepted and reported as warnings; any other unknown
 //! key is an error naming it.

@@ -1,4 +1,4 @@
-//! MASE's `flatten_dict` / `unflatten_dict` (spec mase-flow.md §6.2): nested tables become one
+//! MASE's `flatten_dict` / `unflatten_dict` (doc/mase-semantics.md#search-flatten): nested tables become one
 //! level whose keys are the paths joined with `/`. A leaf is anything that is not a table, so a
 //! list of choices is a leaf.
 

@@ -1,4 +1,4 @@
-//! Design-space search of mase-rs (MASE's `ch search`, spec mase-flow.md §6), done exactly:
+//! Design-space search of mase-rs (MASE's `ch search`, doc/mase-semantics.md#search), done exactly:
 //! spaces rebuild every candidate from the unmodified base model, metrics are fresh per trial,
 //! samplers are seeded and stateless, and every trial is committed to a study store as it
 //! finishes, so a killed search resumes where it stopped.

@@ -1,4 +1,4 @@
-//! From metrics to objective values (spec mase-flow.md §6.5–6.6): each configured metric is
+//! From metrics to objective values (doc/mase-semantics.md#search-objectives): each configured metric is
 //! multiplied by its `scale` (whatever its direction, as MASE does), metrics are taken in
 //! alphabetical order, and either summed into one objective (`sum_scaled_metrics = true`, with
 //! `setup.direction`) or kept as one objective each with its own direction. Constraints bound raw

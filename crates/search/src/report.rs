@@ -1,4 +1,4 @@
-//! The files a search writes beside its study database (spec mase-flow.md §6.10):
+//! The files a search writes beside its study database (doc/mase-semantics.md#search-files):
 //! `log.json` (every trial, the columns of Optuna's `trials_dataframe` as MASE writes them),
 //! `best.json` (the best trial or the Pareto front, MASE's record layout, `value` always a
 //! list), and `trials.csv` (one row per trial with its metrics and chosen values).

@@ -41,7 +41,7 @@ fn brute_force_enumerates_the_lab_space_exactly_once_and_stops() {
     let cfg = SearchConfig::parse(&search).unwrap();
     let splits = jsc_splits();
     let space = space(&search, base_model("jsc-tiny", &splits, 0)).unwrap();
-    // Spec §6.4: nine flattened keys, in node order, with 2 x 3 x 3 = 18 points.
+    // doc/mase-semantics.md#search-worked-example: nine flattened keys, in node order, with 2 x 3 x 3 = 18 points.
     let names: Vec<&str> = space.params().iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,

@@ -1,4 +1,4 @@
-//! The jet-substructure (jsc) family (spec mase-flow.md §4.3). Every model is
+//! The jet-substructure (jsc) family (doc/mase-semantics.md#models-jsc). Every model is
 //! `seq_blocks = nn.Sequential(...)` applied to `x`, so fx names the nodes `x, seq_blocks_0, ...,
 //! output`. Input widths come from the data set's feature count and output widths from its class
 //! count (16 and 5 for jsc).

@@ -1,4 +1,4 @@
-//! MASE's toy models (spec mase-flow.md §4.4), which flatten each sample with
+//! MASE's toy models (doc/mase-semantics.md#models-toy), which flatten each sample with
 //! `x.view(x.size(0), -1)` before their linear layers.
 
 use crate::context::ModelContext;

@@ -1,4 +1,4 @@
-//! Image models: a generic MLP, FINN's TFC, a small CNN and MASE's CIFAR VGG7 (spec mase-flow.md §4.5).
+//! Image models: a generic MLP, FINN's TFC, a small CNN and MASE's CIFAR VGG7 (doc/mase-semantics.md#models-vgg7).
 
 use crate::context::ModelContext;
 use crate::layers::{bn1d, bn2d, chain, conv2d, flatten, linear, max_pool2d, probe_shape};
@@ -68,7 +68,7 @@ pub(crate) fn mnist_cnn(name: &str, ctx: &ModelContext) -> Result<Graph> {
     Ok(g)
 }
 
-/// MASE's VGG7 for CIFAR (commit C): six Conv3x3+BN2d(momentum 0.9)+ReLU blocks with three
+/// MASE's VGG7 for CIFAR (MASE c204fc94): six Conv3x3+BN2d(momentum 0.9)+ReLU blocks with three
 /// MaxPool2d(2), `x.view(-1, 8192)`, classifier Linear(8192, 1024), ReLU, Linear(1024, 1024),
 /// ReLU, and `last_layer = Linear(1024, c)`. 14,029,450 trainable parameters on CIFAR-10.
 ///

@@ -34,7 +34,7 @@ fn trainable_counts_match_closed_forms() {
         ("tfc", MNIST, 59594),                     // 50240 + 128 + 4160 + 128 + 4160 + 128 + 650
         ("mnist-cnn", MNIST, 9098),                // 80 + 1168 + (16*7*7*10 + 10 = 7850)
         ("mnist-cnn", DIGITS, 1898),               // 80 + 1168 + (16*2*2*10 + 10 = 650)
-        ("vgg7", CIFAR10, 14_029_450),             // spec mase-flow.md §4.5
+        ("vgg7", CIFAR10, 14_029_450),             // doc/mase-semantics.md#models-vgg7
         ("vgg7", (&[3, 32, 32], 100), 14_121_700), // last layer 1024*100 + 100 instead of 10250
         ("jsc-tiny", (&[10], 3), 53),              // widths from the data set: 20 + 33
         ("jsc-three-layer", (&[10], 3), 10 * 64 + 64 + 2080 + 1056 + 32 * 3 + 3),

@@ -1,5 +1,5 @@
 //! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b]`: MASE's search
-//! action (spec mase-flow.md §6) on the study store of mase-search. Trials are committed to
+//! action (doc/mase-semantics.md#search) on the study store of mase-search. Trials are committed to
 //! `<project>/software/search_ckpts/study.db` as they finish; `log.json`, `best.json`,
 //! `trials.csv` and the plots are written when the search ends.
 //!

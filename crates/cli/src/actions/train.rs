@@ -1,4 +1,4 @@
-//! `ch train MODEL DATASET`: MASE's training loop (spec mase-flow.md §5) with resumable,
+//! `ch train MODEL DATASET`: MASE's training loop (doc/mase-semantics.md#training-loop) with resumable,
 //! self-describing checkpoints.
 
 use crate::args::RunArgs;

@@ -1,5 +1,5 @@
-//! `ch transform --config X.toml [--load CKPT]`: MASE's transform action (spec mase-flow.md
-//! §1.8.3). The model gets common and software metadata, the `[passes.*]` tables run in TOML
+//! `ch transform --config X.toml [--load CKPT]`: MASE's transform action
+//! (doc/mase-semantics.md#transform-action). The model gets common and software metadata, the `[passes.*]` tables run in TOML
 //! order, each `quantize` is followed by its summary (histogram on the terminal, CSVs under
 //! `transform/quantize/`), and the transformed model (graph with its number formats, weights and
 //! metadata) is saved as `transform/transformed_ckpt/model.ckpt`, which `ch test --load` and

@@ -5,7 +5,7 @@
 //!    (an HDF5 file despite its suffix) or any `*.h5`: the compound table `t_allpar_new`;
 //! 2. OpenML's `hls4ml_lhc_jets_hlf` as `hls4ml_lhc_jets_hlf.csv` or `.arff` (string class labels).
 //!
-//! Preprocessing follows MASE (spec mase-flow.md §3.4): keep the 16 inputs and 5 one-hot labels,
+//! Preprocessing follows MASE (doc/mase-semantics.md#data-jsc): keep the 16 inputs and 5 one-hot labels,
 //! drop exact duplicate rows keeping the first, split 80/20 with sklearn's
 //! `train_test_split(test_size=0.2, random_state=42)` (numpy `RandomState(42).permutation`),
 //! standardise with a `StandardScaler` fitted on the 80 %, label = argmax of the one-hot columns.

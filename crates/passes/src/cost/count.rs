@@ -1,5 +1,5 @@
 //! Operation and memory counts of one node for one input sample (MASE's fine-grained estimator,
-//! spec mase-ir-passes.md §10, which reads the first sample of the batch).
+//! doc/mase-semantics.md#cost-counts, which reads the first sample of the batch).
 //!
 //! | op | FLOPs (forward) | params |
 //! |---|---|---|

@@ -1,4 +1,4 @@
-//! MASE's `mase_type` and `mase_op` of a node (spec mase-ir-passes.md §2).
+//! MASE's `mase_type` and `mase_op` of a node (doc/mase-semantics.md#mase_type-and-mase_op).
 //!
 //! MASE matches the fx node *name* against lists of patterns, so the second `torch.matmul`
 //! (`matmul_1`, which contains `mul_`) becomes `mul`, `nn.ReLU6` becomes `hardtanh`, and any op it
@@ -112,7 +112,7 @@ pub fn classify(node: &Node) -> (&'static str, String) {
     }
 }
 
-/// MASE's patterns for `get_attr` nodes that hold constants (§2.5).
+/// MASE's patterns for `get_attr` nodes that hold constants (doc/mase-semantics.md#mase_type-and-mase_op).
 fn constant_name(name: &str) -> bool {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     let re = RE.get_or_init(|| {

@@ -1,4 +1,4 @@
-//! `add_common_metadata` (spec mase-ir-passes.md §3): mase_type and mase_op of every node, the
+//! `add_common_metadata` (doc/mase-semantics.md#common-metadata): mase_type and mase_op of every node, the
 //! shapes, dtypes and number formats of its inputs, parameters and output, and the graph's
 //! input and output nodes.
 //!
@@ -184,7 +184,7 @@ fn implicit(graph: &Graph, id: NodeId) -> bool {
     matches!(graph.node(id).meta.common.mase_type.as_deref(), Some("implicit_func") | Some("placeholder") | Some("output"))
 }
 
-/// MASE's `get_input_nodes` / `get_output_nodes` (§3.7): the first and last non-implicit nodes,
+/// MASE's `get_input_nodes` / `get_output_nodes` (doc/mase-semantics.md#graph-metadata): the first and last non-implicit nodes,
 /// reached from the inputs and the output through implicit nodes, which are marked
 /// `hardware.is_implicit`. Returns `(nodes_in, nodes_out, implicit nodes)`.
 pub(crate) fn io_nodes(graph: &Graph) -> (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>) {

@@ -1,4 +1,4 @@
-//! `add_hardware_metadata` (spec mase-ir-passes.md §5, MASE commit C): toolchain, interface,
+//! `add_hardware_metadata` (doc/mase-semantics.md#hardware-metadata): toolchain, interface,
 //! parallelism and Verilog parameters of every node that has hardware of its own.
 //!
 //! MASE indexes its two-entry parallelism `[1, 4]` by `rank - 1 - dim`, which raises for tensors

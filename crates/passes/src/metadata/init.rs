@@ -1,4 +1,4 @@
-//! `init_metadata` (spec mase-ir-passes.md §3.1): fresh, empty metadata on every node and on the graph.
+//! `init_metadata` (doc/mase-semantics.md#init_metadata): fresh, empty metadata on every node and on the graph.
 
 use crate::{PassContext, PassReport, Result};
 use mase_ir::{Graph, GraphMeta, NodeMeta};

@@ -1,4 +1,4 @@
-//! `add_software_metadata` (spec mase-ir-passes.md §4): an empty `{"stat": {}}` slot for every
+//! `add_software_metadata` (doc/mase-semantics.md#software-metadata): an empty `{"stat": {}}` slot for every
 //! tensor a node reads or writes, where `profile_statistics` later puts its statistics.
 
 use crate::{PassContext, PassError, PassReport, Result};

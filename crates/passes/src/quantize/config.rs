@@ -1,4 +1,4 @@
-//! One node's quantization config (spec mase-ir-passes.md §11.3) turned into an
+//! One node's quantization config (doc/mase-semantics.md#quantize-config) turned into an
 //! [`mase_ir::NodeQuant`].
 //!
 //! A config names a format (`name = "integer"`) and gives, per entry group (`data_in`, `weight`,

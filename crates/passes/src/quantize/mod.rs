@@ -1,4 +1,4 @@
-//! The `quantize` transform (spec mase-ir-passes.md §11): sets `node.quant` on the nodes a config
+//! The `quantize` transform (doc/mase-semantics.md#quantize-transform): sets `node.quant` on the nodes a config
 //! selects, checks every format, and updates the metadata.
 //!
 //! Arguments (MASE's `pass_args`, a `[passes.quantize]` table):

@@ -1,4 +1,4 @@
-//! `summarize_quantization` (spec mase-ir-passes.md §11.6): the node-by-node comparison of the graph
+//! `summarize_quantization` (doc/mase-semantics.md#quantize-summary): the node-by-node comparison of the graph
 //! before and after quantization, and the histogram by original type, on the terminal (org
 //! table) and as `quantize_table.csv` / `quantize_histogram.csv` in pandas' layout.
 //!

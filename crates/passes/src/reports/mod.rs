@@ -1,4 +1,4 @@
-//! Report passes (spec mase-ir-passes.md §6): the graph listing, node types, shapes and the
+//! Report passes (doc/mase-semantics.md#report-passes): the graph listing, node types, shapes and the
 //! metadata table. Each returns its text (printed by the CLI) and a JSON value, and writes the
 //! text to `file_name`/`save_path` when given, else to `<out_dir>/<pass>.txt` when the context
 //! has an output folder.

@@ -1,4 +1,4 @@
-//! `profile_statistics` (spec mase-ir-passes.md §8): statistics of the weights and the input
+//! `profile_statistics` (doc/mase-semantics.md#profile_statistics): statistics of the weights and the input
 //! activations of chosen nodes, stored in `software.args.<entry>.stat`.
 //!
 //! Weights: each parameter and buffer of a `call_module` weight target is one sample. Activations:

@@ -1,4 +1,4 @@
-//! The statistics of MASE's profiler (`stat.py`, spec mase-ir-passes.md §8.3), with exact formulas
+//! The statistics of MASE's profiler (`stat.py`, doc/mase-semantics.md#statistics), with exact formulas
 //! and every `dims` mode working for every statistic.
 //!
 //! `dims` says over what a statistic is taken. A *sample* is one update: a whole weight tensor,

@@ -1,4 +1,4 @@
-//! `average_bitwidth` (spec mase-flow.md §6.8), with MASE's formula fixed.
+//! `average_bitwidth` (doc/mase-semantics.md#search-runners-hardware), with MASE's formula fixed.
 //!
 //! MASE averages `weight_width` over quantized `nn.Linear` modules only, weighting by
 //! `in × out`, counts a bypassed layer at its config's width, and ignores convolutions and

@@ -1,5 +1,5 @@
 //! Costs of a candidate per sample: operations, MACs, BitOPs and model size, counted by the
-//! cost passes' own function (`mase_passes::cost::count::node_cost`, spec mase-ir-passes.md §10),
+//! cost passes' own function (`mase_passes::cost::count::node_cost`, doc/mase-semantics.md#cost-counts),
 //! so that a search and `ch analyze --report flops,bitops` give the same numbers; and measured
 //! latency.
 //!

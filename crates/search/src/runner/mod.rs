@@ -1,4 +1,4 @@
-//! Runners measure a candidate model (spec mase-flow.md §6.7–6.8). Software runners train or
+//! Runners measure a candidate model (doc/mase-semantics.md#search-runners-software). Software runners train or
 //! evaluate it on data; hardware runners compute costs from the graph and its number formats.
 //! Every runner reports named metrics; the objective picks the ones it needs.
 //!

@@ -1,4 +1,4 @@
-//! `graph/quantize/mixed_precision_ptq` (spec mase-flow.md §6.3): one choice list per config
+//! `graph/quantize/mixed_precision_ptq` (doc/mase-semantics.md#search-space-mixed_precision_ptq): one choice list per config
 //! field of every quantizable node, seeded by node name or by op type.
 //!
 //! Differences from MASE, on purpose:
