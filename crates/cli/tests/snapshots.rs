@@ -40,5 +40,9 @@ fn what_users_read() {
     check(&["info"], &root, expect_file!["snapshots/info.txt"]);
     check(&["analyze", "jsc-toy", "jsc", "--data-dir", &data, "--report", reports], &root, expect_file!["snapshots/analyze_jsc_toy.txt"]);
     check(&["transform", "--list-passes"], &root, expect_file!["snapshots/list_passes.txt"]);
-    check(&["transform", "--config", &config, "--data-dir", &data, "--project", "t"], &root, expect_file!["snapshots/transform_jsc_tiny.txt"]);
+    check(
+        &["transform", "--config", &config, "--data-dir", &data, "--project", "t"],
+        &root,
+        expect_file!["snapshots/transform_jsc_tiny.txt"],
+    );
 }

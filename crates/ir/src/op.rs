@@ -295,23 +295,7 @@ impl Op {
             Op::Flatten { .. } => "Flatten",
             Op::Dropout { .. } => "Dropout",
             // Functions, methods and graph plumbing: no module class.
-            Op::Input
-            | Op::Output
-            | Op::Constant
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::MatMul
-            | Op::Div
-            | Op::Pow
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Concat { .. }
-            | Op::Pad { .. } => return None,
+            _ => return None,
         })
     }
 
@@ -371,24 +355,8 @@ impl Op {
             Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
             Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
             Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
-            // No module class: `module_class` returned early.
-            Op::Input
-            | Op::Output
-            | Op::Constant
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::MatMul
-            | Op::Div
-            | Op::Pow
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Concat { .. }
-            | Op::Pad { .. } => return None,
+            // Ops without a module class returned above.
+            _ => return None,
         })
     }
 
@@ -427,40 +395,7 @@ impl Op {
                 v
             }
             // Stateless ops. A `get_attr` constant's tensor is the importer's, not drawn here.
-            Op::Input
-            | Op::Output
-            | Op::Constant
-            | Op::Relu
-            | Op::Relu6
-            | Op::LeakyRelu { .. }
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Selu
-            | Op::Gelu { .. }
-            | Op::Softmax { .. }
-            | Op::LogSoftmax { .. }
-            | Op::MaxPool1d(_)
-            | Op::MaxPool2d(_)
-            | Op::AvgPool1d(_)
-            | Op::AvgPool2d(_)
-            | Op::AdaptiveAvgPool1d { .. }
-            | Op::AdaptiveAvgPool2d { .. }
-            | Op::Flatten { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::MatMul
-            | Op::Dropout { .. }
-            | Op::Div
-            | Op::Pow
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Concat { .. }
-            | Op::Pad { .. } => Vec::new(),
+            _ => Vec::new(),
         }
     }
 
@@ -478,39 +413,8 @@ impl Op {
             Op::AdaptiveAvgPool2d { output_size } if output_size.contains(&0) => {
                 Err(format!("output_size {output_size:?} has an entry of 0; every entry must be at least 1"))
             }
-            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Ok(()),
             // No geometry; shapes are checked by shape inference.
-            Op::Input
-            | Op::Output
-            | Op::Constant
-            | Op::Linear { .. }
-            | Op::BatchNorm1d(_)
-            | Op::BatchNorm2d(_)
-            | Op::Relu
-            | Op::Relu6
-            | Op::LeakyRelu { .. }
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Selu
-            | Op::Gelu { .. }
-            | Op::Softmax { .. }
-            | Op::LogSoftmax { .. }
-            | Op::Flatten { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::MatMul
-            | Op::Dropout { .. }
-            | Op::Div
-            | Op::Pow
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Concat { .. }
-            | Op::Pad { .. } => Ok(()),
+            _ => Ok(()),
         }
     }
 

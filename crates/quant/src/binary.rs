@@ -9,7 +9,7 @@
 //!
 //! Row means are summed in `f64`, in index order.
 
-use crate::registry::{any_shape, on_grid_elementwise, FormatImpl, Reach};
+use crate::registry::{any_shape, on_grid_elementwise, FormatImpl, Reach, Scope};
 use crate::round::clamp_nan;
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -23,8 +23,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach,
-    random: draws_random,
+    scope,
 };
 
 fn spec(fmt: &QuantFormat) -> (bool, bool) {
@@ -34,20 +33,11 @@ fn spec(fmt: &QuantFormat) -> (bool, bool) {
     }
 }
 
-/// Bipolar binary looks at each value alone; the zero-scaled form scales by a mean over each index
-/// of the first dimension.
-fn reach(fmt: &QuantFormat) -> Reach {
-    if spec(fmt).1 {
-        Reach::Value
-    } else {
-        Reach::Row
-    }
-}
-
-/// Stochastic bipolar binary draws one number per value (the zero-scaled form draws none).
-fn draws_random(fmt: &QuantFormat) -> bool {
+/// Bipolar binary looks at each value alone and, when stochastic, draws one number per value;
+/// the zero-scaled form scales by a mean over each index of the first dimension and draws none.
+fn scope(fmt: &QuantFormat) -> Scope {
     let (stochastic, bipolar) = spec(fmt);
-    stochastic && bipolar
+    Scope { reach: if bipolar { Reach::Value } else { Reach::Row }, random: stochastic && bipolar }
 }
 
 fn validate(_fmt: &QuantFormat) -> Result<()> {

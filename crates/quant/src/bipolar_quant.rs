@@ -3,7 +3,7 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::int_quant::validate_param;
-use crate::registry::{never_random, FormatImpl, Reach};
+use crate::registry::{FormatImpl, Reach, Scope};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, Tensor};
 
@@ -16,8 +16,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach,
-    random: never_random,
+    scope,
 };
 
 fn spec(fmt: &QuantFormat) -> &Tensor {
@@ -28,12 +27,9 @@ fn spec(fmt: &QuantFormat) -> &Tensor {
 }
 
 /// Per value with a per-tensor scale; a per-channel one ties values to positions.
-fn reach(fmt: &QuantFormat) -> Reach {
-    if spec(fmt).numel() == 1 {
-        Reach::Value
-    } else {
-        Reach::Tensor
-    }
+fn scope(fmt: &QuantFormat) -> Scope {
+    let reach = if spec(fmt).numel() == 1 { Reach::Value } else { Reach::Tensor };
+    Scope { reach, random: false }
 }
 
 fn validate(fmt: &QuantFormat) -> Result<()> {

@@ -9,7 +9,7 @@
 
 use crate::block::{reference_blocks, run_blocks, validate_block_size, Blocking};
 use crate::error::param;
-use crate::registry::{any_shape, never_random, reach_tensor, FormatImpl};
+use crate::registry::{any_shape, tensor_scope, FormatImpl};
 use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -23,8 +23,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach: reach_tensor,
-    random: never_random,
+    scope: tensor_scope,
 };
 
 struct Spec<'a> {

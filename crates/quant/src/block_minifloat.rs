@@ -10,7 +10,7 @@
 use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::minifloat_denorm::validate_mini;
 use crate::minifloat_ieee::{ieee_one, ieee_reference, ieee_representable};
-use crate::registry::{any_shape, never_random, reach_tensor, FormatImpl};
+use crate::registry::{any_shape, tensor_scope, FormatImpl};
 use crate::round::{exp2i, exponent_range, floor_log2};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -25,8 +25,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach: reach_tensor,
-    random: never_random,
+    scope: tensor_scope,
 };
 
 struct Spec<'a> {

@@ -15,7 +15,7 @@
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
 use crate::int_quant::validate_param;
-use crate::registry::{never_random, FormatImpl, Reach};
+use crate::registry::{FormatImpl, Reach, Scope};
 use crate::round::{exp2i, floor_log2, rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
@@ -29,8 +29,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach,
-    random: never_random,
+    scope,
 };
 
 struct Spec<'a> {
@@ -77,12 +76,9 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
 }
 
 /// Per value with a per-tensor scale; a per-channel one ties values to positions.
-fn reach(fmt: &QuantFormat) -> Reach {
-    if spec(fmt).scale.numel() == 1 {
-        Reach::Value
-    } else {
-        Reach::Tensor
-    }
+fn scope(fmt: &QuantFormat) -> Scope {
+    let reach = if spec(fmt).scale.numel() == 1 { Reach::Value } else { Reach::Tensor };
+    Scope { reach, random: false }
 }
 
 fn validate(fmt: &QuantFormat) -> Result<()> {

@@ -13,7 +13,7 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
-use crate::registry::{never_random, FormatImpl, Reach};
+use crate::registry::{FormatImpl, Reach, Scope};
 use crate::round::{rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
@@ -27,8 +27,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach,
-    random: never_random,
+    scope,
 };
 
 struct Spec<'a> {
@@ -88,14 +87,11 @@ pub(crate) fn validate_param(format: &'static str, field: &'static str, t: &Tens
     Ok(())
 }
 
-/// Per value with a per-tensor scale and zero point; a per-channel one ties values to positions.
-fn reach(fmt: &QuantFormat) -> Reach {
+/// Per value with a per-tensor scale; a per-channel one ties values to positions.
+fn scope(fmt: &QuantFormat) -> Scope {
     let s = spec(fmt);
-    if s.scale.numel() == 1 && s.zp.numel() == 1 {
-        Reach::Value
-    } else {
-        Reach::Tensor
-    }
+    let reach = if s.scale.numel() == 1 && s.zp.numel() == 1 { Reach::Value } else { Reach::Tensor };
+    Scope { reach, random: false }
 }
 
 fn validate(fmt: &QuantFormat) -> Result<()> {

@@ -5,7 +5,7 @@
 //! Bounds are taken in `f32`, so above 24 bits `hi` is rounded as PyTorch rounds it.
 
 use crate::error::param;
-use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_value, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{clamp_nan, exp2i, rne};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -19,8 +19,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid: on_grid_elementwise,
-    reach: reach_value,
-    random: never_random,
+    scope: value_scope,
 };
 
 /// A fixed-point format: `width` bits of which `frac_width` lie after the binary point. The

@@ -118,12 +118,12 @@ pub fn quantize_reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &m
 
 /// Which values of a tensor decide how one of its values is quantized (see [`Reach`]).
 pub fn reach(fmt: &QuantFormat) -> Reach {
-    (registry::lookup(fmt).reach)(fmt)
+    (registry::lookup(fmt).scope)(fmt).reach
 }
 
 /// Whether quantizing with `fmt` draws random numbers.
 pub fn draws_random(fmt: &QuantFormat) -> bool {
-    (registry::lookup(fmt).random)(fmt)
+    (registry::lookup(fmt).scope)(fmt).random
 }
 
 /// Whether `value` is a value the format can hold on its own: on its grid and inside its range.

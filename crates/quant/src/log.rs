@@ -7,7 +7,7 @@
 //! Zero maps to `2^e_min`; NaN stays NaN; ±inf saturate to `±2^e_max`.
 
 use crate::error::param;
-use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_value, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{exp2i, exponent_range, floor_log2, round_log2, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -21,8 +21,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid: on_grid_elementwise,
-    reach: reach_value,
-    random: never_random,
+    scope: value_scope,
 };
 
 /// The exponent range: the exponent field is all but the sign bit.

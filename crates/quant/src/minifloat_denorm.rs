@@ -10,7 +10,7 @@
 //! ±inf saturate to `±2^e_max (1 - 2^-M)` (MASE's mask arithmetic turns them into NaN).
 
 use crate::error::param;
-use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_value, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
@@ -24,8 +24,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid: on_grid_elementwise,
-    reach: reach_value,
-    random: never_random,
+    scope: value_scope,
 };
 
 /// Mantissa bits and exponent range of a minifloat (this module's and `minifloat_ieee`'s).

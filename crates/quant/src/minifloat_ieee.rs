@@ -10,7 +10,7 @@
 //! `|x| <= 1e-8` passes through; large values saturate at `2^e_max (2 - 2^-M)`; NaN stays NaN.
 
 use crate::minifloat_denorm::{lowest_bit_exponent, validate_minifloat, Mini};
-use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_value, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{clamp_nan, close_to_zero, exp2i, floor_log2, rne, sign};
 use mase_ir::{QuantFormat, Rng};
 
@@ -23,8 +23,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid: on_grid_elementwise,
-    reach: reach_value,
-    random: never_random,
+    scope: value_scope,
 };
 
 /// One value with mantissa bits `m` (`shift = 2^m`) and exponent range `[e_min, e_max]`; shared

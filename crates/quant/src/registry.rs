@@ -26,10 +26,16 @@ pub(crate) struct FormatImpl {
     pub representable: fn(&QuantFormat, f32) -> bool,
     /// Indices of the values of a tensor that the format cannot produce for that tensor.
     pub on_grid: fn(&QuantFormat, &[f32], &[usize]) -> Vec<usize>,
-    /// Which other values of a tensor the quantization of one value depends on.
-    pub reach: fn(&QuantFormat) -> Reach,
+    /// Which other values the quantization of one value reads, and whether it draws random numbers.
+    pub scope: fn(&QuantFormat) -> Scope,
+}
+
+/// What the quantization of one value depends on besides the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub reach: Reach,
     /// Whether quantizing draws random numbers (stochastic rounding).
-    pub random: fn(&QuantFormat) -> bool,
+    pub random: bool,
 }
 
 /// Which values of a tensor decide how one value is quantized.
@@ -45,24 +51,19 @@ pub enum Reach {
     Tensor,
 }
 
-/// `reach` of formats that quantize each value on its own.
-pub(crate) fn reach_value(_fmt: &QuantFormat) -> Reach {
-    Reach::Value
+/// `scope` of deterministic formats that quantize each value on its own.
+pub(crate) fn value_scope(_fmt: &QuantFormat) -> Scope {
+    Scope { reach: Reach::Value, random: false }
 }
 
-/// `reach` of formats that reduce over each index of the first dimension.
-pub(crate) fn reach_row(_fmt: &QuantFormat) -> Reach {
-    Reach::Row
+/// `scope` of deterministic formats that reduce over each index of the first dimension.
+pub(crate) fn row_scope(_fmt: &QuantFormat) -> Scope {
+    Scope { reach: Reach::Row, random: false }
 }
 
-/// `reach` of formats whose blocks span the tensor.
-pub(crate) fn reach_tensor(_fmt: &QuantFormat) -> Reach {
-    Reach::Tensor
-}
-
-/// `random` of deterministic formats.
-pub(crate) fn never_random(_fmt: &QuantFormat) -> bool {
-    false
+/// `scope` of deterministic formats whose blocks span the tensor.
+pub(crate) fn tensor_scope(_fmt: &QuantFormat) -> Scope {
+    Scope { reach: Reach::Tensor, random: false }
 }
 
 /// Every format, in the order of `QuantFormat`'s variants.

@@ -12,7 +12,7 @@
 
 use crate::binary::row_len;
 use crate::error::param;
-use crate::registry::{any_shape, never_random, on_grid_elementwise, reach_row, FormatImpl};
+use crate::registry::{any_shape, on_grid_elementwise, row_scope, FormatImpl};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -25,8 +25,7 @@ pub(crate) const FORMAT: FormatImpl = FormatImpl {
     reference,
     representable,
     on_grid,
-    reach: reach_row,
-    random: never_random,
+    scope: row_scope,
 };
 
 fn spec(fmt: &QuantFormat) -> (bool, Option<f32>) {

@@ -21,94 +21,78 @@ pub const MASE_TYPES: [&str; 7] = ["module", "module_related_func", "builtin_fun
 
 /// `(mase_type, mase_op)` of a node.
 pub fn classify(node: &Node) -> (&'static str, String) {
-    match node.kind {
-        NodeKind::Placeholder => ("placeholder", "placeholder".into()),
-        NodeKind::Output => ("output", "output".into()),
-        NodeKind::GetAttr => (if constant_name(&node.name) { "implicit_func" } else { "get_attr" }, "constant".into()),
-        NodeKind::CallModule => match &node.op {
-            Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => ("module", node.op.mase_op().into()),
-            Op::Flatten { .. } => ("implicit_func", "flatten".into()),
-            Op::Linear { .. }
-            | Op::Conv1d(_)
-            | Op::Conv2d(_)
-            | Op::Relu
-            | Op::Relu6
-            | Op::LeakyRelu { .. }
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Selu
-            | Op::Gelu { .. }
-            | Op::Softmax { .. }
-            | Op::LogSoftmax { .. }
-            | Op::MaxPool1d(_)
-            | Op::MaxPool2d(_)
-            | Op::AvgPool1d(_)
-            | Op::AvgPool2d(_)
-            | Op::AdaptiveAvgPool1d { .. }
-            | Op::AdaptiveAvgPool2d { .. }
-            | Op::Dropout { .. }
-            // Ops without a module of their own; a graph built by hand may still call them as
-            // modules.
-            | Op::Input
-            | Op::Output
-            | Op::Constant
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::MatMul
-            | Op::Div
-            | Op::Pow
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Concat { .. }
-            | Op::Pad { .. } => ("module_related_func", node.op.mase_op().into()),
-        },
-        NodeKind::CallFunction | NodeKind::CallMethod => {
-            let last = node.target.rsplit('.').next().unwrap_or(&node.target).trim_matches('_');
-            match &node.op {
-                Op::Add | Op::Sub | Op::Mul => ("builtin_func", node.op.mase_op().into()),
-                Op::MatMul => ("builtin_func", if last == "bmm" { "bmm" } else { "matmul" }.into()),
-                Op::Reshape { .. } => ("implicit_func", if last == "reshape" { "reshape" } else { "view" }.into()),
-                Op::Flatten { .. }
-                | Op::Transpose { .. }
-                | Op::Permute { .. }
-                | Op::Size { .. }
-                | Op::Dropout { .. }
-                | Op::Softmax { .. }
-                | Op::LogSoftmax { .. } => ("implicit_func", node.op.mase_op().into()),
-                Op::Input
-                | Op::Output
-                | Op::Constant
-                | Op::Linear { .. }
-                | Op::Conv1d(_)
-                | Op::Conv2d(_)
-                | Op::BatchNorm1d(_)
-                | Op::BatchNorm2d(_)
-                | Op::Relu
-                | Op::Relu6
-                | Op::LeakyRelu { .. }
-                | Op::Sigmoid
-                | Op::Tanh
-                | Op::Selu
-                | Op::Gelu { .. }
-                | Op::MaxPool1d(_)
-                | Op::MaxPool2d(_)
-                | Op::AvgPool1d(_)
-                | Op::AvgPool2d(_)
-                | Op::AdaptiveAvgPool1d { .. }
-                | Op::AdaptiveAvgPool2d { .. }
-                | Op::Div
-                | Op::Pow
-                | Op::Sqrt
-                | Op::Clip { .. }
-                | Op::Concat { .. }
-                | Op::Pad { .. } => ("module_related_func", node.op.mase_op().into()),
-            }
-        }
+    let call = match node.kind {
+        NodeKind::Placeholder => return ("placeholder", "placeholder".into()),
+        NodeKind::Output => return ("output", "output".into()),
+        NodeKind::GetAttr => return (if constant_name(&node.name) { "implicit_func" } else { "get_attr" }, "constant".into()),
+        NodeKind::CallModule => Call::Module,
+        NodeKind::CallFunction | NodeKind::CallMethod => Call::Function,
+    };
+    let last = node.target.rsplit('.').next().unwrap_or(&node.target).trim_matches('_');
+    let op = match &node.op {
+        Op::MatMul if last == "bmm" => "bmm".into(),
+        Op::Reshape { .. } if last == "reshape" && call == Call::Function => "reshape".into(),
+        op => op.mase_op().into(),
+    };
+    (mase_type(&node.op, call), op)
+}
+
+/// How a node calls its op.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Module,
+    Function,
+}
+
+/// MASE's `mase_type` of an op called as a module or as a function (or tensor method).
+fn mase_type(op: &Op, call: Call) -> &'static str {
+    let module = call == Call::Module;
+    match op {
+        Op::BatchNorm1d(_) | Op::BatchNorm2d(_) if module => "module",
+        Op::Flatten { .. } => "implicit_func",
+        Op::Add | Op::Sub | Op::Mul | Op::MatMul if !module => "builtin_func",
+        Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } | Op::Size { .. } | Op::Dropout { .. } if !module => "implicit_func",
+        Op::Softmax { .. } | Op::LogSoftmax { .. } if !module => "implicit_func",
+        // Layers, activations that MASE has no pattern for, and the ops above called the other
+        // way (a graph built by hand may call any op as a module).
+        Op::Input
+        | Op::Output
+        | Op::Constant
+        | Op::Linear { .. }
+        | Op::Conv1d(_)
+        | Op::Conv2d(_)
+        | Op::BatchNorm1d(_)
+        | Op::BatchNorm2d(_)
+        | Op::Relu
+        | Op::Relu6
+        | Op::LeakyRelu { .. }
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Selu
+        | Op::Gelu { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::MaxPool1d(_)
+        | Op::MaxPool2d(_)
+        | Op::AvgPool1d(_)
+        | Op::AvgPool2d(_)
+        | Op::AdaptiveAvgPool1d { .. }
+        | Op::AdaptiveAvgPool2d { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Permute { .. }
+        | Op::Size { .. }
+        | Op::Add
+        | Op::Sub
+        | Op::Mul
+        | Op::MatMul
+        | Op::Dropout { .. }
+        | Op::Div
+        | Op::Pow
+        | Op::Sqrt
+        | Op::Clip { .. }
+        | Op::Concat { .. }
+        | Op::Pad { .. } => "module_related_func",
     }
 }
 
