@@ -246,7 +246,7 @@ fn lab3_tied_space_runs_brute_force_to_exactly_16_trials() {
 /// The running minimum of a study's objective values, in trial order, from its `log.json`.
 fn running_min(log: &serde_json::Value) -> Vec<f64> {
     let mut rows: Vec<(u64, f64)> =
-        log.as_object().unwrap().values().map(|t| (t["number"].as_u64().unwrap(), t["values_0"].as_f64().unwrap())).collect();
+        log.as_object().unwrap().values().map(|t| (t["number"].as_u64().unwrap(), t["value"].as_f64().unwrap())).collect();
     rows.sort_by_key(|r| r.0);
     rows.iter()
         .scan(f64::INFINITY, |m, r| {

@@ -138,14 +138,16 @@ fn draw_bands<DB: DrawingBackend>(
     let x = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let y = range(series.iter().flat_map(|s| s.points.iter().flat_map(|p| [p.2, p.3])));
     let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
+    // Every band first, then every mean curve, so that no band covers a curve.
+    for (i, s) in series.iter().enumerate().filter(|(_, s)| s.points.iter().any(|p| p.3 > p.2)) {
+        let color = COLORS[i % COLORS.len()];
+        // Along the max steps, then back along the min steps.
+        let mut outline = step_path(s.points.iter().map(|p| (p.0, p.3)));
+        outline.extend(step_path(s.points.iter().map(|p| (p.0, p.2))).into_iter().rev());
+        chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled()))).map_err(|e| e.to_string())?;
+    }
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        if s.points.iter().any(|p| p.3 > p.2) {
-            // The band: along the max steps, then back along the min steps.
-            let mut outline = step_path(s.points.iter().map(|p| (p.0, p.3)));
-            outline.extend(step_path(s.points.iter().map(|p| (p.0, p.2))).into_iter().rev());
-            chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled()))).map_err(|e| e.to_string())?;
-        }
         chart
             .draw_series(LineSeries::new(step_path(s.points.iter().map(|p| (p.0, p.1))), color.stroke_width(2)))
             .map_err(|e| e.to_string())?

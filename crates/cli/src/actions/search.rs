@@ -1,7 +1,8 @@
-//! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b] [--seeds 1,2,3]`: MASE's search
-//! action (spec mase-flow.md §6) on the study store of mase-search. Trials are committed to
-//! `<project>/software/search_ckpts/study.db` as they finish; `log.json`, `best.json`,
-//! `trials.csv` and the plots are written when the search ends.
+//! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b] [--seeds 1,2]`:
+//! MASE's search action (spec mase-flow.md §6) on the study store of mase-search. Trials are
+//! committed to `<project>/software/search_ckpts/study.db` as they finish; `log.json`,
+//! `best.json`, `trials.csv` and the plots are written when the search ends. With `--seeds`,
+//! each sampler runs once per seed and the comparison shows the mean with a min–max band.
 //!
 //! With `--storage URL` (or `[search.storage] url`) the process joins a shared study as one of
 //! several workers, on this machine or others: the study is created by the first worker, every
