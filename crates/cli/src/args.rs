@@ -127,6 +127,10 @@ pub struct SearchArgs {
     /// Run the same space and budget with each sampler (comma-separated) and plot them together.
     #[arg(long = "compare-samplers", value_delimiter = ',')]
     pub compare_samplers: Vec<String>,
+    /// Run each sampler once per seed (comma-separated; overrides `[search.strategy.setup] seed`)
+    /// and plot the mean best-so-far with a min–max band.
+    #[arg(long, value_delimiter = ',')]
+    pub seeds: Vec<u64>,
     /// Overrides `[search.strategy.setup] sampler`.
     #[arg(long)]
     pub sampler: Option<String>,

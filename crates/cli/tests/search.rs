@@ -211,3 +211,120 @@ fn bad_search_configs_fail_with_one_line() {
     let line = ch_error(&["search", "jsc-tiny", "jsc", "--data-dir", data.to_str().unwrap()], &root);
     assert!(line.contains("--config"), "{line}");
 }
+
+/// A `configs/` file (not one of MASE's examples).
+fn config(name: &str) -> String {
+    repo_root().join("configs").join(name).to_str().unwrap().to_string()
+}
+
+#[test]
+fn lab3_tied_space_runs_brute_force_to_exactly_16_trials() {
+    let root = scratch("search-lab3");
+    let data = jsc_data(&root);
+    let r = ch_json(&["search", "--config", &config("lab3_tied_pairs_search.toml"), "--data-dir", data.to_str().unwrap()], &root);
+    let study = &r["studies"][0];
+    assert_eq!(
+        (study["sampler"].as_str(), study["complete"].as_u64(), study["stop"].as_str()),
+        (Some("brute"), Some(16), Some("exhausted"))
+    );
+    let dir = root.join("mase_output/lab3_tied_pairs_search/software/search_ckpts");
+    let csv = std::fs::read_to_string(dir.join("trials.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 17);
+    // The last point takes the last pair for both groups, on every Linear layer.
+    let log = read_json(&dir.join("log.json"));
+    let last = &log["15"]["user_attrs_sampled_config"];
+    for n in ["seq_blocks_2", "seq_blocks_5", "seq_blocks_8"] {
+        let c = &last[n]["config"];
+        assert_eq!(
+            (&c["data_in_width"], &c["data_in_frac_width"], &c["weight_width"], &c["weight_frac_width"]),
+            (&4.into(), &2.into(), &4.into(), &2.into()),
+            "{n}: {c}"
+        );
+    }
+}
+
+/// The running minimum of a study's objective values, in trial order, from its `log.json`.
+fn running_min(log: &serde_json::Value) -> Vec<f64> {
+    let mut rows: Vec<(u64, f64)> =
+        log.as_object().unwrap().values().map(|t| (t["number"].as_u64().unwrap(), t["value"].as_f64().unwrap())).collect();
+    rows.sort_by_key(|r| r.0);
+    rows.iter()
+        .scan(f64::INFINITY, |m, r| {
+            *m = m.min(r.1);
+            Some(*m)
+        })
+        .collect()
+}
+
+#[test]
+fn samplers_compare_over_seeds_with_their_own_options_and_a_band() {
+    let root = scratch("search-seeds");
+    let data = jsc_data(&root);
+    // Lab 3's tied space with one objective, the mean bits per weight, which is the sampled weight
+    // width (16, 8, 8 or 4 for the four pairs): brute force's best so far is 16, 8, 8, then 4.
+    let text = std::fs::read_to_string(config("lab3_tied_pairs_search.toml")).unwrap();
+    let (head, _) = text.split_once("[search.strategy.setup]").unwrap();
+    let cfg = root.join("seeds.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{head}[search.strategy.setup]\nsampler = \"brute\"\nsum_scaled_metrics = true\ndirection = \"minimize\"\n\
+             [search.strategy.sampler_options]\nn_startup_trials = 4\n[search.strategy.sampler_options.nsgaii]\npopulation_size = 4\n\
+             [search.strategy.metrics]\naverage_bitwidth = {{ scale = 1.0, direction = \"minimize\" }}\n"
+        ),
+    )
+    .unwrap();
+    let args =
+        ["search", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--compare-samplers", "brute,tpe,random"];
+    let r = ch_json(&[&args[..], &["--seeds", "1,2", "--n-trials", "16"]].concat(), &root);
+    let studies: Vec<(&str, u64, &str)> = r["studies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sampler"].as_str().unwrap(), s["seed"].as_u64().unwrap(), s["study"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        studies,
+        [
+            ("brute", 1, "lab3_tied_pairs_search-brute-seed1"),
+            ("brute", 2, "lab3_tied_pairs_search-brute-seed2"),
+            ("tpe", 1, "lab3_tied_pairs_search-tpe-seed1"),
+            ("tpe", 2, "lab3_tied_pairs_search-tpe-seed2"),
+            ("random", 1, "lab3_tied_pairs_search-random-seed1"),
+            ("random", 2, "lab3_tied_pairs_search-random-seed2"),
+        ]
+    );
+    let dir = root.join("mase_output/lab3_tied_pairs_search/software/search_ckpts");
+    let png = std::fs::read(dir.join("compare_samplers.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!((u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())), (900, 600));
+    let svg = std::fs::read_to_string(dir.join("compare_samplers.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>") && svg.contains("over seeds 1, 2"));
+    let csv = std::fs::read_to_string(dir.join("compare_samplers.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("sampler,trial,seed_1,seed_2,mean,min,max"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let brute: Vec<String> = rows.iter().filter(|r| r[0] == "brute").map(|r| r[1..].join(",")).collect();
+    let mut expected = vec!["0,16,16,16,16,16".to_string(), "1,8,8,8,8,8".into(), "2,8,8,8,8,8".into()];
+    expected.extend((3..16).map(|k| format!("{k},4,4,4,4,4")));
+    assert_eq!(brute, expected, "brute force ignores the seed");
+    // TPE and random: each seed's column is its study's running minimum, and mean, min and max
+    // are taken over the two seeds.
+    for sampler in ["tpe", "random"] {
+        let per_seed: Vec<Vec<f64>> =
+            [1, 2].iter().map(|s| running_min(&read_json(&dir.join(format!("compare/{sampler}/seed{s}/log.json"))))).collect();
+        let mine: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == sampler).collect();
+        assert_eq!(mine.len(), 16, "{sampler}");
+        for (k, r) in mine.iter().enumerate() {
+            let v: Vec<f64> = r[1..].iter().map(|x| x.parse().unwrap()).collect();
+            let (a, b) = (per_seed[0][k], per_seed[1][k]);
+            assert_eq!(v, [k as f64, a, b, (a + b) / 2.0, a.min(b), a.max(b)], "{sampler} trial {k}");
+        }
+    }
+    let summary = read_json(&dir.join("compare_samplers.json"));
+    assert_eq!(summary["seeds"], serde_json::json!([1, 2]));
+    assert_eq!(summary["samplers"][0]["final"]["mean"], 4.0);
+    // A seed given twice would name one study twice.
+    let line = ch_error(&[&args[..], &["--seeds", "1,1"]].concat(), &root);
+    assert!(line.contains("seed 1 is given twice"), "{line}");
+}

@@ -12,7 +12,8 @@
 //! - [`storage`]: where trials live ([`Storage`]; SQLite by default, PostgreSQL for studies
 //!   shared by workers on many machines);
 //! - [`study`]: the loop that ties them together, on one or several threads;
-//! - [`report`] and [`plot`]: `log.json`, `best.json`, `trials.csv`, PNG and SVG charts.
+//! - [`report`] and [`plot`]: `log.json`, `best.json`, `trials.csv`, PNG and SVG charts;
+//! - [`compare`]: samplers compared over several seeds (mean best so far with a min–max band).
 //!
 //! ```
 //! use mase_search::{SearchConfig, build_sampler};
@@ -35,6 +36,7 @@
 //! assert_eq!(build_sampler(&search.setup.sampler, &search.sampler_options).unwrap().name(), "brute");
 //! ```
 
+pub mod compare;
 pub mod config;
 mod error;
 pub mod failpoint;
@@ -59,7 +61,7 @@ pub use objective::{Constraint, MetricSpec, Objective};
 pub use param::{Direction, ParamDef, ParamKind};
 pub use plan::{check_search_config, plan, SearchPlan};
 pub use runner::{build_runners, Runner, RunnerEnv, Stage};
-pub use sampler::{build_sampler, Sampler};
+pub use sampler::{build_sampler, share_sampler_options, Sampler, SamplerOptions};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
 pub use storage::{open_storage, ConnectOptions, MemoryStorage, OpenMode, PostgresStorage, SqliteStorage, Storage, StorageUrl};
 pub use study::{

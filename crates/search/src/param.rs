@@ -1,6 +1,7 @@
 //! The parameters a sampler chooses, and the direction of an objective.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// What kind of value a parameter takes. Samplers work on an internal number per parameter (as
 /// Optuna's "internal representation"): the index of the choice for [`ParamKind::Index`] and
@@ -46,6 +47,18 @@ pub struct ParamDef {
     pub name: String,
     #[serde(flatten)]
     pub kind: ParamKind,
+    /// The value of each choice, for a parameter whose name is not a path of the trial config
+    /// (tuple choices such as `data_in = [[8, 4], [4, 2]]`, or a parameter tied across nodes), so
+    /// that reports can show what was chosen. `None` when the config holds the value at `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<Value>>,
+}
+
+impl ParamDef {
+    /// A parameter whose value the trial config holds at `name`.
+    pub fn new(name: impl Into<String>, kind: ParamKind) -> ParamDef {
+        ParamDef { name: name.into(), kind, values: None }
+    }
 }
 
 /// Whether an objective is to be made large or small.

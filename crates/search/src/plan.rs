@@ -4,7 +4,7 @@
 
 use crate::config::SearchConfig;
 use crate::runner::{build_runners, Runner, RunnerEnv};
-use crate::sampler::{build_sampler, Sampler};
+use crate::sampler::{build_sampler, share_sampler_options, Sampler};
 use crate::space::{build_space, BaseModel, Quantizer, SearchSpace, SpaceInputs};
 use crate::{Result, SearchError};
 use serde_json::Value;
@@ -20,8 +20,10 @@ pub struct SearchPlan {
 
 /// Parses `search` (the `[search]` table as JSON) and builds its parts on `base`.
 pub fn plan(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchPlan> {
-    let config = SearchConfig::parse(search)?;
-    let sampler = build_sampler(&config.setup.sampler, &config.sampler_options)?;
+    let mut config = SearchConfig::parse(search)?;
+    let shared = share_sampler_options(&config.sampler_options, &[config.setup.sampler.as_str()])?;
+    config.warnings.extend(shared.warnings);
+    let sampler = build_sampler(&config.setup.sampler, &shared.options[0])?;
     let runners = build_runners(&config.sw_runners, &config.hw_runners, env)?;
     let reported: Vec<&str> = runners.iter().flat_map(|r| r.reports()).collect();
     for m in config.objective.required_metrics() {

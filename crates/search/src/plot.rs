@@ -97,19 +97,62 @@ fn draw_steps<DB: DrawingBackend>(
     let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut steps = Vec::with_capacity(2 * s.points.len());
-        for (k, &(x, y)) in s.points.iter().enumerate() {
-            if k > 0 {
-                steps.push((x, s.points[k - 1].1));
-            }
-            steps.push((x, y));
-        }
         chart
-            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .draw_series(LineSeries::new(step_path(s.points.iter().copied()), color.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(s.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled()))).map_err(|e| e.to_string())?;
+    }
+    finish(chart, &root)
+}
+
+/// One sampler over several seeds: the mean curve and its min–max band.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BandSeries {
+    pub label: String,
+    /// `(x, mean, min, max)`, in increasing `x`.
+    pub points: Vec<(f64, f64, f64, f64)>,
+}
+
+/// The corners of a step curve through `points` (the value holds until the next point).
+fn step_path(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    let mut steps: Vec<(f64, f64)> = Vec::new();
+    for (x, y) in points {
+        if let Some(&(_, prev)) = steps.last() {
+            steps.push((x, prev));
+        }
+        steps.push((x, y));
+    }
+    steps
+}
+
+/// Mean step curves over shaded min–max bands, with a legend.
+fn draw_bands<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[BandSeries],
+) -> std::result::Result<(), String> {
+    let x = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let y = range(series.iter().flat_map(|s| s.points.iter().flat_map(|p| [p.2, p.3])));
+    let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
+    // Every band first, then every mean curve, so that no band covers a curve.
+    for (i, s) in series.iter().enumerate().filter(|(_, s)| s.points.iter().any(|p| p.3 > p.2)) {
+        let color = COLORS[i % COLORS.len()];
+        // Along the max steps, then back along the min steps.
+        let mut outline = step_path(s.points.iter().map(|p| (p.0, p.3)));
+        outline.extend(step_path(s.points.iter().map(|p| (p.0, p.2))).into_iter().rev());
+        chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled()))).map_err(|e| e.to_string())?;
+    }
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(step_path(s.points.iter().map(|p| (p.0, p.1))), color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(format!("{} (mean, min–max band)", s.label))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     finish(chart, &root)
 }
@@ -161,6 +204,16 @@ pub fn plot_best_so_far(stem: &Path, title: &str, y_label: &str, series: &[Serie
     let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
     draw_atomic(&png, |p| draw_steps(BitMapBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
     draw_atomic(&svg, |p| draw_steps(SVGBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
+    Ok(vec![png, svg])
+}
+
+/// Writes `<stem>.png` and `<stem>.svg` with each series' mean step curve over its min–max band;
+/// returns both paths.
+pub fn plot_bands(stem: &Path, title: &str, y_label: &str, series: &[BandSeries]) -> Result<Vec<PathBuf>> {
+    register_font();
+    let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
+    draw_atomic(&png, |p| draw_bands(BitMapBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
+    draw_atomic(&svg, |p| draw_bands(SVGBackend::new(p, SIZE).into_drawing_area(), title, "trial", y_label, series))?;
     Ok(vec![png, svg])
 }
 

@@ -110,8 +110,13 @@ pub fn trials_csv(trials: &[TrialRecord], objective: &Objective, params: &[Param
         row.extend(sw.iter().map(|k| num(t.software_metrics.get(k).copied())));
         row.extend(hw.iter().map(|k| num(t.hardware_metrics.get(k).copied())));
         let flat: Vec<(String, Value)> = t.config.as_object().map(flatten).unwrap_or_default();
-        for p in params {
-            let v = flat.iter().find(|(k, _)| *k == p.name).map(|(_, v)| v.clone());
+        for (i, p) in params.iter().enumerate() {
+            // A tuple or tied parameter is not a path of the config: its chosen value comes
+            // from its list of values.
+            let v = flat.iter().find(|(k, _)| *k == p.name).map(|(_, v)| v.clone()).or_else(|| {
+                let x = *t.point.get(i)?;
+                p.values.as_ref()?.get(x as usize).cloned()
+            });
             row.push(match v {
                 None | Some(Value::Null) => "NA".into(),
                 Some(Value::String(s)) => s,

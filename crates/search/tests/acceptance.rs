@@ -6,7 +6,7 @@ use mase_search::objective::{MetricSpec, Objective};
 use mase_search::pareto::dominates;
 use mase_search::storage::OpenMode;
 use mase_search::{
-    best_trials, build_runners, build_sampler, run_study, Direction, MemoryStorage, Runner, SearchConfig, Silent, SqliteStorage,
+    best_trials, build_runners, build_sampler, run_study, Direction, MemoryStorage, ParamKind, Runner, SearchConfig, Silent, SqliteStorage,
     StopReason, StudySetup, TrialState,
 };
 use serde_json::{json, Value};
@@ -301,6 +301,125 @@ fn bad_search_configs_fail_with_one_line() {
         assert!(!e.contains('\n'), "one line: {e}");
         for w in *words {
             assert!(e.contains(w), "`{e}` should mention `{w}`");
+        }
+    }
+}
+
+/// The (width, frac_width) pairs of lab 3, for data_in and for weight.
+const LAB3_PAIRS: [(u64, u64); 4] = [(16, 8), (8, 6), (8, 4), (4, 2)];
+
+#[test]
+fn lab3_tied_pairs_are_16_points_and_brute_force_runs_exactly_16_trials() {
+    let search = config_search("lab3_tied_pairs_search.toml");
+    let cfg = SearchConfig::parse(&search).unwrap();
+    let splits = jsc_splits();
+    let base = base_model("jsc-toy", &splits, 0);
+    let linears: Vec<String> = base.graph.nodes().iter().filter(|n| n.op.mase_op() == "linear").map(|n| n.name.clone()).collect();
+    let relus: Vec<String> = base.graph.nodes().iter().filter(|n| n.op.mase_op() == "relu").map(|n| n.name.clone()).collect();
+    assert_eq!((linears.len(), relus.len()), (3, 4), "jsc-toy: three Linear layers, four ReLUs");
+    let space = space(&search, base).unwrap();
+    // One parameter per field group of an op type (the first ReLU comes before the first Linear),
+    // not one per node.
+    let params: Vec<(&str, &ParamKind)> = space.params().iter().map(|p| (p.name.as_str(), &p.kind)).collect();
+    assert_eq!(
+        params,
+        [
+            ("relu/config/name", &ParamKind::Index { choices: 1 }),
+            ("linear/config/name", &ParamKind::Index { choices: 1 }),
+            ("linear/config/data_in", &ParamKind::Categorical { choices: 4 }),
+            ("linear/config/weight", &ParamKind::Categorical { choices: 4 }),
+            ("linear/config/bias", &ParamKind::Categorical { choices: 1 }),
+        ]
+    );
+    assert_eq!(space.params()[2].values, Some(LAB3_PAIRS.iter().map(|&(w, f)| json!([w, f])).collect()));
+    let sampler = build_sampler("brute", &cfg.sampler_options).unwrap();
+    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
+    let mut store = MemoryStorage::new();
+    let out = run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 20, 42), &mut store, OpenMode::Fresh, &Silent)
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Exhausted);
+    assert_eq!(out.trials.len(), 16, "n_trials = 20 but the space has 4 x 4 points");
+    assert!(out.trials.iter().all(|t| t.state == TrialState::Complete));
+    for (k, t) in out.trials.iter().enumerate() {
+        // Lexicographic order: data_in varies slowest.
+        let ((dw, df), (ww, wf)) = (LAB3_PAIRS[k / 4], LAB3_PAIRS[k % 4]);
+        let expected = json!({"config": {"name": "integer", "data_in_width": dw, "data_in_frac_width": df,
+            "weight_width": ww, "weight_frac_width": wf, "bias_width": 8, "bias_frac_width": 4}});
+        for n in &linears {
+            assert_eq!(t.config[n], expected, "trial {k}, node {n}");
+        }
+        for n in &relus {
+            assert_eq!(t.config[n], json!({"config": {"name": null}}), "trial {k}, node {n}");
+        }
+        // Every Linear weight has the sampled width, so the mean bits per weight is that width.
+        assert_eq!(t.hardware_metrics["average_bitwidth"], ww as f64, "trial {k}");
+    }
+    // trials.csv shows the chosen pair of a tuple parameter.
+    let dir = scratch("lab3-csv");
+    mase_search::report::write_reports(&dir, &out.trials, &cfg.objective, space.params()).unwrap();
+    let csv = std::fs::read_to_string(dir.join("trials.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "linear/config/weight").unwrap();
+    let row5 = csv.lines().nth(6).unwrap();
+    assert!(row5.starts_with("5,COMPLETE,"), "{row5}");
+    assert!(row5.contains("\"[8,6]\""), "trial 5 takes weight pair 1: {row5} (column {col})");
+}
+
+#[test]
+fn every_sampler_proposes_tuple_choices_and_repeats_itself_with_the_same_seed() {
+    let search = config_search("lab3_tied_pairs_search.toml");
+    let splits = jsc_splits();
+    let space = space(&search, base_model("jsc-toy", &splits, 0)).unwrap();
+    let hw = vec![("average_bitwidth".to_string(), json!({"compare_to": 32}))];
+    let runners = build_runners(&[], &hw, &env(splits)).unwrap();
+    let objective = Objective::new(
+        vec![MetricSpec { name: "average_bitwidth".into(), scale: 1.0, direction: Direction::Minimize }],
+        Some(Direction::Minimize),
+        vec![],
+    );
+    for name in ["tpe", "random", "nsgaii", "qmc", "brute"] {
+        let options = match name {
+            "nsgaii" => json!({"population_size": 4}),
+            "tpe" => json!({"n_startup_trials": 4}),
+            _ => Value::Null,
+        };
+        let s = build_sampler(name, &options).unwrap();
+        let run = || {
+            let mut store = MemoryStorage::new();
+            run_study(&setup(space.as_ref(), s.as_ref(), &objective, &runners, 12, 5), &mut store, OpenMode::Fresh, &Silent).unwrap().trials
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(a.len(), 12, "{name}");
+        assert_eq!(a.iter().map(|t| &t.point).collect::<Vec<_>>(), b.iter().map(|t| &t.point).collect::<Vec<_>>(), "{name}: same seed");
+        for t in &a {
+            assert_eq!(t.state, TrialState::Complete, "{name}");
+            let (i, j) = (t.point[2], t.point[3]);
+            assert!([i, j].iter().all(|x| x.fract() == 0.0 && (0.0..4.0).contains(x)), "{name}: {:?}", t.point);
+            assert_eq!(t.hardware_metrics["average_bitwidth"], LAB3_PAIRS[j as usize].0 as f64, "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_seed_band_plot_decodes_and_shades_only_a_spread() {
+    use mase_search::plot::{plot_bands, BandSeries};
+    let dir = scratch("bands");
+    let spread = BandSeries { label: "tpe".into(), points: vec![(0.0, 12.0, 8.0, 16.0), (1.0, 8.0, 8.0, 8.0), (5.0, 6.0, 4.0, 8.0)] };
+    let flat = BandSeries { label: "brute".into(), points: vec![(0.0, 16.0, 16.0, 16.0), (3.0, 4.0, 4.0, 4.0)] };
+    // Pixels of the first colour's band tint (20 % of (31, 119, 180) over white).
+    let tinted =
+        |png: &image::RgbImage| png.pixels().filter(|p| p.0.iter().zip([210u8, 228, 240]).all(|(&a, b)| a.abs_diff(b) <= 2)).count();
+    for (series, shaded) in [(vec![spread.clone(), flat.clone()], true), (vec![flat], false)] {
+        let files = plot_bands(&dir.join(format!("band_{shaded}")), "samplers over seeds", "best value so far", &series).unwrap();
+        let png = image::open(&files[0]).expect("the PNG decodes").to_rgb8();
+        assert_eq!((png.width(), png.height()), (900, 600));
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>") && svg.contains("(mean, min–max band)"));
+        assert_eq!(svg.contains("<polygon"), shaded, "a band only where seeds differ");
+        if shaded {
+            assert!(tinted(&png) > 5000, "the band is drawn: {} tinted pixels", tinted(&png));
+        } else {
+            assert_eq!(tinted(&png), 0);
         }
     }
 }

@@ -4,20 +4,13 @@
 
 mod common;
 
-use common::{base_model, env, jsc_splits, repo_root};
+use common::{base_model, config_search, env, jsc_splits};
 use mase_ir::{Graph, Op};
 use mase_search::runner::RunContext;
 use mase_search::space::SpaceInputs;
 use mase_search::{build_runners, build_space, Candidate, ParamKind, PassesQuantizer, Result, SearchSpace};
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-/// The `[search]` table of a config under `configs/`.
-fn config_search(file: &str) -> Value {
-    let text = std::fs::read_to_string(repo_root().join("configs").join(file)).unwrap();
-    let t: toml::Table = text.parse().unwrap();
-    serde_json::to_value(&t["search"]).unwrap()
-}
 
 fn space_of(search_space: &Value) -> Result<Box<dyn SearchSpace>> {
     let splits = jsc_splits();
@@ -105,12 +98,50 @@ fn bad_channel_spaces_fail_before_any_trial() {
             "the model output would change",
         ),
         (json!({"name": "graph/architecture/channel_multiplier", "setup": {"by": "type"}, "seed": {}}), "seeded by node name"),
+        (
+            json!({"name": "graph/architecture/channel_multiplier", "setup": {"tie": "channel_multiplier"}, "seed": {
+                "seq_blocks_2": {"config": {"name": ["output_only"], "channel_multiplier": [1, 2]}},
+                "seq_blocks_4": {"config": {"name": ["both"], "channel_multiplier": [1, 4]}}}}),
+            "`search.search_space.seed.seq_blocks_4.config.channel_multiplier`: differs from `seq_blocks_2`'s list [1,2]",
+        ),
+        (json!({"name": "graph/architecture/channel_multiplier", "setup": {"tie": "type"}, "seed": {}}), "must be \"channel_multiplier\""),
         (json!({"name": "graph/architecture/channel_multiplier", "setup": {"by": "name"}}), "search.search_space.seed"),
     ];
     for (cfg, words) in cases {
         let e = space_of(&cfg).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains(words), "{cfg}: `{words}` missing from: {e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn a_shared_multiplier_widens_every_layer_alike() {
+    let search = config_search("jsc_three_linear_shared_multiplier_search.toml");
+    let space = space_of(&search["search_space"]).unwrap();
+    let params: Vec<(&str, &ParamKind)> = space.params().iter().map(|p| (p.name.as_str(), &p.kind)).collect();
+    assert_eq!(
+        params,
+        [
+            ("seq_blocks_2/config/name", &ParamKind::Index { choices: 1 }),
+            ("channel_multiplier", &ParamKind::Index { choices: 6 }),
+            ("seq_blocks_4/config/name", &ParamKind::Index { choices: 1 }),
+            ("seq_blocks_6/config/name", &ParamKind::Index { choices: 1 }),
+        ]
+    );
+    assert_eq!(space.params()[1].values, Some(vec![json!(1), json!(2), json!(4), json!(6), json!(8), json!(10)]));
+    // Multipliers [1, 2, 4, 6, 8, 10]: index 3 is 6, for both widened layers.
+    let cfg = space.to_config(&[0.0, 3.0, 0.0, 0.0]).unwrap();
+    assert_eq!(
+        cfg,
+        json!({"by": "name",
+               "seq_blocks_2": {"config": {"name": "output_only", "channel_multiplier": 6}},
+               "seq_blocks_4": {"config": {"name": "both", "channel_multiplier": 6}},
+               "seq_blocks_6": {"config": {"name": "input_only"}}})
+    );
+    // The hidden layers are 16 wide; multiplier m makes both 16 m.
+    for (index, m) in [(0.0, 1), (1.0, 2), (3.0, 6), (5.0, 10)] {
+        let cand = space.build(&space.to_config(&[0.0, index, 0.0, 0.0]).unwrap()).unwrap();
+        assert_eq!(linear_shapes(&cand.graph), [(16, 16 * m), (16 * m, 16 * m), (16 * m, 5)], "multiplier {m}");
     }
 }
 

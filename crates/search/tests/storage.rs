@@ -20,11 +20,7 @@ use std::time::{Duration, Instant};
 /// A space of ordered choices with these sizes.
 fn grid(radices: &[usize]) -> PointGrid {
     PointGrid(Grid {
-        params: radices
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| ParamDef { name: format!("x{i}"), kind: ParamKind::Index { choices: n } })
-            .collect(),
+        params: radices.iter().enumerate().map(|(i, &n)| ParamDef::new(format!("x{i}"), ParamKind::Index { choices: n })).collect(),
     })
 }
 

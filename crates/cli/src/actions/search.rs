@@ -1,7 +1,8 @@
-//! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b]`: MASE's search
-//! action (doc/mase-semantics.md#search) on the study store of mase-search. Trials are committed to
-//! `<project>/software/search_ckpts/study.db` as they finish; `log.json`, `best.json`,
-//! `trials.csv` and the plots are written when the search ends.
+//! `ch search --config X.toml [--load CKPT] [--resume] [--compare-samplers a,b] [--seeds 1,2]`:
+//! MASE's search action (doc/mase-semantics.md#search) on the study store of mase-search. Trials
+//! are committed to `<project>/software/search_ckpts/study.db` as they finish; `log.json`,
+//! `best.json`, `trials.csv` and the plots are written when the search ends. With `--seeds`,
+//! each sampler runs once per seed and the comparison shows the mean with a min–max band.
 //!
 //! With `--storage URL` (or `[search.storage] url`) the process joins a shared study as one of
 //! several workers, on this machine or others: the study is created by the first worker, every
@@ -14,11 +15,12 @@ use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use mase_ir::Rng;
-use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
-use mase_search::report::{best_json, best_so_far, common_reference, hypervolume_so_far, write_reports};
+use mase_search::compare::{self, SamplerRuns, SeedRun};
+use mase_search::plot::{plot_bands, plot_best_so_far, plot_pareto, BandSeries, Series};
+use mase_search::report::{best_json, best_so_far, common_reference, hypervolume_so_far, write_atomic, write_reports};
 use mase_search::{
-    best_trials, open_storage, run_study, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage, StopReason, Storage,
-    StorageConfig, TrialRecord,
+    best_trials, open_storage, run_study, share_sampler_options, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage,
+    StopReason, Storage, StorageConfig, TrialRecord,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -104,18 +106,45 @@ pub fn run(args: &SearchArgs) -> Result<()> {
     let project = dirs.root.file_name().and_then(|n| n.to_str()).unwrap_or("study").to_string();
     let base_name = args.study.clone().or(storage_cfg.study.clone()).unwrap_or(project);
 
-    let compare = !args.compare_samplers.is_empty();
-    let samplers: Vec<Option<String>> =
-        if compare { args.compare_samplers.iter().map(|x| Some(x.trim().to_string())).collect() } else { vec![None] };
+    // `--compare-samplers` runs each named sampler, `--seeds` each sampler once per seed; either
+    // makes a comparison with its chart, CSV and JSON.
+    let compare = !args.compare_samplers.is_empty() || !args.seeds.is_empty();
+    let samplers: Vec<Option<String>> = if args.compare_samplers.is_empty() {
+        vec![None]
+    } else {
+        args.compare_samplers.iter().map(|x| Some(x.trim().to_string())).collect()
+    };
+    if let Some(twice) = args.seeds.iter().enumerate().find_map(|(i, x)| args.seeds[..i].contains(x).then_some(x)) {
+        bail!("--seeds: seed {twice} is given twice (each seed is one study per sampler)");
+    }
+    let seeds: Vec<Option<u64>> = if args.seeds.is_empty() { vec![None] } else { args.seeds.iter().map(|&x| Some(x)).collect() };
+    // Each compared sampler gets its share of `sampler_options` (the configured sampler alone
+    // gets it from the plan).
+    let sampler_options: Option<Vec<Value>> = if args.compare_samplers.is_empty() {
+        None
+    } else {
+        let names: Vec<&str> = samplers.iter().flatten().map(String::as_str).collect();
+        let shared = share_sampler_options(search.pointer("/strategy/sampler_options").unwrap_or(&Value::Null), &names)?;
+        for w in &shared.warnings {
+            human.warn(w);
+        }
+        Some(shared.options)
+    };
     let mut results = Vec::new();
-    let mut series = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
-    let mut studies: Vec<(String, Vec<TrialRecord>)> = Vec::new();
+    // Per sampler: its name and, per seed, the seed, the study name and the trials.
+    let mut studies: Vec<(String, Vec<(u64, String, Vec<TrialRecord>)>)> = Vec::new();
     let mut objective = None;
     for (k, sampler) in samplers.iter().enumerate() {
         let mut search = search.clone();
         if let (Some(x), Some(setup)) = (sampler, search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut)) {
             setup.insert("sampler".into(), json!(x));
+        }
+        if let (Some(options), Some(strategy)) = (&sampler_options, search.pointer_mut("/strategy").and_then(Value::as_object_mut)) {
+            match &options[k] {
+                Value::Null => strategy.remove("sampler_options"),
+                mine => strategy.insert("sampler_options".into(), mine.clone()),
+            };
         }
         let plan = mase_search::plan(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
         if k == 0 {
@@ -124,119 +153,122 @@ pub fn run(args: &SearchArgs) -> Result<()> {
             }
         }
         let cfg = &plan.config;
-        let seed = cfg.setup.seed.unwrap_or(s.seed);
-        let name = if compare { format!("{base_name}-{}", plan.sampler.name()) } else { base_name.clone() };
-        let dir = if compare { out_dir.join("compare").join(plan.sampler.name()) } else { out_dir.clone() };
-        let mut local;
-        let (store, mode): (&mut dyn Storage, OpenMode) = match shared.as_mut() {
-            Some(st) => (st.as_mut(), OpenMode::Join),
-            None => {
-                local = SqliteStorage::open(&db)?;
-                (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
+        let sampler_name = plan.sampler.name();
+        let mut runs = Vec::new();
+        for seed_override in &seeds {
+            let seed = seed_override.or(cfg.setup.seed).unwrap_or(s.seed);
+            let (name, dir) = match (compare, seed_override) {
+                (false, _) => (base_name.clone(), out_dir.clone()),
+                (true, None) => (format!("{base_name}-{sampler_name}"), out_dir.join("compare").join(sampler_name)),
+                (true, Some(x)) => {
+                    (format!("{base_name}-{sampler_name}-seed{x}"), out_dir.join("compare").join(sampler_name).join(format!("seed{x}")))
+                }
+            };
+            let mut local;
+            let (store, mode): (&mut dyn Storage, OpenMode) = match shared.as_mut() {
+                Some(st) => (st.as_mut(), OpenMode::Join),
+                None => {
+                    local = SqliteStorage::open(&db)?;
+                    (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
+                }
+            };
+            human.info(format!(
+                "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}{}",
+                plan.space.name(),
+                plan.sampler.name(),
+                plan.space.params().len(),
+                cfg.setup.n_trials,
+                cfg.setup.n_jobs,
+                store.location(),
+                if mode == OpenMode::Join { format!(" (joined as worker {})", mase_search::storage::worker_id()) } else { String::new() }
+            ));
+            let bar = if args.run.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
+            if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
+                bar.set_style(style.progress_chars("=> "));
             }
-        };
-        human.info(format!(
-            "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}{}",
-            plan.space.name(),
-            plan.sampler.name(),
-            plan.space.params().len(),
-            cfg.setup.n_trials,
-            cfg.setup.n_jobs,
-            store.location(),
-            if mode == OpenMode::Join { format!(" (joined as worker {})", mase_search::storage::worker_id()) } else { String::new() }
-        ));
-        let bar = if args.run.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
-        if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        let setup = mase_search::StudySetup {
-            name: name.clone(),
-            space: plan.space.as_ref(),
-            sampler: plan.sampler.as_ref(),
-            objective: &cfg.objective,
-            runners: &plan.runners,
-            n_trials: cfg.setup.n_trials,
-            n_jobs: cfg.setup.n_jobs,
-            timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
-            seed,
-            threads: s.threads,
-            liveness: storage_cfg.liveness(),
-        };
-        let observer = Bar(bar.clone());
-        let t0 = std::time::Instant::now();
-        let location = store.location();
-        let out = run_study(&setup, store, mode, &observer);
-        let seconds = t0.elapsed().as_secs_f64();
-        bar.finish_and_clear();
-        let out = out?;
-        if out.interrupted > 0 {
-            human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
-        }
-        if out.discarded > 0 {
-            human.warn(format!(
+            let setup = mase_search::StudySetup {
+                name: name.clone(),
+                space: plan.space.as_ref(),
+                sampler: plan.sampler.as_ref(),
+                objective: &cfg.objective,
+                runners: &plan.runners,
+                n_trials: cfg.setup.n_trials,
+                n_jobs: cfg.setup.n_jobs,
+                timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
+                seed,
+                threads: s.threads,
+                liveness: storage_cfg.liveness(),
+            };
+            let observer = Bar(bar.clone());
+            let t0 = std::time::Instant::now();
+            let location = store.location();
+            let out = run_study(&setup, store, mode, &observer);
+            let seconds = t0.elapsed().as_secs_f64();
+            bar.finish_and_clear();
+            let out = out?;
+            if out.interrupted > 0 {
+                human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
+            }
+            if out.discarded > 0 {
+                human.warn(format!(
                 "{} trial(s) of this worker were declared stale by another worker (no heartbeat for {} s) and re-run there; their results here were dropped",
                 out.discarded, storage_cfg.stale_after
             ));
-        }
-        match out.stop {
-            StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
-            StopReason::Timeout => human.info("The search stopped at its timeout"),
-            StopReason::Completed => {}
-        }
-        write_reports(&dir, &out.trials, &cfg.objective, plan.space.params())?;
-        let best = best_trials(&out.trials, &cfg.objective);
-        print_best(&human, &best);
-        // Plots of this study: the best value so far (hypervolume for several objectives) and,
-        // for two objectives, the Pareto scatter.
-        let names = cfg.objective.value_names();
-        let curve = curve(&out.trials, &cfg.objective, &[&out.trials]);
-        files.extend(plot_best_so_far(
-            &dir.join("best_so_far"),
-            &format!("{} ({})", label, plan.sampler.name()),
-            &curve_label(&cfg.objective),
-            &[Series { label: plan.sampler.name().into(), points: curve.clone() }],
-        )?);
-        if names.len() == 2 {
-            // A stored trial may hold fewer values than the objective (a study file written by
-            // hand or by another version); such a trial is left out of the plot.
-            let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
-            let all: Vec<(f64, f64)> = out.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
-            let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
-            files.extend(plot_pareto(
-                &dir.join("pareto"),
-                &format!("{label}: Pareto front"),
-                &format!("{} (scaled)", names[0]),
-                &format!("{} (scaled)", names[1]),
-                &all,
-                &front,
+            }
+            match out.stop {
+                StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
+                StopReason::Timeout => human.info("The search stopped at its timeout"),
+                StopReason::Completed => {}
+            }
+            write_reports(&dir, &out.trials, &cfg.objective, plan.space.params())?;
+            let best = best_trials(&out.trials, &cfg.objective);
+            print_best(&human, &best);
+            // Plots of this study: the best value so far (hypervolume for several objectives) and,
+            // for two objectives, the Pareto scatter.
+            let names = cfg.objective.value_names();
+            let curve = curve(&out.trials, &cfg.objective, &[&out.trials]);
+            files.extend(plot_best_so_far(
+                &dir.join("best_so_far"),
+                &format!("{} ({})", label, plan.sampler.name()),
+                &curve_label(&cfg.objective),
+                &[Series { label: plan.sampler.name().into(), points: curve.clone() }],
             )?);
+            if names.len() == 2 {
+                // A stored trial may hold fewer values than the objective (a study file written by
+                // hand or by another version); such a trial is left out of the plot.
+                let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
+                let all: Vec<(f64, f64)> = out.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
+                let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
+                files.extend(plot_pareto(
+                    &dir.join("pareto"),
+                    &format!("{label}: Pareto front"),
+                    &format!("{} (scaled)", names[0]),
+                    &format!("{} (scaled)", names[1]),
+                    &all,
+                    &front,
+                )?);
+            }
+            let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
+            results.push(json!({
+                "sampler": plan.sampler.name(),
+                "seed": seed,
+                "study": name,
+                "trials": out.trials.len(),
+                "complete": complete,
+                "stop": format!("{:?}", out.stop).to_lowercase(),
+                "seconds": seconds,
+                "storage": location,
+                "best": best_json(&out.trials, &cfg.objective),
+                "dir": abs(&dir),
+            }));
+            runs.push((seed, name, out.trials));
         }
-        let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
-        results.push(json!({
-            "sampler": plan.sampler.name(),
-            "study": name,
-            "trials": out.trials.len(),
-            "complete": complete,
-            "stop": format!("{:?}", out.stop).to_lowercase(),
-            "seconds": seconds,
-            "storage": location,
-            "best": best_json(&out.trials, &cfg.objective),
-            "dir": abs(&dir),
-        }));
-        series.push(plan.sampler.name().to_string());
-        studies.push((plan.sampler.name().to_string(), out.trials));
+        studies.push((sampler_name.to_string(), runs));
         objective = Some(cfg.objective.clone());
     }
     if compare {
         let Some(objective) = objective else { bail!("no sampler to compare") };
-        let all: Vec<&[TrialRecord]> = studies.iter().map(|(_, t)| t.as_slice()).collect();
-        let lines: Vec<Series> = studies.iter().map(|(n, t)| Series { label: n.clone(), points: curve(t, &objective, &all) }).collect();
-        files.extend(plot_best_so_far(
-            &out_dir.join("compare_samplers"),
-            &format!("{label}: samplers compared"),
-            &curve_label(&objective),
-            &lines,
-        )?);
+        files.extend(write_comparison(&out_dir.join("compare_samplers"), &label, &studies, &objective, &args.seeds)?);
     }
     for f in &files {
         human.line(format!("wrote {}", f.display()));
@@ -254,6 +286,44 @@ pub fn run(args: &SearchArgs) -> Result<()> {
         "plots": files.iter().map(|f| abs(f)).collect::<Vec<_>>(),
     }));
     Ok(())
+}
+
+/// The comparison of samplers: `<stem>.{png,svg}` with each sampler's mean best-so-far curve
+/// (hypervolume for several objectives) over its min–max band across seeds, and the numbers in
+/// `<stem>.csv` and `<stem>.json`. Returns the files written.
+fn write_comparison(
+    stem: &Path,
+    label: &str,
+    studies: &[(String, Vec<(u64, String, Vec<TrialRecord>)>)],
+    objective: &mase_search::Objective,
+    seeds: &[u64],
+) -> Result<Vec<PathBuf>> {
+    let all: Vec<&[TrialRecord]> = studies.iter().flat_map(|(_, runs)| runs.iter().map(|(_, _, t)| t.as_slice())).collect();
+    let runs: Vec<SamplerRuns> = studies
+        .iter()
+        .map(|(sampler, runs)| SamplerRuns {
+            sampler: sampler.clone(),
+            runs: runs
+                .iter()
+                .map(|(seed, study, trials)| SeedRun { seed: *seed, study: study.clone(), curve: curve(trials, objective, &all) })
+                .collect(),
+        })
+        .collect();
+    let series: Vec<BandSeries> = compare::bands(&runs)
+        .into_iter()
+        .map(|(label, points)| BandSeries { label, points: points.iter().map(|p| (p.x, p.mean, p.min, p.max)).collect() })
+        .collect();
+    let title = match seeds {
+        [] | [_] => format!("{label}: samplers compared"),
+        _ => format!("{label}: samplers compared over seeds {}", seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    let value = curve_label(objective);
+    let mut files = plot_bands(stem, &title, &value, &series)?;
+    let (csv, json_path) = (stem.with_extension("csv"), stem.with_extension("json"));
+    write_atomic(&csv, &compare::compare_csv(&runs))?;
+    write_atomic(&json_path, &serde_json::to_string_pretty(&compare::compare_json(&runs, &value))?)?;
+    files.extend([csv, json_path]);
+    Ok(files)
 }
 
 fn abs(p: &Path) -> PathBuf {

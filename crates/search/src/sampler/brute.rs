@@ -14,8 +14,11 @@ use std::collections::HashSet;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BruteForce;
 
+/// The keys of `[search.strategy.sampler_options]` this sampler reads.
+pub(crate) const OPTIONS: &[&str] = &[];
+
 pub(crate) fn build(opts: &Value) -> Result<Box<dyn Sampler>> {
-    options(opts, "brute", &[])?;
+    options(opts, "brute", OPTIONS)?;
     Ok(Box::new(BruteForce))
 }
 

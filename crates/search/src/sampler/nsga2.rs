@@ -30,8 +30,11 @@ impl Default for Nsga2 {
     }
 }
 
+/// The keys of `[search.strategy.sampler_options]` this sampler reads.
+pub(crate) const OPTIONS: &[&str] = &["population_size", "crossover_prob", "swapping_prob", "mutation_prob"];
+
 pub(crate) fn build(opts: &Value) -> Result<Box<dyn Sampler>> {
-    let m = options(opts, "nsgaii", &["population_size", "crossover_prob", "swapping_prob", "mutation_prob"])?;
+    let m = options(opts, "nsgaii", OPTIONS)?;
     let prob = |x: f64| (0.0..=1.0).contains(&x);
     Ok(Box::new(Nsga2 {
         population_size: num_option(m, "population_size", 50.0, |x| x >= 2.0 && x.fract() == 0.0, "an integer >= 2")? as usize,

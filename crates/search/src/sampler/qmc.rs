@@ -26,8 +26,11 @@ pub struct Qmc {
     pub scramble: bool,
 }
 
+/// The keys of `[search.strategy.sampler_options]` this sampler reads.
+pub(crate) const OPTIONS: &[&str] = &["qmc_type", "scramble"];
+
 pub(crate) fn build(opts: &Value) -> Result<Box<dyn Sampler>> {
-    let m = options(opts, "qmc", &["qmc_type", "scramble"])?;
+    let m = options(opts, "qmc", OPTIONS)?;
     let kind = match m.and_then(|m| m.get("qmc_type")).map(|v| v.as_str()) {
         None | Some(Some("sobol")) => QmcKind::Sobol,
         Some(Some("halton")) => QmcKind::Halton,

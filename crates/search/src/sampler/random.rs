@@ -8,8 +8,11 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RandomSampler;
 
+/// The keys of `[search.strategy.sampler_options]` this sampler reads.
+pub(crate) const OPTIONS: &[&str] = &[];
+
 pub(crate) fn build(opts: &Value) -> Result<Box<dyn Sampler>> {
-    options(opts, "random", &[])?;
+    options(opts, "random", OPTIONS)?;
     Ok(Box::new(RandomSampler))
 }
 

@@ -37,8 +37,11 @@ impl Default for Tpe {
     }
 }
 
+/// The keys of `[search.strategy.sampler_options]` this sampler reads.
+pub(crate) const OPTIONS: &[&str] = &["n_startup_trials", "n_ei_candidates", "prior_weight", "consider_magic_clip", "consider_endpoints"];
+
 pub(crate) fn build(opts: &Value) -> Result<Box<dyn Sampler>> {
-    let m = options(opts, "tpe", &["n_startup_trials", "n_ei_candidates", "prior_weight", "consider_magic_clip", "consider_endpoints"])?;
+    let m = options(opts, "tpe", OPTIONS)?;
     let d = Tpe::default();
     let int = |x: f64| x >= 0.0 && x.fract() == 0.0;
     let flag = |key: &str, default: bool| -> Result<bool> {

@@ -66,7 +66,9 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
             other => other,
         })?;
     let prefixed = |prefix: &str, ps: &[ParamDef]| -> Vec<ParamDef> {
-        ps.iter().map(|p| ParamDef { name: format!("{prefix}/{}", p.name), kind: p.kind.clone() }).collect::<Vec<_>>()
+        ps.iter()
+            .map(|p| ParamDef { name: format!("{prefix}/{}", p.name), kind: p.kind.clone(), values: p.values.clone() })
+            .collect::<Vec<_>>()
     };
     let mut params = prefixed("architecture", architecture.params());
     params.extend(prefixed("quantize", quantize.params()));

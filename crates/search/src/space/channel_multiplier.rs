@@ -18,6 +18,10 @@
 //! name = ["input_only"]       # its input follows seq_blocks_2's width: nothing to choose
 //! ```
 //!
+//! `setup.tie = "channel_multiplier"` (MASE lab 4, question 2) makes one multiplier shared by every
+//! seeded layer: the seeds' `channel_multiplier` lists must be equal, and one parameter,
+//! `channel_multiplier`, picks the value written into each of them.
+//!
 //! The config stored with a trial is the transform's own (`{"by": "name", "seq_blocks_2":
 //! {"config": {"name": "output_only", "channel_multiplier": 4}}, ...}`), so `ch transform` can
 //! rebuild the best candidate. Every seed names a widenable node, and the space checks, before
@@ -25,8 +29,9 @@
 //! `input_only` with no widened producer is refused then, not at trial 7).
 
 use crate::flatten::{flatten, unflatten};
-use crate::space::{chosen, BaseModel, Candidate, SearchSpace, SpaceInputs};
-use crate::{ParamDef, ParamKind, Result, SearchError};
+use crate::space::choices::{choice_lists, SeededParams};
+use crate::space::{BaseModel, Candidate, SearchSpace, SpaceInputs};
+use crate::{ParamDef, Result, SearchError};
 use mase_ir::{ArgMeta, Graph, TensorMeta};
 use mase_passes::architecture::{widen_graph, widened_ops, ChannelArgs, WIDENABLE_OPS};
 use serde_json::{json, Map, Value};
@@ -47,9 +52,8 @@ pub fn record_input_shape(graph: &mut Graph, sample_shape: &[usize]) {
 /// The channel-multiplier space over one base model.
 pub struct ChannelMultiplier {
     base: Arc<BaseModel>,
-    params: Vec<ParamDef>,
-    /// The choice values of each parameter, in parameter order.
-    choices: Vec<Vec<Value>>,
+    /// The parameters and the seeded layers they set.
+    seeded: SeededParams,
     keep_weights: bool,
     sample_shape: Vec<usize>,
     seed: u64,
@@ -96,10 +100,24 @@ impl ChannelMultiplier {
             Some(other) => return Err(SearchError::config(format!("{at}.setup"), format!("must be a table, got {other}"))),
         };
         for key in setup.keys() {
-            if !["by", "keep_weights", "input_shape", "seed"].contains(&key.as_str()) {
-                return Err(SearchError::config(format!("{at}.setup.{key}"), "unknown key (expected by, keep_weights, input_shape, seed)"));
+            if !["by", "keep_weights", "input_shape", "seed", "tie"].contains(&key.as_str()) {
+                return Err(SearchError::config(
+                    format!("{at}.setup.{key}"),
+                    "unknown key (expected by, keep_weights, input_shape, seed, tie)",
+                ));
             }
         }
+        let shared_multiplier = match setup.get("tie") {
+            None => false,
+            Some(Value::String(t)) if t == "none" => false,
+            Some(Value::String(t)) if t == "channel_multiplier" => true,
+            Some(other) => {
+                return Err(SearchError::config(
+                    format!("{at}.setup.tie"),
+                    format!("must be \"channel_multiplier\" (one multiplier for every layer) or \"none\", got {other}"),
+                ))
+            }
+        };
         match setup.get("by").and_then(Value::as_str) {
             None | Some("name") => {}
             Some(other) => {
@@ -128,8 +146,9 @@ impl ChannelMultiplier {
                 "missing: give `[...seed.<node>.config]` tables with `name` and `channel_multiplier` lists",
             )
         })?;
-        let mut params = Vec::new();
-        let mut choices = Vec::new();
+        let mut seeded = SeededParams::default();
+        // With a shared multiplier: its parameter and the seed that gave its list.
+        let mut shared: Option<(usize, String)> = None;
         for (node, entry) in seed_table {
             let where_node = format!("{at}.seed.{node}");
             let id = base.graph.find(node).ok_or_else(|| SearchError::config(&where_node, format!("the model has no node `{node}`")))?;
@@ -142,30 +161,46 @@ impl ChannelMultiplier {
             }
             let entry =
                 entry.as_object().ok_or_else(|| SearchError::config(&where_node, "must be a table such as `[...seed.<node>.config]`"))?;
-            for (path, leaf) in flatten(entry) {
-                let where_ = format!("{where_node}.{}", path.replace('/', "."));
+            for (path, _) in flatten(entry) {
                 if !["config/name", "config/channel_multiplier"].contains(&path.as_str()) {
+                    let where_ = format!("{where_node}.{}", path.replace('/', "."));
                     return Err(SearchError::config(where_, "unknown key (expected config.name, config.channel_multiplier)"));
                 }
-                let list = match &leaf {
-                    Value::Array(a) if a.is_empty() => {
-                        return Err(SearchError::config(where_, "empty choice list: give at least one choice"))
-                    }
-                    Value::Array(a) => a,
-                    _ => return Err(SearchError::config(where_, format!("must be a list of choices, got {leaf}"))),
-                };
-                params.push(ParamDef { name: format!("{node}/{path}"), kind: ParamKind::Index { choices: list.len() } });
-                choices.push(list.clone());
             }
+            let mut ids = Vec::new();
+            for list in choice_lists(entry, &where_node)? {
+                if !shared_multiplier || list.path != "config/channel_multiplier" {
+                    ids.push(seeded.add(format!("{node}/{}", list.path), list, true));
+                    continue;
+                }
+                match shared.clone() {
+                    None => {
+                        let i = seeded.add("channel_multiplier".into(), list, false);
+                        shared = Some((i, node.clone()));
+                        ids.push(i);
+                    }
+                    Some((i, _)) if seeded.lists[i].choices == list.choices => ids.push(i),
+                    Some((i, first)) => {
+                        return Err(SearchError::config(
+                            format!("{where_node}.config.channel_multiplier"),
+                            format!(
+                                "differs from `{first}`'s list {}: with `setup.tie = \"channel_multiplier\"` every layer shares one multiplier, so give the same list",
+                                Value::Array(seeded.lists[i].values())
+                            ),
+                        ))
+                    }
+                }
+            }
+            seeded.nodes.push((node.clone(), ids));
         }
-        if params.is_empty() {
+        if seeded.params.is_empty() {
             return Err(err("no layer is seeded: give `[...seed.<node>.config]` with `name` and `channel_multiplier` lists"));
         }
-        let space = ChannelMultiplier { base, params, choices, keep_weights, sample_shape, seed };
+        let space = ChannelMultiplier { base, seeded, keep_weights, sample_shape, seed };
         // The first and the last choice of every list: configs that cannot be made consistent
         // are reported now, with the transform's message naming the nodes.
         for pick_last in [false, true] {
-            let point: Vec<f64> = space.choices.iter().map(|c| if pick_last { (c.len() - 1) as f64 } else { 0.0 }).collect();
+            let point: Vec<f64> = space.seeded.lists.iter().map(|l| if pick_last { (l.choices.len() - 1) as f64 } else { 0.0 }).collect();
             let args = space.args(&space.to_config(&point)?)?;
             widened_ops(&space.base.graph, &space.base.params, &args, &space.sample_shape).map_err(|e| err(e.to_string()))?;
         }
@@ -177,9 +212,9 @@ impl ChannelMultiplier {
         mase_passes::parse_args("channel_multiplier", config).map_err(|e| err(e.to_string()))
     }
 
-    /// The choice lists, in parameter order.
-    pub fn choices(&self) -> &[Vec<Value>] {
-        &self.choices
+    /// The number of distinct configs (the product of the choice counts), saturating.
+    pub fn size(&self) -> u128 {
+        self.seeded.size()
     }
 }
 
@@ -189,14 +224,14 @@ impl SearchSpace for ChannelMultiplier {
     }
 
     fn params(&self) -> &[ParamDef] {
-        &self.params
+        &self.seeded.params
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        let flat = chosen(NAME, point, &self.params, &self.choices)?;
+        let flat = self.seeded.flat_config(NAME, point)?;
         let mut cfg = Map::new();
         cfg.insert("by".into(), json!("name"));
-        cfg.extend(unflatten(flat));
+        cfg.extend(unflatten(flat.iter().map(|(k, v)| (k.as_str(), v.clone()))));
         Ok(Value::Object(cfg))
     }
 
@@ -208,6 +243,6 @@ impl SearchSpace for ChannelMultiplier {
     }
 
     fn signature(&self) -> Value {
-        json!({"name": NAME, "params": self.params, "choices": self.choices, "keep_weights": self.keep_weights})
+        json!({"name": NAME, "params": self.seeded.params, "choices": self.seeded.choice_values(), "keep_weights": self.keep_weights})
     }
 }

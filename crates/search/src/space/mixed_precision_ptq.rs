@@ -6,11 +6,22 @@
 //! - `by = "type"` picks each node's seed by its op type, and the sampled config is then applied
 //!   by node name, so the sampled formats are used (in MASE the per-node keys of a `by = "type"`
 //!   search never match, every node falls to the bypassed default, and all trials score the same).
+//!
+//! Additions to MASE's syntax (its configs run unchanged):
+//! - tuple choices: `data_in = [[16, 8], [8, 6]]` with `data_in_fields = ["width", "frac_width"]`
+//!   is one parameter whose choices set `data_in_width` and `data_in_frac_width` together
+//!   (see [`crate::space::choices`]);
+//! - `setup.tie = "type"` (with `by = "type"`): the nodes of one op type share their parameters
+//!   (`linear/config/weight_width` for every linear layer), so lab 3's space of four
+//!   (width, frac_width) pairs for data_in and four for weight is 16 points whatever the number
+//!   of layers. The stored config still names every node.
 
-use crate::flatten::{flatten, unflatten};
-use crate::space::{chosen, BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
-use crate::{ParamDef, ParamKind, Result, SearchError};
+use crate::flatten::unflatten;
+use crate::space::choices::{choice_lists, ChoiceList, SeededParams};
+use crate::space::{BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
+use crate::{ParamDef, Result, SearchError};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// MASE's `QUANTIZEABLE_OP`: the mase_ops that get a seed entry.
@@ -31,20 +42,14 @@ const NAME: &str = "graph/quantize/mixed_precision_ptq";
 pub struct MixedPrecisionPtq {
     base: Arc<BaseModel>,
     quantizer: Arc<dyn Quantizer>,
-    params: Vec<ParamDef>,
-    /// The choice values of each parameter (MASE's `choices_flattened`), `"NA"` already `null`.
-    choices: Vec<Vec<Value>>,
+    /// The parameters (MASE's `choices_flattened`, `"NA"` already `null`) and the nodes they set.
+    seeded: SeededParams,
 }
 
 impl MixedPrecisionPtq {
-    /// The choice lists, in parameter order.
-    pub fn choices(&self) -> &[Vec<Value>] {
-        &self.choices
-    }
-
     /// The number of distinct configs (the product of the choice counts), saturating.
     pub fn size(&self) -> u128 {
-        self.choices.iter().fold(1u128, |acc, c| acc.saturating_mul(c.len() as u128))
+        self.seeded.size()
     }
 }
 
@@ -72,8 +77,8 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
         SearchError::config("search.search_space.setup", "missing: give `by = \"name\"` or `by = \"type\"` (MASE asserts it)")
     })?;
     for key in setup.keys() {
-        if !["by", "model_parallel"].contains(&key.as_str()) {
-            return Err(SearchError::config(format!("search.search_space.setup.{key}"), "unknown key (expected by)"));
+        if !["by", "tie", "model_parallel"].contains(&key.as_str()) {
+            return Err(SearchError::config(format!("search.search_space.setup.{key}"), "unknown key (expected by, tie)"));
         }
     }
     let by = match setup.get("by").and_then(Value::as_str) {
@@ -83,11 +88,26 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
         }
         None => return Err(SearchError::config("search.search_space.setup.by", "missing: expected \"name\" or \"type\"")),
     };
+    let tie_by_type = match setup.get("tie") {
+        None => false,
+        Some(Value::String(t)) if t == "none" => false,
+        Some(Value::String(t)) if t == "type" && by == "type" => true,
+        Some(Value::String(t)) if t == "type" => {
+            return Err(SearchError::config(
+                "search.search_space.setup.tie",
+                "`type` ties the nodes of one op type, which share a seed only with `by = \"type\"`",
+            ))
+        }
+        Some(other) => {
+            return Err(SearchError::config("search.search_space.setup.tie", format!("must be \"type\" or \"none\", got {other}")))
+        }
+    };
     let seed = cfg.get("seed").and_then(Value::as_object).ok_or_else(|| {
         SearchError::config("search.search_space.seed", "missing: give at least `[search.search_space.seed.default.config]`")
     })?;
 
     // Every seed entry is checked, used or not, so a typo in an unused entry is still reported.
+    let mut entries: BTreeMap<&str, Vec<ChoiceList>> = BTreeMap::new();
     for (key, entry) in seed {
         let entry = entry.as_object().ok_or_else(|| {
             SearchError::config(
@@ -95,60 +115,45 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
                 "must be a table such as `[search.search_space.seed.<key>.config]`",
             )
         })?;
-        for (path, leaf) in flatten(entry) {
-            let where_ = format!("search.search_space.seed.{key}.{}", path.replace('/', "."));
-            match &leaf {
-                Value::Array(a) if a.is_empty() => return Err(SearchError::config(where_, "empty choice list: give at least one choice")),
-                Value::Array(_) => {}
-                _ => return Err(SearchError::config(where_, format!("must be a list of choices, got {leaf}"))),
-            }
-        }
+        let lists = choice_lists(entry, &format!("search.search_space.seed.{key}"))?;
+        entries.insert(key.as_str(), lists.into_iter().map(|l| l.map_values(na_to_null)).collect());
     }
-    let mut params = Vec::new();
-    let mut choices = Vec::new();
-    let mut nodes = 0;
+    let mut seeded = SeededParams::default();
+    // With `tie = "type"`: the parameters of each op type, made when its first node is met.
+    let mut tied: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for node in inputs.base.graph.nodes() {
         let op = node.op.mase_op();
         if !QUANTIZEABLE_OPS.contains(&op) {
             continue;
         }
-        nodes += 1;
         let key = if by == "name" { node.name.as_str() } else { op };
-        let (used, entry) = match seed.get(key) {
-            Some(e) => (key, e),
-            None => (
-                "default",
-                seed.get("default").ok_or_else(|| {
-                    SearchError::config(
-                        "search.search_space.seed",
-                        format!("no entry for `{key}` (node `{}`) and no `default` entry", node.name),
-                    )
-                })?,
-            ),
-        };
-        let entry = entry.as_object().ok_or_else(|| {
-            SearchError::config(
-                format!("search.search_space.seed.{used}"),
-                "must be a table such as `[search.search_space.seed.<key>.config]`",
-            )
-        })?;
-        for (path, leaf) in flatten(entry) {
-            let where_ = format!("search.search_space.seed.{used}.{}", path.replace('/', "."));
-            let list = match &leaf {
-                Value::Array(a) => a,
-                _ => return Err(SearchError::config(where_, format!("must be a list of choices, got {leaf}"))),
-            };
-            if list.is_empty() {
-                return Err(SearchError::config(where_, "empty choice list: give at least one choice"));
+        let lists = match entries.get(key).or_else(|| entries.get("default")) {
+            Some(lists) => lists,
+            None => {
+                return Err(SearchError::config(
+                    "search.search_space.seed",
+                    format!("no entry for `{key}` (node `{}`) and no `default` entry", node.name),
+                ))
             }
-            params.push(ParamDef { name: format!("{}/{path}", node.name), kind: ParamKind::Index { choices: list.len() } });
-            choices.push(list.iter().map(na_to_null).collect());
-        }
+        };
+        let ids = match tied.get(op) {
+            Some(ids) if tie_by_type => ids.clone(),
+            _ => {
+                let owner = if tie_by_type { op } else { node.name.as_str() };
+                let ids: Vec<usize> =
+                    lists.iter().map(|l| seeded.add(format!("{owner}/{}", l.path), l.clone(), !tie_by_type && !l.tuple)).collect();
+                if tie_by_type {
+                    tied.insert(op, ids.clone());
+                }
+                ids
+            }
+        };
+        seeded.nodes.push((node.name.clone(), ids));
     }
-    if nodes == 0 {
+    if seeded.nodes.is_empty() {
         return Err(err(format!("the model has no quantizable node (ops {})", QUANTIZEABLE_OPS.join(", "))));
     }
-    Ok(Box::new(MixedPrecisionPtq { base: inputs.base.clone(), quantizer: inputs.quantizer.clone(), params, choices }))
+    Ok(Box::new(MixedPrecisionPtq { base: inputs.base.clone(), quantizer: inputs.quantizer.clone(), seeded }))
 }
 
 impl SearchSpace for MixedPrecisionPtq {
@@ -157,12 +162,12 @@ impl SearchSpace for MixedPrecisionPtq {
     }
 
     fn params(&self) -> &[ParamDef] {
-        &self.params
+        &self.seeded.params
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        let flat = chosen(NAME, point, &self.params, &self.choices)?;
-        let mut cfg: Map<String, Value> = unflatten(flat);
+        let flat = self.seeded.flat_config(NAME, point)?;
+        let mut cfg: Map<String, Value> = unflatten(flat.iter().map(|(k, v)| (k.as_str(), v.clone())));
         cfg.insert("default".into(), default_quantization_config());
         Ok(Value::Object(cfg))
     }

@@ -11,6 +11,7 @@
 
 mod channel_and_quantize;
 mod channel_multiplier;
+pub mod choices;
 mod mixed_precision_ptq;
 mod quantize;
 
@@ -99,21 +100,6 @@ pub(crate) fn check_point(space: &str, point: &[f64], params: &[ParamDef]) -> Re
         return Err(SearchError::Space { space: space.into(), reason });
     }
     Ok(())
-}
-
-/// The chosen value of every parameter at `point` (one choice index per parameter), named by
-/// its parameter: the flattened config of a space whose parameters are choice lists.
-pub(crate) fn chosen<'a>(space: &str, point: &[f64], params: &'a [ParamDef], choices: &[Vec<Value>]) -> Result<Vec<(&'a str, Value)>> {
-    check_point(space, point, params)?;
-    let mut flat = Vec::with_capacity(point.len());
-    for ((p, c), &x) in params.iter().zip(choices).zip(point) {
-        let v = c.get(x as usize).ok_or_else(|| SearchError::Space {
-            space: space.into(),
-            reason: format!("index {x} out of range for `{}` ({} choices)", p.name, c.len()),
-        })?;
-        flat.push((p.name.as_str(), v.clone()));
-    }
-    Ok(flat)
 }
 
 /// Builds the space named by `config["name"]`.

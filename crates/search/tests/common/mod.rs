@@ -60,6 +60,13 @@ pub fn example_search(file: &str) -> Value {
     serde_json::to_value(&t["search"]).unwrap()
 }
 
+/// The `[search]` table of a config file under `configs/`.
+pub fn config_search(file: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("configs").join(file)).unwrap();
+    let t: toml::Table = text.parse().unwrap();
+    serde_json::to_value(&t["search"]).unwrap()
+}
+
 /// The mixed-precision space of a `[search]` table on a base model.
 pub fn space(search: &Value, base: Arc<BaseModel>) -> Result<Box<dyn SearchSpace>> {
     build_space(&SpaceInputs { config: &search["search_space"], base, quantizer: Arc::new(mase_search::PassesQuantizer) })
@@ -72,7 +79,7 @@ pub struct Grid {
 
 impl Grid {
     pub fn new(dims: usize, n: usize) -> Grid {
-        Grid { params: (0..dims).map(|i| ParamDef { name: format!("x{i}"), kind: ParamKind::Index { choices: n } }).collect() }
+        Grid { params: (0..dims).map(|i| ParamDef::new(format!("x{i}"), ParamKind::Index { choices: n })).collect() }
     }
 }
 
