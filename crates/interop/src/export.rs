@@ -341,7 +341,8 @@ impl Ex<'_> {
                     Op::Mul => "Mul",
                     Op::Div => "Div",
                     Op::Pow => "Pow",
-                    _ => "MatMul",
+                    Op::MatMul => "MatMul",
+                    _ => unreachable!("this arm is entered for Add, Sub, Mul, Div, Pow and MatMul only"),
                 };
                 self.add(on(op), op, ins.clone(), out.clone(), vec![]);
             }
@@ -360,7 +361,8 @@ impl Ex<'_> {
                 let vname = self.init(&format!("{name}.value"), &Tensor::scalar(*value));
                 self.add(on("Pad"), "Pad", vec![x, pname, vname], out.clone(), vec![]);
             }
-            other => return Err(xerr(&name, format!("op `{}` has no ONNX export", other.mase_op()))),
+            // GELU's tanh approximation has no ONNX operator before opset 20.
+            other @ Op::Gelu { tanh: true } => return Err(xerr(&name, format!("op `{}` has no ONNX export", other.mase_op()))),
         }
         let final_name = match data_out {
             Some(f) => self.quantized(n, out, Some(f), &format!("/{name}/output_quant"))?,
