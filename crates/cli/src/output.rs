@@ -27,9 +27,15 @@ impl Human {
         eprintln!("WARNING  {}", s.as_ref());
     }
 
-    /// Prints the final JSON result (only under `--json`).
+    /// Prints the final JSON result (only under `--json`), with the notes of the ONNX imports
+    /// of the run as `import_notes` when there are any.
     pub fn result(&self, v: &serde_json::Value) {
         if self.json {
+            let notes = crate::session::import_notes();
+            let mut v = v.clone();
+            if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
+                obj.insert("import_notes".into(), serde_json::Value::Array(notes));
+            }
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{v}");
         }

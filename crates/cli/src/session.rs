@@ -2,7 +2,7 @@
 
 use crate::config::{OptimizerName, Settings};
 use anyhow::{anyhow, bail, Context, Result};
-use mase_io::{Checkpoint, DataOptions, Dataset, Splits};
+use mase_io::{Checkpoint, DataOptions, Dataset, FileKind, Splits};
 use mase_ir::{Graph, ParamStore};
 use mase_runtime::{Executor, Optimizer, OptimizerKind, OptimizerState};
 use mase_zoo::ModelContext;
@@ -24,9 +24,7 @@ pub fn model_context(splits: &Splits) -> ModelContext {
 pub fn resolve_graph(s: &Settings, ctx: &ModelContext) -> Result<(Graph, String)> {
     if let Some(path) = onnx_model_file(s) {
         let m = import_onnx(&path)?;
-        if m.sample_shape != ctx.sample_shape {
-            bail!("model {}: it takes samples of shape {:?}, the data set gives {:?}", path.display(), m.sample_shape, ctx.sample_shape);
-        }
+        check_sample_shape(&m.graph, &ctx.sample_shape, &path)?;
         let label = path.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
         return Ok((m.graph, label));
     }
@@ -46,9 +44,29 @@ pub fn onnx_model_file(s: &Settings) -> Option<std::path::PathBuf> {
     s.model_file.clone().filter(|p| is_onnx(p)).or_else(|| s.model.as_ref().map(std::path::PathBuf::from).filter(|p| is_onnx(p)))
 }
 
-/// Imports an ONNX/QONNX model file (graph, weights, number formats).
+/// Imports an ONNX/QONNX model file (graph, weights, number formats). What the import assumed
+/// or changed (its notes) goes to stderr, once per file, and into the `--json` result (see
+/// [`import_notes`]).
 pub fn import_onnx(path: &Path) -> Result<mase_interop::Imported> {
-    Ok(mase_interop::import_file(path, &mase_interop::ImportOptions::default())?)
+    let m = mase_interop::import_file(path, &mase_interop::ImportOptions::default())?;
+    let mut seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let file = path.display().to_string();
+    if !seen.iter().any(|(f, _)| *f == file) {
+        for note in &m.notes {
+            eprintln!("NOTE     {file}: {note}");
+            seen.push((file.clone(), note.clone()));
+        }
+    }
+    Ok(m)
+}
+
+/// The notes of the ONNX files this process imported, by file.
+static IMPORT_NOTES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The notes of every ONNX import of this run, as `--json` results list them.
+pub fn import_notes() -> Vec<Value> {
+    let seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.iter().map(|(file, note)| json!({"file": file, "note": note})).collect()
 }
 
 /// The weights a run starts from: the ONNX file's own when the model is one, else fresh ones
@@ -72,16 +90,25 @@ pub fn make_optimizer(s: &Settings) -> Optimizer {
     Optimizer::new(kind, s.learning_rate as f32)
 }
 
-/// Reads a checkpoint, telling PyTorch files apart from ours.
+/// Reads a checkpoint (`--load`), telling PyTorch files apart from ours and naming the flag
+/// that takes a file that is no checkpoint (an ONNX model).
 pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
-    let head = std::fs::File::open(path).and_then(|mut f| {
-        let mut b = [0u8; 2];
-        std::io::Read::read(&mut f, &mut b).map(|n| b[..n].to_vec())
+    let head = std::fs::File::open(path).and_then(|f| {
+        let mut b = Vec::with_capacity(16);
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, 16), &mut b).map(|_| b)
     });
-    match head {
+    let head = match head {
         Err(e) => bail!("checkpoint {}: cannot open: {e}", path.display()),
-        Ok(b) if b == b"PK" => read_foreign_checkpoint(path),
-        Ok(_) => Ok(mase_io::load_checkpoint(path)?),
+        Ok(b) => b,
+    };
+    const TAKES: &str = "--load takes a checkpoint saved by mase-rs (safetensors), a PyTorch or Lightning file, or an .npz of weights";
+    match mase_io::sniff_file(&head) {
+        FileKind::Zip | FileKind::Pickle => read_foreign_checkpoint(path),
+        FileKind::Safetensors => Ok(mase_io::load_checkpoint(path)?),
+        FileKind::Onnx => {
+            bail!("checkpoint {}: it is an ONNX model, not a checkpoint; give ONNX models with --model-file", path.display())
+        }
+        FileKind::Empty | FileKind::Unknown => bail!("checkpoint {}: {}; {TAKES}", path.display(), mase_io::describe_file(&head)),
     }
 }
 
@@ -163,6 +190,33 @@ pub fn evaluate(exec: &mut Executor, data: &Dataset, batch_size: usize) -> Resul
         correct += st.correct;
     }
     Ok(EvalResult { loss: loss_sum / batches as f64, accuracy: correct as f64 / data.len() as f64 })
+}
+
+/// The shape of one input sample a graph declares: its input's recorded shape (imported and
+/// built models record it), else the width of a linear layer or batch norm reading the input.
+pub fn declared_sample_shape(graph: &Graph) -> Option<Vec<usize>> {
+    let input = *graph.inputs().first()?;
+    if let Some(mase_ir::ArgMeta::Tensor(t)) = graph.node(input).meta.common.results.get("data_out_0") {
+        if t.shape.len() > 1 {
+            return Some(t.shape[1..].to_vec());
+        }
+    }
+    graph.users(input).into_iter().find_map(|u| match &graph.node(u).op {
+        mase_ir::Op::Linear { in_features, .. } => Some(vec![*in_features]),
+        mase_ir::Op::BatchNorm1d(s) => Some(vec![s.num_features]),
+        _ => None,
+    })
+}
+
+/// Checks, before anything runs, that the data set's samples have the shape the model takes;
+/// `origin` is the model or checkpoint file.
+pub fn check_sample_shape(graph: &Graph, data_shape: &[usize], origin: &Path) -> Result<()> {
+    match declared_sample_shape(graph) {
+        Some(want) if want != data_shape => {
+            bail!("model {}: it takes samples of shape {want:?}, the data set gives samples of shape {data_shape:?}", origin.display())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks that a checkpoint's parameters fit a graph (same names and shapes).

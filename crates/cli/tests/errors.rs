@@ -29,6 +29,12 @@ fn bad_input_gives_one_line() {
     std::fs::create_dir_all(&empty).unwrap();
     std::fs::write(dir.join("typo.toml"), "model = \"jsc-tiny\"\ndataset = \"jsc\"\nbatch_sise = 64\n").unwrap();
     std::fs::write(dir.join("corrupt.ckpt"), b"this is not a checkpoint at all, just text").unwrap();
+    std::fs::write(dir.join("empty.ckpt"), b"").unwrap();
+    // A safetensors file whose 8-byte header length is damaged (it announces 4 GiB).
+    std::fs::write(dir.join("damaged.ckpt"), [&u32::MAX.to_le_bytes()[..], &[0; 4], b"{}"].concat()).unwrap();
+    let onnx_dir = repo_root().join("crates/interop/tests/fixtures/models");
+    let keras_conv = onnx_dir.join("conv2d_small_keras.onnx").display().to_string();
+    let jsc_onnx = onnx_dir.join("jsc-tiny_lab_model_dynbatch.onnx").display().to_string();
     // Files whose announced sizes no memory holds: a table header, IDX dimensions, a layer width.
     let huge_table = dir.join("huge-table");
     std::fs::create_dir_all(huge_table.join("tabular")).unwrap();
@@ -46,7 +52,24 @@ fn bad_input_gives_one_line() {
         (v(&["train", "tfc", "mnist", "--bogus-flag"]), vec!["--bogus-flag"]),
         (v(&["train", "--config", "typo.toml"]), vec!["batch_sise", "typo.toml"]),
         (v(&["train", "jsc-tiny", "jsc", "--data-dir", empty.to_str().unwrap()]), vec!["jsc", "MASE_DATA_DIR"]),
-        (v(&["test", "tfc", "mnist", "--load", "corrupt.ckpt"]), vec!["corrupt.ckpt"]),
+        (
+            v(&["test", "tfc", "mnist", "--load", "corrupt.ckpt"]),
+            vec!["corrupt.ckpt", "unknown format (first bytes 74 68 69 73", "--load takes"],
+        ),
+        (v(&["test", "tfc", "mnist", "--load", "empty.ckpt"]), vec!["empty.ckpt", "the file is empty (0 bytes)", "--load takes"]),
+        (
+            v(&["test", "tfc", "mnist", "--load", "damaged.ckpt"]),
+            vec!["damaged.ckpt", "header length (its first 8 bytes) is damaged: it says 4294967295 bytes, the file has 10"],
+        ),
+        (v(&["test", "tfc", "mnist", "--load", &jsc_onnx]), vec!["jsc-tiny_lab_model_dynbatch.onnx", "an ONNX model", "--model-file"]),
+        (
+            v(&["test", "--model-file", &keras_conv, "digits"]),
+            vec!["conv2d_small_keras.onnx", "takes samples of shape [8, 8, 1], the data set gives samples of shape [1, 8, 8]"],
+        ),
+        (
+            v(&["test", "--model-file", &jsc_onnx, "digits"]),
+            vec!["jsc-tiny_lab_model_dynbatch.onnx", "takes samples of shape [16], the data set gives samples of shape [1, 8, 8]"],
+        ),
         (v(&["test", "tfc", "mnist", "--load", "missing.ckpt"]), vec!["missing.ckpt"]),
         (v(&["test", "tfc", "mnist"]), vec!["--load"]),
         (v(&["train", "jsc-tiny", "digits"]), vec!["jsc-tiny"]),

@@ -39,6 +39,21 @@ fn onnx_models_test_and_train_from_their_own_weights() {
 }
 
 #[test]
+fn import_notes_are_printed_and_in_the_json_result() {
+    let root = scratch("interop-notes");
+    let data = jsc_data(&root);
+    let onnx = interop_fixture("models/jsc-tiny_lab_model_batch8.onnx");
+    let note = "input `input.1` fixes the batch size to 8; the imported model takes any batch size";
+    let out = ch(&["test", "--model-file", &onnx, "jsc", "--data-dir", data.to_str().unwrap(), "--json"], &root);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("NOTE")).collect();
+    assert_eq!(notes, [format!("NOTE     {onnx}: {note}")]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["import_notes"], serde_json::json!([{"file": onnx, "note": note}]));
+}
+
+#[test]
 fn lightning_checkpoints_load_into_zoo_models_and_export() {
     let root = scratch("interop-pl");
     let data = jsc_data(&root);

@@ -306,3 +306,30 @@ fn hostile_weight_files_give_one_error_line() {
         assert!(!e.contains('\n'), "{label}: error is not one line: {e}");
     }
 }
+
+/// A float initializer.
+fn f32_init(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
+    TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 1, float_data: v.to_vec(), ..Default::default() }
+}
+
+#[test]
+fn a_transpose_without_perm_that_moves_the_batch_is_named() {
+    // `[N, 4]` transposed without `perm` is `[4, N]`: the batch norm after it finds the batch in
+    // its channel axis.
+    let stats: Vec<TensorProto> = ["scale", "bias", "mean", "var"].iter().map(|k| f32_init(k, &[4], &[1.0; 4])).collect();
+    let m = model(
+        4,
+        vec![
+            node("t", "Transpose", &["x"], "xt", vec![]),
+            node("bn", "BatchNormalization", &["xt", "scale", "bias", "mean", "var"], "y", vec![]),
+        ],
+        stats,
+    );
+    let e = import_model(&m, &ImportOptions::default()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "ONNX node `bn` (BatchNormalization): the channel dimension must be fixed; input `xt` has the batch dimension in axis 1 \
+         (the channel axis): Transpose `t` has no `perm`, so it reverses all dimensions and moves the batch out of axis 0; \
+         give it a `perm` that keeps axis 0 first"
+    );
+}

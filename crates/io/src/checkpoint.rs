@@ -165,7 +165,71 @@ pub fn load_checkpoint(path: &Path) -> Result<Checkpoint> {
     decode(path, &bytes)
 }
 
+/// What a file given as a checkpoint holds, told from its first bytes (16 are enough).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Empty,
+    /// A safetensors file, as mase-rs checkpoints are: 8 bytes of header length, then `{`. The
+    /// length itself may be damaged.
+    Safetensors,
+    /// A zip archive: a PyTorch `torch.save` file, a Lightning checkpoint or an `.npz`.
+    Zip,
+    /// A bare pickle: PyTorch's legacy `torch.save` format.
+    Pickle,
+    /// An ONNX model (a protobuf `ModelProto`).
+    Onnx,
+    Unknown,
+}
+
+/// Tells what a file is from its first bytes.
+pub fn sniff_file(head: &[u8]) -> FileKind {
+    // ONNX writers emit `ModelProto` fields in number order: `ir_version` (field 1, a small
+    // varint), then producer name/version, domain, model version, doc string, graph, opsets or
+    // metadata (fields 2 to 8 and 14).
+    const ONNX_SECOND_FIELD: [u8; 8] = [0x12, 0x1a, 0x22, 0x28, 0x32, 0x3a, 0x42, 0x72];
+    match head {
+        [] => FileKind::Empty,
+        [b'P', b'K', 3 | 5, 4 | 6, ..] => FileKind::Zip,
+        [0x80, 2..=5, ..] => FileKind::Pickle,
+        [_, _, _, _, _, _, _, _, b'{', ..] => FileKind::Safetensors,
+        [0x08, 1..=0x7f, f, ..] if ONNX_SECOND_FIELD.contains(f) => FileKind::Onnx,
+        _ => FileKind::Unknown,
+    }
+}
+
+/// What the file is, as error messages say it.
+pub fn describe_file(head: &[u8]) -> String {
+    match sniff_file(head) {
+        FileKind::Empty => "the file is empty (0 bytes)".into(),
+        FileKind::Safetensors => "a safetensors file".into(),
+        FileKind::Zip => "a zip archive (a PyTorch or Lightning checkpoint, or an .npz)".into(),
+        FileKind::Pickle => "a pickle (PyTorch's legacy torch.save format)".into(),
+        FileKind::Onnx => "an ONNX model".into(),
+        FileKind::Unknown => {
+            let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            format!("of an unknown format (first bytes {})", hex.join(" "))
+        }
+    }
+}
+
 fn decode(path: &Path, bytes: &[u8]) -> Result<Checkpoint> {
+    match sniff_file(bytes) {
+        FileKind::Safetensors => {}
+        FileKind::Unknown | FileKind::Empty => {
+            return Err(ck_err(path, format!("not a mase-rs checkpoint (a safetensors file): {}", describe_file(bytes))))
+        }
+        _ => return Err(ck_err(path, format!("{}, not a mase-rs checkpoint (a safetensors file)", describe_file(bytes)))),
+    }
+    let announced = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
+    if announced > (bytes.len() - 8) as u64 {
+        return Err(ck_err(
+            path,
+            format!(
+                "a safetensors file whose header length (its first 8 bytes) is damaged: it says {announced} bytes, the file has {}",
+                bytes.len()
+            ),
+        ));
+    }
     let (_, header) = SafeTensors::read_metadata(bytes)
         .map_err(|e| ck_err(path, format!("not a readable safetensors file ({e:?}); truncated or damaged?")))?;
     let st = SafeTensors::deserialize(bytes).map_err(|e| ck_err(path, format!("not a readable safetensors file ({e:?})")))?;
@@ -301,6 +365,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn files_that_are_no_checkpoint_say_what_they_are() {
+        let path = Path::new("w.ckpt");
+        let Ok(good) = encode(path, &jsc_tiny()) else { panic!("encode") };
+        // The header length's third byte damaged: it announces 2 MiB more than the file has.
+        let mut long = good.clone();
+        long[2] ^= 0x20;
+        let announced = u64::from_le_bytes(long[..8].try_into().unwrap_or_default());
+        // An ONNX `ModelProto` starts with `ir_version` (field 1) and `producer_name` (field 2).
+        let onnx = b"\x08\x07\x12\x07pytorch".to_vec();
+        let cases: [(&str, Vec<u8>, FileKind, String); 6] = [
+            ("empty", vec![], FileKind::Empty, "the file is empty (0 bytes)".into()),
+            ("onnx", onnx, FileKind::Onnx, "an ONNX model, not a mase-rs checkpoint".into()),
+            ("zip", b"PK\x03\x04rest".to_vec(), FileKind::Zip, "a zip archive (a PyTorch or Lightning checkpoint, or an .npz)".into()),
+            ("pickle", vec![0x80, 2, b'}', b'.'], FileKind::Pickle, "a pickle (PyTorch's legacy torch.save format)".into()),
+            ("text", b"hello".to_vec(), FileKind::Unknown, "of an unknown format (first bytes 68 65 6c 6c 6f)".into()),
+            (
+                "damaged length",
+                long,
+                FileKind::Safetensors,
+                format!("header length (its first 8 bytes) is damaged: it says {announced} bytes, the file has {}", good.len()),
+            ),
+        ];
+        for (what, bytes, kind, want) in cases {
+            assert_eq!(sniff_file(&bytes[..bytes.len().min(16)]), kind, "{what}");
+            let e = decode(path, &bytes).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("checkpoint w.ckpt: ") && e.contains(&want), "{what}: {e}");
+        }
+        assert_eq!(sniff_file(&good[..16]), FileKind::Safetensors);
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod standardize;
 mod tabular;
 mod toy;
 
-pub use checkpoint::{load_checkpoint, save_checkpoint, Checkpoint, CHECKPOINT_FORMAT};
+pub use checkpoint::{describe_file, load_checkpoint, save_checkpoint, sniff_file, Checkpoint, FileKind, CHECKPOINT_FORMAT};
 pub use cifar10::{augment_cifar, CLASS_NAMES as CIFAR10_CLASSES};
 pub use dataset::{batch_order, Dataset, DatasetInfo, Splits};
 pub use error::{IoError, Result};

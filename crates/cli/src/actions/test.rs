@@ -41,6 +41,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     }
     let label = if saved_model.is_empty() { s.model.clone().unwrap_or_else(|| "model".into()) } else { saved_model };
+    session::check_sample_shape(&ck.graph, &splits.info.sample_shape, &path)?;
     let mut exec = Executor::new(&ck.graph, &ck.params, ExecOptions { threads: s.threads, seed: s.seed })?;
     human.info(format!("Testing model '{label}'..."));
     let r = evaluate(&mut exec, &splits.test, s.batch_size)?;

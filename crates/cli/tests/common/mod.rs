@@ -31,13 +31,14 @@ pub fn ch_json(args: &[&str], cwd: &Path) -> serde_json::Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("stdout of ch {args:?} is not one JSON object ({e}): {stdout}"))
 }
 
-/// Runs `ch`, asserts it failed with exactly one line on stderr, and returns that line.
+/// Runs `ch`, asserts it failed with exactly one line on stderr (besides warnings and the notes
+/// of ONNX imports), and returns that line.
 pub fn ch_error(args: &[&str], cwd: &Path) -> String {
     let out = ch(args, cwd);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success(), "ch {args:?} should fail, stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "ch {args:?} panicked: {stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("WARNING")).collect();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("WARNING") && !l.starts_with("NOTE")).collect();
     assert_eq!(lines.len(), 1, "ch {args:?} should print one error line, got: {stderr}");
     lines[0].to_string()
 }

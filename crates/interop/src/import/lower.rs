@@ -2,7 +2,7 @@
 
 use super::fold::{self, Bin};
 use super::value::{Dim, Dyn, Val};
-use super::{base_name, param_prefix, Importer, WeightQuant};
+use super::{base_name, is_state_dict_name, Importer, WeightQuant};
 use crate::onnx::attrs::Attrs;
 use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::{dims_fit, Const, Data};
@@ -73,7 +73,38 @@ const MAX_WINDOW: i64 = 1 << 16;
 impl Importer {
     /// Imports one ONNX node.
     pub(crate) fn node(&mut self, n: &NodeProto) -> Result<()> {
-        let out = if qonnx::is_quant_op(n) {
+        let out = self.lower(n).map_err(|e| self.explain_moved_batch(n, e))?;
+        if matches!(out, Val::Const(_) | Val::Sym { .. }) && n.op_type != "Constant" {
+            *self.folded.entry(n.op_type.clone()).or_default() += 1;
+        }
+        let first = n.output.first().filter(|o| !o.is_empty()).ok_or_else(|| err(n, "the node has no output"))?;
+        self.vals.insert(first.clone(), out);
+        for (k, o) in n.output.iter().enumerate().skip(1).filter(|(_, o)| !o.is_empty()) {
+            self.unavailable
+                .insert(o.clone(), format!("it is output {k} of node `{}` ({}), which mase-rs does not compute", n.name, n.op_type));
+        }
+        Ok(())
+    }
+
+    /// Adds to the error of node `n` that an input's batch dimension is not in axis 0 because a
+    /// `Transpose` without `perm` (which reverses all dimensions) moved it.
+    fn explain_moved_batch(&self, n: &NodeProto, e: InteropError) -> InteropError {
+        let Some((value, (axis, t))) = n.input.iter().find_map(|i| self.batch_moved.get(i).map(|m| (i, m))) else { return e };
+        let channel = if *axis == 1 { " (the channel axis)" } else { "" };
+        let why = format!(
+            "input `{value}` has the batch dimension in axis {axis}{channel}: Transpose `{t}` has no `perm`, so it reverses all \
+             dimensions and moves the batch out of axis 0; give it a `perm` that keeps axis 0 first"
+        );
+        match e {
+            InteropError::Node { node, op, reason } => InteropError::Node { node, op, reason: format!("{reason}; {why}") },
+            InteropError::Graph { reason } => InteropError::Graph { reason: format!("{reason}; {why}") },
+            other => other,
+        }
+    }
+
+    /// The value of ONNX node `n`.
+    fn lower(&mut self, n: &NodeProto) -> Result<Val> {
+        Ok(if qonnx::is_quant_op(n) {
             self.quant(n)?
         } else {
             match n.op_type.as_str() {
@@ -110,20 +141,13 @@ impl Importer {
                 "Shape" => self.shape(n)?,
                 "Gather" => self.gather(n)?,
                 "Constant" => self.constant(n)?,
-                "Identity" => self.req(n, 0)?,
+                "Identity" => self.identity(n)?,
                 "Dropout" => self.dropout(n)?,
                 "Cast" => self.cast(n)?,
                 "Pad" => self.pad(n)?,
                 other => return Err(err(n, format!("operator `{other}` is not supported"))),
             }
-        };
-        let first = n.output.first().filter(|o| !o.is_empty()).ok_or_else(|| err(n, "the node has no output"))?;
-        self.vals.insert(first.clone(), out);
-        for (k, o) in n.output.iter().enumerate().skip(1).filter(|(_, o)| !o.is_empty()) {
-            self.unavailable
-                .insert(o.clone(), format!("it is output {k} of node `{}` ({}), which mase-rs does not compute", n.name, n.op_type));
-        }
-        Ok(())
+        })
     }
 
     fn opt(&self, n: &NodeProto, k: usize) -> Result<Option<Val>> {
@@ -155,8 +179,8 @@ impl Importer {
     fn operand(&mut self, n: &NodeProto, v: Val) -> Result<(NodeId, Option<QuantFormat>)> {
         match v {
             Val::Dyn(d) => Ok((d.id, d.quant)),
-            Val::Const(c) => Ok((self.const_node(&c, &format!("{}_const", base_name(n))), None)),
-            Val::QConst(c, f) => Ok((self.const_node(&c, &format!("{}_const", base_name(n))), Some(f))),
+            Val::Const(c) => Ok((self.const_node(n, &c), None)),
+            Val::QConst(c, f) => Ok((self.const_node(n, &c), Some(f))),
             Val::Sym { .. } => Err(err(n, "a shape computed from the batch size is used as data, which is not supported")),
         }
     }
@@ -265,7 +289,7 @@ impl Importer {
         }
         let (out_features, in_features) = (w.shape[0], w.shape[1]);
         let origins = [w.origin.as_deref(), b.as_ref().and_then(|(c, _)| c.origin.as_deref())];
-        let target = self.unique_target(&param_prefix(&origins).unwrap_or_else(|| base_name(n)));
+        let target = self.module_target(n, &origins);
         let op = Op::Linear { in_features, out_features, bias: b.is_some() };
         let data_in = vec![x.quant.clone()];
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], data_in)?;
@@ -499,7 +523,7 @@ impl Importer {
             bias: b.is_some(),
         };
         let origins = [w.origin.as_deref(), b.as_ref().and_then(|(c, _)| c.origin.as_deref())];
-        let target = self.unique_target(&param_prefix(&origins).unwrap_or_else(|| base_name(n)));
+        let target = self.module_target(n, &origins);
         let op = if dims == 1 { Op::Conv1d(spec) } else { Op::Conv2d(spec) };
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
         self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w.tensor(), wq.as_ref())?, true);
@@ -599,7 +623,7 @@ impl Importer {
             r => return Err(err(n, format!("input of rank {r} is not supported"))),
         };
         let origins: Vec<Option<&str>> = ps.iter().map(|p| p.origin.as_deref()).collect();
-        let target = self.unique_target(&param_prefix(&origins).unwrap_or_else(|| base_name(n)));
+        let target = self.module_target(n, &origins);
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
         for (p, (name, trainable)) in ps.iter().zip([("weight", true), ("bias", true), ("running_mean", false), ("running_var", false)]) {
             self.params.insert(format!("{target}.{name}"), Tensor { shape: vec![c], data: p.f32s() }, trainable);
@@ -744,7 +768,7 @@ impl Importer {
     }
 
     /// ONNX reshape targets (`0` copies a dimension, `-1` is inferred) against a source shape.
-    fn resolve_reshape(&self, n: &NodeProto, src: &[Dim], entries: &[Dim], allow_zero: bool, dynamic: bool) -> Result<Vec<Dim>> {
+    fn resolve_reshape(&mut self, n: &NodeProto, src: &[Dim], entries: &[Dim], allow_zero: bool, dynamic: bool) -> Result<Vec<Dim>> {
         let mut t = Vec::with_capacity(entries.len());
         let mut infer = None;
         for (i, e) in entries.iter().enumerate() {
@@ -758,7 +782,13 @@ impl Importer {
                     Dim::Fixed(1)
                 }
                 Dim::Fixed(v) if v < 0 => return Err(err(n, format!("invalid shape entry {v}"))),
-                Dim::Fixed(v) if dynamic && i == 0 && src.first() == Some(&Dim::Batch) && self.hard_batch == Some(v as usize) => Dim::Batch,
+                Dim::Fixed(v) if dynamic && i == 0 && src.first() == Some(&Dim::Batch) && self.hard_batch == Some(v as usize) => {
+                    self.notes.push(format!(
+                        "Reshape `{}`: shape entry 0 equals the file's fixed batch size {v} and is read as the batch",
+                        n.name
+                    ));
+                    Dim::Batch
+                }
                 Dim::Fixed(v) => Dim::Fixed(v),
             });
         }
@@ -790,10 +820,16 @@ impl Importer {
             Val::Const(c) | Val::QConst(c, _) => c.shape.len(),
             v => return Err(err(n, format!("transpose of {} is not supported", v.kind()))),
         };
-        let perm: Vec<usize> = match Attrs::new(n).ints("perm")? {
+        let given = Attrs::new(n).ints("perm")?;
+        let perm: Vec<usize> = match &given {
             Some(p) => p.iter().map(|&a| axis(n, a, rank)).collect::<Result<_>>()?,
             None => (0..rank).rev().collect(),
         };
+        if let (None, Val::Dyn(d), Some(out)) = (&given, &x, n.output.first()) {
+            if rank > 1 && d.shape.first() == Some(&Dim::Batch) {
+                self.batch_moved.insert(out.clone(), (rank - 1, n.name.clone()));
+            }
+        }
         let mut seen = vec![false; rank];
         if perm.len() != rank || perm.iter().any(|&p| std::mem::replace(&mut seen[p], true)) {
             return Err(err(n, format!("perm {perm:?} is not a permutation of {rank} dimensions")));
@@ -960,6 +996,17 @@ impl Importer {
             return Err(err(n, "no supported value attribute (value, value_float(s), value_int(s))"));
         };
         Ok(Val::Const(c))
+    }
+
+    /// The input itself. PyTorch's exporter reads an initializer it shared between modules of
+    /// equal values through an `Identity` whose output carries the reader's own state-dict name
+    /// (`seq_blocks.6.weight = Identity(seq_blocks.0.weight)`): the constant takes that name.
+    fn identity(&mut self, n: &NodeProto) -> Result<Val> {
+        let own = n.output.first().filter(|o| is_state_dict_name(o)).cloned();
+        Ok(match self.req(n, 0)? {
+            Val::Const(c) if own.is_some() && c.origin.is_some() => Val::Const(Const { origin: own, ..c }),
+            v => v,
+        })
     }
 
     fn dropout(&mut self, n: &NodeProto) -> Result<Val> {

@@ -20,7 +20,7 @@ use crate::onnx::proto::{GraphProto, ModelProto, NodeProto};
 use crate::onnx::tensor::{from_proto, Const};
 use crate::{InteropError, Result, UnsupportedOp};
 use mase_ir::{Graph, NodeId, NodeKind, NodeQuant, Op, ParamStore, QuantFormat, TensorMeta, ValueInfo};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use value::{Dim, Dyn, Val};
 
@@ -171,6 +171,8 @@ pub(crate) struct Importer {
     pub const_nodes: HashMap<String, NodeId>,
     /// How many ONNX nodes read each value (graph outputs count as readers).
     pub uses: HashMap<String, usize>,
+    /// How many ONNX nodes read each value, a node reading it twice counting once.
+    pub readers: HashMap<String, usize>,
     /// IR nodes that are bias-less linear layers made from a `MatMul`, which a following `Add`
     /// of a constant may complete.
     pub fusable: HashSet<NodeId>,
@@ -179,6 +181,11 @@ pub(crate) struct Importer {
     pub hard_batch: Option<usize>,
     pub opts: ImportOptions,
     pub notes: Vec<String>,
+    /// Values whose batch dimension a `Transpose` without `perm` moved away from axis 0, with
+    /// the axis it went to and the Transpose's name, to explain the error of a node reading one.
+    pub batch_moved: HashMap<String, (usize, String)>,
+    /// How many nodes of each operator computed constants or shapes, folded at import time.
+    pub folded: BTreeMap<String, usize>,
 }
 
 impl Importer {
@@ -192,11 +199,14 @@ impl Importer {
             targets: HashSet::new(),
             const_nodes: HashMap::new(),
             uses: HashMap::new(),
+            readers: HashMap::new(),
             fusable: HashSet::new(),
             opset,
             hard_batch: None,
             opts,
             notes: Vec::new(),
+            batch_moved: HashMap::new(),
+            folded: BTreeMap::new(),
         }
     }
 
@@ -208,6 +218,9 @@ impl Importer {
         for n in &graph.node {
             for i in n.input.iter().filter(|i| !i.is_empty()) {
                 *self.uses.entry(i.clone()).or_default() += 1;
+            }
+            for i in n.input.iter().filter(|i| !i.is_empty()).collect::<HashSet<_>>() {
+                *self.readers.entry(i.clone()).or_default() += 1;
             }
         }
         for o in &graph.output {
@@ -250,6 +263,11 @@ impl Importer {
         let p = self.probes[d.id.0].clone();
         self.probes.push(p);
         mase_ir::validate(&self.g, Some(&self.params))?;
+        if !self.folded.is_empty() {
+            let total: usize = self.folded.values().sum();
+            let ops: Vec<String> = self.folded.iter().map(|(op, k)| format!("{op} {k}")).collect();
+            self.notes.push(format!("{total} nodes computing constants or shapes were folded at import time ({})", ops.join(", ")));
+        }
         let output_shape = self.dyn_of(out_id)?.shape.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
         Ok(Imported {
             graph: std::mem::take(&mut self.g),
@@ -392,35 +410,84 @@ impl Importer {
         Ok(())
     }
 
-    /// A `get_attr` node reading a constant, stored (not trainable) in the parameter store.
-    pub fn const_node(&mut self, c: &Const, hint: &str) -> NodeId {
-        if let Some(o) = &c.origin {
-            if let Some(&id) = self.const_nodes.get(o) {
+    /// A `get_attr` node reading constant `c`, which ONNX node `n` uses as an operand.
+    ///
+    /// An initializer under a state-dict name (`gain`, `blocks.0.scale`) is a parameter the
+    /// model uses directly in `forward` (`x * self.gain`): as in torch.fx, a `get_attr` of a
+    /// trainable parameter, which fine-tuning updates. ONNX does not tell parameters from
+    /// buffers, so the import says so in its notes; batch-norm statistics (`running_mean`) are
+    /// buffers by name. Other constants (folded values, `Constant` nodes, exporter-named ones
+    /// such as `onnx::Mul_12`) are stored not trainable.
+    pub fn const_node(&mut self, n: &NodeProto, c: &Const) -> NodeId {
+        let param = c.origin.as_deref().filter(|o| c.is_float() && is_state_dict_name(o) && !is_buffer_name(o)).map(str::to_string);
+        let want = match (&param, &c.origin) {
+            (Some(o), _) => self.attr_name(n, o),
+            (None, Some(o)) => o.clone(),
+            (None, None) => format!("{}_const", base_name(n)),
+        };
+        if c.origin.is_some() {
+            if let Some(&id) = self.const_nodes.get(&want) {
                 if self.params.get(&self.g.node(id).target).is_some_and(|t| t.shape == c.shape && t.data == c.f32s()) {
                     return id;
                 }
             }
         }
-        let target = self.unique_target(c.origin.as_deref().unwrap_or(hint));
-        self.params.insert(target.clone(), c.tensor(), false);
+        let target = self.unique_target(&want);
+        self.params.insert(target.clone(), c.tensor(), param.is_some());
         let id = self.g.get_attr(&target);
         self.probes.push([ValueInfo::Tensor(c.shape.clone()), ValueInfo::Tensor(c.shape.clone())]);
-        if let Some(o) = &c.origin {
-            self.const_nodes.insert(o.clone(), id);
+        if let Some(o) = &param {
+            self.notes.push(format!(
+                "initializer `{o}` read by `{}` ({}) is imported as trainable parameter `{target}` of a get_attr node \
+                 (ONNX does not say whether it was a parameter or a buffer)",
+                n.name, n.op_type
+            ));
+        }
+        if c.origin.is_some() {
+            self.const_nodes.insert(want, id);
         }
         id
     }
 
-    /// A module or constant path not used yet, made from `want` (`seq_blocks.2`).
+    /// The name of a parameter read directly by node `n`: the initializer's own name, except
+    /// when the exporter shared one initializer between modules (it deduplicates equal values)
+    /// and it names another module than the reader's; then the reader's scope and the
+    /// initializer's last word (`seq_blocks.0.weight` read in `/head/Mul` -> `head.weight`).
+    fn attr_name(&self, n: &NodeProto, origin: &str) -> String {
+        let shared = self.readers.get(origin).copied().unwrap_or(0) > 1;
+        let word = origin.rsplit('.').next().unwrap_or(origin);
+        match scope_path(n) {
+            Some(s) if shared && !origin.starts_with(&format!("{s}.")) => format!("{s}.{word}"),
+            None if shared && origin.contains('.') => word.to_string(),
+            _ => origin.to_string(),
+        }
+    }
+
+    /// The target of a layer made from node `n` whose weights come from initializers
+    /// `origins`: the node's PyTorch scope path, else the module path the initializers' names
+    /// imply when no other node reads them, else the node's name. The exporter shares one
+    /// initializer between layers whose values are equal (freshly initialised batch norms), so
+    /// a shared initializer's name says nothing about the layer reading it.
+    pub fn module_target(&mut self, n: &NodeProto, origins: &[Option<&str>]) -> String {
+        let own: Vec<Option<&str>> = origins.iter().map(|o| o.filter(|name| self.readers.get(*name).copied().unwrap_or(0) <= 1)).collect();
+        let want = scope_path(n).or_else(|| param_prefix(&own)).unwrap_or_else(|| base_name(n));
+        self.unique_target(&want)
+    }
+
+    /// A module or constant path not used yet, made from `want` (`seq_blocks.2`): neither a
+    /// target nor a stored tensor, nor the module of a stored layer parameter.
     pub fn unique_target(&mut self, want: &str) -> String {
         let mut base: String = want.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '_' }).collect();
         base = base.trim_matches('.').replace("..", ".");
         if base.is_empty() {
             base = "node".into();
         }
+        let taken = |im: &Importer, t: &str| {
+            im.targets.contains(t) || im.params.contains(t) || LAYER_PARAMS.iter().any(|p| im.params.contains(&format!("{t}.{p}")))
+        };
         let mut t = base.clone();
         let mut k = 1;
-        while self.targets.contains(&t) {
+        while taken(&*self, &t) {
             t = format!("{base}_{k}");
             k += 1;
         }
@@ -429,36 +496,63 @@ impl Importer {
     }
 }
 
-/// The name a node keeps: PyTorch's scope path (`/seq_blocks.2/Gemm` -> `seq_blocks.2`,
-/// `/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`), else the ONNX node name, else its
-/// operator type in lower case.
-pub(crate) fn base_name(n: &NodeProto) -> String {
-    let name = n.name.as_str();
-    if let Some(rest) = name.strip_prefix('/') {
-        let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-        if segs.len() >= 2 {
-            let scopes = &segs[..segs.len() - 1];
-            let mut path = scopes[scopes.len() - 1].to_string();
-            for s in scopes[..scopes.len() - 1].iter().rev() {
-                if path.starts_with(&format!("{s}.")) {
-                    break;
-                }
-                path = format!("{s}.{path}");
-            }
-            return path;
-        }
+/// The parameter names layers store under their target.
+const LAYER_PARAMS: [&str; 4] = ["weight", "bias", "running_mean", "running_var"];
+
+/// PyTorch's scope path of a node (`/seq_blocks/seq_blocks.2/Gemm` -> `seq_blocks.2`,
+/// `/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`): the module that ran the operator, as
+/// torch.onnx's exporter records it in the node name. `None` for names without a scope.
+pub(crate) fn scope_path(n: &NodeProto) -> Option<String> {
+    let rest = n.name.strip_prefix('/')?;
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.len() < 2 {
+        return None;
     }
-    if name.is_empty() {
+    let scopes = &segs[..segs.len() - 1];
+    let mut path = scopes[scopes.len() - 1].to_string();
+    for s in scopes[..scopes.len() - 1].iter().rev() {
+        if path.starts_with(&format!("{s}.")) {
+            break;
+        }
+        path = format!("{s}.{path}");
+    }
+    Some(path)
+}
+
+/// The name a node keeps: its PyTorch scope path ([`scope_path`]), else the ONNX node name,
+/// else its operator type in lower case.
+pub(crate) fn base_name(n: &NodeProto) -> String {
+    if let Some(path) = scope_path(n) {
+        return path;
+    }
+    if n.name.is_empty() {
         n.op_type.to_ascii_lowercase()
     } else {
-        name.to_string()
+        n.name.clone()
     }
+}
+
+/// Whether an initializer name reads as a PyTorch state-dict path (`gain`, `blocks.0.scale`,
+/// `Parameter193`): dot-separated words of letters, digits and underscores, the first not
+/// starting with a digit. Exporters name folded constants otherwise (`onnx::Mul_12`, `38`,
+/// `sequential/dense/BiasAdd/ReadVariableOp:0`).
+pub(crate) fn is_state_dict_name(name: &str) -> bool {
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    name.split('.').all(word) && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+}
+
+/// Whether a state-dict name is one of PyTorch's buffers by convention (batch-norm statistics),
+/// which are not trained.
+pub(crate) fn is_buffer_name(name: &str) -> bool {
+    ["running_mean", "running_var", "num_batches_tracked"].contains(&name.rsplit('.').next().unwrap_or(name))
 }
 
 /// The module path that parameter names imply (`seq_blocks.0.running_mean` -> `seq_blocks.0`).
 pub(crate) fn param_prefix(origins: &[Option<&str>]) -> Option<String> {
-    const SUFFIXES: [&str; 4] = [".weight", ".bias", ".running_mean", ".running_var"];
-    origins.iter().flatten().find_map(|o| SUFFIXES.iter().find_map(|s| o.strip_suffix(s)).filter(|p| !p.is_empty()).map(str::to_string))
+    origins
+        .iter()
+        .flatten()
+        .find_map(|o| LAYER_PARAMS.iter().find_map(|s| o.strip_suffix(s)?.strip_suffix('.')).filter(|p| !p.is_empty()).map(str::to_string))
 }
 
 #[cfg(test)]

@@ -31,6 +31,10 @@ impl Const {
         Const { shape, data: Data::I(v), origin: None }
     }
 
+    pub fn is_float(&self) -> bool {
+        matches!(self.data, Data::F(_))
+    }
+
     pub fn numel(&self) -> usize {
         match &self.data {
             Data::F(v) => v.len(),
