@@ -33,6 +33,13 @@ fn list_ops(ops: &[UnsupportedOp]) -> String {
 pub enum InteropError {
     #[error("{path}: {reason}")]
     Io { path: String, reason: String },
+    /// An error inside a file, with the file's path; the error itself stays the source.
+    #[error("{path}: {source}")]
+    InFile {
+        path: String,
+        #[source]
+        source: Box<InteropError>,
+    },
     #[error("{what}: not a valid protobuf message ({reason}); the file is truncated or not an ONNX model")]
     Decode { what: String, reason: String },
     #[error("unsupported ONNX operators: {}", list_ops(.ops))]
@@ -69,14 +76,33 @@ impl InteropError {
         InteropError::Node { node: node.to_string(), op: op.to_string(), reason: reason.into() }
     }
 
-    /// Prefixes a path to errors that do not name one, for the one-line message of the CLI.
+    /// Names the file an error happened in, keeping the error as the source, unless the error
+    /// names a path already.
     pub fn in_file(self, path: &std::path::Path) -> InteropError {
         match self {
-            InteropError::Io { .. } => self,
-            e => InteropError::Io { path: path.display().to_string(), reason: e.to_string() },
+            InteropError::Io { .. } | InteropError::InFile { .. } => self,
+            e => InteropError::InFile { path: path.display().to_string(), source: Box::new(e) },
         }
     }
 }
 
 /// `Result` with [`InteropError`].
 pub type Result<T, E = InteropError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn errors_in_a_file_keep_their_source() {
+        let inner = InteropError::Graph { reason: "no output".into() };
+        let e = inner.clone().in_file(std::path::Path::new("m.onnx"));
+        assert_eq!(e.to_string(), "m.onnx: ONNX graph: no output");
+        // The source is the boxed error itself.
+        let source = e.source().and_then(|s| s.downcast_ref::<Box<InteropError>>());
+        assert_eq!(source.map(|b| b.as_ref()), Some(&inner));
+        // A path is named once, however often the error passes a file boundary.
+        assert_eq!(e.clone().in_file(std::path::Path::new("other.onnx")), e);
+    }
+}

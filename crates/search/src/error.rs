@@ -24,6 +24,14 @@ pub enum SearchError {
     /// The space cannot be built for this model (no quantizable node, empty choice list, ...).
     #[error("search space `{space}`: {reason}")]
     Space { space: String, reason: String },
+    /// A pass failed while the space was built or a point was applied; the pass's error stays
+    /// the source.
+    #[error("search space `{space}`: {source}")]
+    SpacePass {
+        space: String,
+        #[source]
+        source: mase_passes::PassError,
+    },
     /// A runner failed on a candidate model.
     #[error("runner `{runner}`: {reason}")]
     Runner { runner: String, reason: String },

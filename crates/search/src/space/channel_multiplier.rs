@@ -63,6 +63,11 @@ fn err(reason: impl Into<String>) -> SearchError {
     SearchError::Space { space: NAME.into(), reason: reason.into() }
 }
 
+/// A pass's error inside this space, kept as the source.
+fn pass_err(source: mase_passes::PassError) -> SearchError {
+    SearchError::SpacePass { space: NAME.into(), source }
+}
+
 /// The shape of one input sample: `setup.input_shape`, else the one recorded on the graph's
 /// input, else what its first layer implies (a jsc model's BatchNorm1d or Linear).
 fn sample_shape(setup: &Map<String, Value>, base: &BaseModel, at: &str) -> Result<Vec<usize>> {
@@ -202,14 +207,14 @@ impl ChannelMultiplier {
         for pick_last in [false, true] {
             let point: Vec<f64> = space.seeded.lists.iter().map(|l| if pick_last { (l.choices.len() - 1) as f64 } else { 0.0 }).collect();
             let args = space.args(&space.to_config(&point)?)?;
-            widened_ops(&space.base.graph, &space.base.params, &args, &space.sample_shape).map_err(|e| err(e.to_string()))?;
+            widened_ops(&space.base.graph, &space.base.params, &args, &space.sample_shape).map_err(pass_err)?;
         }
         Ok(space)
     }
 
     /// The transform's arguments for a trial config.
     fn args(&self, config: &Value) -> Result<ChannelArgs> {
-        mase_passes::parse_args("channel_multiplier", config).map_err(|e| err(e.to_string()))
+        mase_passes::parse_args("channel_multiplier", config).map_err(pass_err)
     }
 
     /// The number of distinct configs (the product of the choice counts), saturating.
@@ -238,7 +243,7 @@ impl SearchSpace for ChannelMultiplier {
     fn build(&self, config: &Value) -> Result<Candidate> {
         let mut args = self.args(config)?;
         args.keep_weights = self.keep_weights;
-        let w = widen_graph(&self.base.graph, &self.base.params, &args, &self.sample_shape, self.seed).map_err(|e| err(e.to_string()))?;
+        let w = widen_graph(&self.base.graph, &self.base.params, &args, &self.sample_shape, self.seed).map_err(pass_err)?;
         Ok(Candidate { graph: w.graph, params: Arc::new(w.params) })
     }
 
