@@ -171,6 +171,10 @@ fn bad_inputs_get_one_line() {
         (&["run", "--model-file", m, "--random", "0,16"], "--random [0, 16]"),
         (&["run", "--model-file", m, "--random", "2,16", "-o", "y.csv"], "expected a .npy (outputs) or .npz"),
         (&["run", "--random", "2,16"], "no model given"),
+        (
+            &["run", "--model-file", m, "--random", "2,16", "--input-shape", "4,4"],
+            "--input-shape [4, 4] does not match the input's samples [16]",
+        ),
         (&["run", "--model-file", m, "--input", "missing.npy"], "input missing.npy: cannot read"),
     ];
     for (args, want) in cases {

@@ -146,6 +146,12 @@ pub fn run(args: &RunModelArgs) -> Result<()> {
     if x.shape.len() < 2 || x.shape[0] == 0 {
         bail!("input of shape {:?}: expected a batch, with the batch dimension first and at least one sample", x.shape);
     }
+    if let Some(shape) = args.spec.input_shape.as_deref().filter(|&shape| shape != &x.shape[1..]) {
+        bail!(
+            "--input-shape {shape:?} does not match the input's samples {:?} (the input gives the shape; --input-shape may be left out)",
+            &x.shape[1..]
+        );
+    }
     let model = load_model(&s, args, &x, &human)?;
     if let Some(want) = model.sample_shape.as_deref().filter(|&w| w != &x.shape[1..]) {
         bail!("input of shape {:?}: model `{}` takes samples of shape {want:?} (after the batch dimension)", x.shape, model.label);
