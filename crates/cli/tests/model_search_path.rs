@@ -13,6 +13,9 @@ const SMALL: &str =
 /// One linear layer: 16 x 5 + 5 = 85.
 const ONE_LAYER: &str = "[[layers]]\nop = \"linear\"\nout_features = \"classes\"\n";
 
+/// Model files to write: (path under the test folder, text).
+type Files = &'static [(&'static str, &'static str)];
+
 /// `ch` in `cwd` with `$MASE_MODELS_DIR` set to `models_dir` (or unset).
 fn ch_env(args: &[&str], cwd: &Path, models_dir: Option<&str>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ch"));
@@ -64,7 +67,7 @@ fn search_order_is_models_then_each_folder_of_the_variable() {
     let path_list = std::env::join_paths([root.join("lib/a"), root.join("lib/b")]).unwrap();
     let list = path_list.to_str().unwrap();
     // (files written, name asked, expected trainable parameters): one line per rule.
-    let cases: &[(&[(&str, &str)], &str, u64)] = &[
+    let cases: &[(Files, &str, u64)] = &[
         (&[("lib/b/net.toml", SMALL)], "net", 181),
         (&[("lib/a/net.toml", ONE_LAYER), ("lib/b/net.toml", SMALL)], "net", 85),
         (&[("models/net.toml", SMALL), ("lib/a/net.toml", ONE_LAYER)], "net", 181),
