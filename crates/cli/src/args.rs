@@ -18,8 +18,8 @@ pub struct Cli {
 pub enum Action {
     /// Train MODEL on DATASET; writes best/last checkpoints and metrics.
     Train(RunArgs),
-    /// Evaluate a checkpoint (`--load`) on the test split.
-    Test(RunArgs),
+    /// Evaluate a checkpoint (`--load`) on the test split (or `--split train|val|test|all`).
+    Test(TestArgs),
     /// Search a design space (the `[search]` table of `--config`); trials go to a study database.
     Search(SearchArgs),
     /// List, show, export or copy the studies of a store (SQLite file or PostgreSQL server).
@@ -30,6 +30,8 @@ pub enum Action {
     Analyze(AnalyzeArgs),
     /// Write a model (`--load CKPT` or `--model-file F`) as ONNX, or as QONNX with its number formats.
     Export(ExportArgs),
+    /// Raw outputs of a model (`--load CKPT` or `--model-file F`) on given inputs (`--input x.npy|x.npz` or `--random SHAPE`).
+    Run(RunModelArgs),
     /// List the known models and data sets.
     Info,
 }
@@ -117,6 +119,16 @@ pub struct RunArgs {
     pub num_nodes: Option<usize>,
     #[arg(long = "report-to")]
     pub report_to: Option<String>,
+}
+
+/// Options of `ch test` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The split to evaluate: train, val, test (default) or all (every sample of the data set).
+    #[arg(long)]
+    pub split: Option<String>,
 }
 
 /// Options of `ch search` besides the shared ones (`--resume` continues the stored study).
@@ -237,6 +249,8 @@ pub struct StudyCopyArgs {
 pub struct TransformArgs {
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub spec: InputSpecArgs,
     /// Print the passes `[passes.*]` may name, with their arguments, and exit.
     #[arg(long = "list-passes")]
     pub list_passes: bool,
@@ -245,11 +259,46 @@ pub struct TransformArgs {
     pub explain: bool,
 }
 
+/// The model's input when no data set describes it (a model file or zoo model, analysed or run
+/// on its own).
+#[derive(Debug, Args, Default, Clone)]
+pub struct InputSpecArgs {
+    /// Shape of one sample without the batch dimension (`1,25,25`), used when no data set is named.
+    #[arg(long = "input-shape", value_delimiter = ',')]
+    pub input_shape: Option<Vec<usize>>,
+    /// Number of classes (`out_features = "classes"` of a model file) when no data set is named.
+    #[arg(long = "num-classes")]
+    pub num_classes: Option<usize>,
+}
+
+/// Options of `ch run` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct RunModelArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub spec: InputSpecArgs,
+    /// The input batch: an `.npy` array, or an `.npz` archive (its only array, or the one named `x`).
+    #[arg(long, conflicts_with = "random")]
+    pub input: Option<PathBuf>,
+    /// A random input batch of this shape, batch first (`8,1,28,28`): standard normal values from `--seed`.
+    #[arg(long, value_delimiter = ',')]
+    pub random: Option<Vec<usize>>,
+    /// Run the integer executor (integer arithmetic on the quantized nodes) instead of fake quantization.
+    #[arg(long)]
+    pub integer: bool,
+    /// Where to write the outputs: `y.npy` (the outputs) or `y.npz` (`x`, the inputs, and `y`).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+}
+
 /// Options of `ch analyze` besides the shared ones.
 #[derive(Debug, Args, Default, Clone)]
 pub struct AnalyzeArgs {
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub spec: InputSpecArgs,
     /// Reports, comma-separated: graph, meta, type, shape, stats, flops, bitops, latency, verify (default: graph).
     #[arg(long, value_delimiter = ',')]
     pub report: Vec<String>,

@@ -36,6 +36,7 @@ fn main() {
         Action::Transform(a) => actions::transform::run(a),
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),
+        Action::Run(a) => actions::run::run(a),
         Action::Info => actions::info::run(),
     });
     if let Err(e) = result {

@@ -35,7 +35,41 @@ pub fn resolve_graph(s: &Settings, ctx: &ModelContext) -> Result<(Graph, String)
         return Ok((graph, label));
     }
     let name = s.model.as_deref().ok_or_else(|| anyhow!("no model given: name one (see `ch info`) or pass --model-file"))?;
-    Ok((mase_zoo::build_model(name, ctx)?, name.to_string()))
+    if mase_zoo::model_info(name).is_some() {
+        return Ok((mase_zoo::build_model(name, ctx)?, name.to_string()));
+    }
+    let path = find_model_file(name)?;
+    Ok((mase_zoo::load_model_file(&path, ctx)?, name.to_string()))
+}
+
+/// The environment variable holding more folders of model files (a path list, `:`-separated on
+/// Unix and `;` on Windows, as `PATH`).
+pub const MODELS_DIR_VAR: &str = "MASE_MODELS_DIR";
+
+/// Where a model named on the command line is looked for when it is no zoo model, in order:
+/// `./models`, then every folder of `$MASE_MODELS_DIR`.
+pub fn model_search_path() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::path::PathBuf::from("models")];
+    if let Some(list) = std::env::var_os(MODELS_DIR_VAR) {
+        dirs.extend(std::env::split_paths(&list).filter(|d| !d.as_os_str().is_empty()));
+    }
+    dirs
+}
+
+/// The model file `<dir>/<name>.toml` of the first folder of [`model_search_path`] that has
+/// one; the error names the zoo models and every file looked for.
+pub fn find_model_file(name: &str) -> Result<std::path::PathBuf> {
+    let candidates: Vec<std::path::PathBuf> = model_search_path().into_iter().map(|d| d.join(format!("{name}.toml"))).collect();
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    let unset = if std::env::var_os(MODELS_DIR_VAR).is_none() { format!(" (${MODELS_DIR_VAR} is not set)") } else { String::new() };
+    bail!(
+        "unknown model `{name}`: it is no zoo model ({}) and no model file was found at {}{unset}",
+        mase_zoo::model_names().join(", "),
+        looked.join(", ")
+    )
 }
 
 /// The ONNX file given as the model (`--model-file model.onnx`, or a MODEL ending in `.onnx`).
@@ -251,4 +285,29 @@ pub fn same_wiring(a: &Graph, b: &Graph) -> bool {
         x.name == y.name && x.kind == y.kind && x.target == y.target && x.inputs == y.inputs && x.op.mase_op() == y.op.mase_op()
     };
     a.len() == b.len() && a.nodes().iter().zip(b.nodes()).all(|(x, y)| same(x, y))
+}
+
+/// The model context when no data set is named: the per-sample shape and class count given on
+/// the command line (`--input-shape`, `--num-classes`), or for an ONNX model its own input
+/// shape (a given `--input-shape` must agree with it).
+pub fn context_without_data(s: &Settings, input_shape: Option<&[usize]>, num_classes: Option<usize>) -> Result<ModelContext> {
+    if let Some(path) = onnx_model_file(s) {
+        let m = import_onnx(&path)?;
+        if let Some(shape) = input_shape.filter(|&shape| shape != m.sample_shape.as_slice()) {
+            bail!("model {}: it takes samples of shape {:?}, --input-shape gives {shape:?}", path.display(), m.sample_shape);
+        }
+        let classes = m.output_shape.iter().product::<usize>().max(1);
+        return Ok(ModelContext { sample_shape: m.sample_shape, num_classes: num_classes.unwrap_or(classes) });
+    }
+    let sample_shape = input_shape.ok_or_else(|| {
+        anyhow!("no data set given: name one (see `ch info`) or give the input with --input-shape (one sample, e.g. 1,28,28)")
+    })?;
+    if sample_shape.is_empty() || sample_shape.contains(&0) {
+        bail!("--input-shape {sample_shape:?}: expected one sample's dimensions, each at least 1 (e.g. 1,28,28)");
+    }
+    let num_classes = num_classes.ok_or_else(|| anyhow!("no data set given: the model's class count comes from --num-classes"))?;
+    if num_classes == 0 {
+        bail!("--num-classes must be at least 1");
+    }
+    Ok(ModelContext { sample_shape: sample_shape.to_vec(), num_classes })
 }

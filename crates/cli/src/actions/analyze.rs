@@ -77,7 +77,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
             bail!("unknown report `{r}`; known: {}", known.join(", "));
         }
     }
-    let mut p = prepare(&s)?;
+    let mut p = prepare(&s, &args.spec)?;
     let dataset = p.dataset.clone().unwrap_or_else(|| "none".into());
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &p.label, &s.task, &dataset);
     let out = dirs.software().join("analyze");

@@ -1,6 +1,7 @@
 pub mod analyze;
 pub mod export;
 pub mod info;
+pub mod run;
 pub mod search;
 pub mod study;
 pub mod test;

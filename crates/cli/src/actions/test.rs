@@ -1,14 +1,68 @@
-//! `ch test MODEL DATASET --load CKPT`: loss and accuracy of a checkpoint on the test split.
+//! `ch test MODEL DATASET --load CKPT [--split train|val|test|all]`: loss and accuracy of a
+//! checkpoint on one split of the data set (the test split unless `--split` says otherwise).
 
-use crate::args::RunArgs;
+use crate::args::TestArgs;
 use crate::config::merge_and_warn;
 use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
+use mase_io::{Dataset, Splits};
 use mase_runtime::{ExecOptions, Executor};
 use serde_json::{json, Value};
 
-pub fn run(args: &RunArgs) -> Result<()> {
+/// The part of a data set that `--split` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EvalSplit {
+    Train,
+    Val,
+    Test,
+    /// Every sample: the training, validation and test splits one after the other.
+    All,
+}
+
+impl EvalSplit {
+    fn parse(name: &str) -> Result<EvalSplit> {
+        Ok(match name {
+            "train" => EvalSplit::Train,
+            "val" | "validation" => EvalSplit::Val,
+            "test" => EvalSplit::Test,
+            "all" => EvalSplit::All,
+            other => bail!("--split `{other}` is not known: expected train, val, test or all"),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            EvalSplit::Train => "train",
+            EvalSplit::Val => "val",
+            EvalSplit::Test => "test",
+            EvalSplit::All => "all",
+        }
+    }
+
+    /// The samples of this split. `All` concatenates the three splits in the order train, val,
+    /// test, so that every sample of the data set is scored exactly once.
+    fn take(self, splits: Splits) -> Dataset {
+        match self {
+            EvalSplit::Train => splits.train,
+            EvalSplit::Val => splits.val,
+            EvalSplit::Test => splits.test,
+            EvalSplit::All => {
+                let n = splits.train.len() + splits.val.len() + splits.test.len();
+                let mut all = Dataset::with_capacity(splits.test.sample_shape.clone(), n);
+                for part in [&splits.train, &splits.val, &splits.test] {
+                    all.x.extend_from_slice(&part.x);
+                    all.y.extend_from_slice(&part.y);
+                }
+                all
+            }
+        }
+    }
+}
+
+pub fn run(test_args: &TestArgs) -> Result<()> {
+    let args = &test_args.run;
+    let split = EvalSplit::parse(test_args.split.as_deref().unwrap_or("test"))?;
     let human = Human { json: args.json };
     let merged = merge_and_warn(args, &human)?;
     let s = merged.settings;
@@ -44,8 +98,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
     session::check_sample_shape(&ck.graph, &splits.info.sample_shape, &path)?;
     let mut exec = Executor::new(&ck.graph, &ck.params, ExecOptions { threads: s.threads, seed: s.seed })?;
     human.info(format!("Testing model '{label}'..."));
-    let r = evaluate(&mut exec, &splits.test, s.batch_size)?;
-    human.line(format!("test_loss {:.6}  test_acc {:.4}  ({} samples of '{dataset}' test split)", r.loss, r.accuracy, splits.test.len()));
+    let data = split.take(splits);
+    let r = evaluate(&mut exec, &data, s.batch_size)?;
+    human.line(format!(
+        "test_loss {:.6}  test_acc {:.4}  ({} samples of '{dataset}' {} split)",
+        r.loss,
+        r.accuracy,
+        data.len(),
+        split.name()
+    ));
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
     let out_dir = dirs.checkpoints();
     std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -56,10 +117,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         "checkpoint": path,
         "test_loss": r.loss,
         "test_acc": r.accuracy,
-        "samples": splits.test.len(),
+        "split": split.name(),
+        "samples": data.len(),
     });
-    std::fs::write(out_dir.join("test_metrics.json"), serde_json::to_string_pretty(&result)?)
-        .with_context(|| format!("cannot write {}", out_dir.join("test_metrics.json").display()))?;
+    // The test split keeps MASE's file name; other splits get their own file beside it.
+    let file = out_dir.join(format!("{}_metrics.json", split.name()));
+    std::fs::write(&file, serde_json::to_string_pretty(&result)?).with_context(|| format!("cannot write {}", file.display()))?;
     human.info("Testing is completed");
     human.result(&result);
     Ok(())

@@ -5,7 +5,7 @@
 //! metadata) is saved as `transform/transformed_ckpt/model.ckpt`, which `ch test --load` and
 //! `ch train --load` (quantization-aware training) take.
 
-use crate::args::{RunArgs, TransformArgs};
+use crate::args::{InputSpecArgs, RunArgs, TransformArgs};
 use crate::config::{merge_and_warn, Settings};
 use crate::output::{Human, ProjectDirs};
 use crate::session;
@@ -32,8 +32,10 @@ pub(crate) struct Prepared {
 
 /// The model from `--load` (graph and weights of the checkpoint, quantization included) or from
 /// the zoo with fresh weights (seeded as `ch train` seeds them), and the data set when one is
-/// named on the command line, in the config or in the checkpoint.
-pub(crate) fn prepare(s: &Settings) -> Result<Prepared> {
+/// named on the command line, in the config or in the checkpoint. Without a data set, `spec`
+/// (`--input-shape`, `--num-classes`) describes the input, and passes that need samples draw
+/// random ones of that shape.
+pub(crate) fn prepare(s: &Settings, spec: &InputSpecArgs) -> Result<Prepared> {
     if let Some(path) = &s.load_name {
         let mut ck = session::read_checkpoint(path)?;
         let saved_model = ck.meta.get("model").and_then(Value::as_str).unwrap_or("").to_string();
@@ -57,8 +59,20 @@ pub(crate) fn prepare(s: &Settings) -> Result<Prepared> {
         let label = if saved_model.is_empty() { s.model.clone().unwrap_or_else(|| "model".into()) } else { saved_model };
         return Ok(Prepared { graph: ck.graph, params: ck.params, label, dataset, splits, sample_shape, dataset_info });
     }
-    let dataset =
-        s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`); the model's input and output widths come from it"))?;
+    let Some(dataset) = s.dataset.clone() else {
+        let ctx = session::context_without_data(s, spec.input_shape.as_deref(), spec.num_classes)?;
+        let (graph, label) = session::resolve_graph(s, &ctx)?;
+        let params = session::initial_params(s, &graph, &mut Rng::new(s.seed).fork(1))?;
+        return Ok(Prepared {
+            graph,
+            params,
+            label,
+            dataset: None,
+            splits: None,
+            sample_shape: Some(ctx.sample_shape),
+            dataset_info: None,
+        });
+    };
     let splits = session::load_data(s, &dataset)?;
     let ctx = session::model_context(&splits);
     let (graph, label) = session::resolve_graph(s, &ctx)?;
@@ -117,13 +131,49 @@ pub(crate) fn write_report(dir: &Path, stem: &str, r: &PassReport) -> Result<Pat
     Ok(path)
 }
 
+/// One `[passes.<name>]` table of a config: the pass it runs and its arguments.
+pub(crate) struct Step {
+    /// The table's name, which its report files and JSON keep (`bitops_after`).
+    pub name: String,
+    /// The registry pass it runs: the table's `pass` key, else its name.
+    pub pass: &'static str,
+    pub args: Value,
+}
+
+/// The `[passes.*]` tables in TOML order. A table runs the pass it is named after, or the one
+/// its `pass = "..."` key names, so one pass can run several times (`[passes.bitops]` before
+/// quantize, `[passes.bitops_after] pass = "bitops"` after it).
+pub(crate) fn pipeline(passes: &toml::Table, config: &Path) -> Result<Vec<Step>> {
+    let known = || PASSES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+    let mut steps = Vec::new();
+    for (name, value) in passes {
+        let toml::Value::Table(table) = value else {
+            bail!("config {}: `passes.{name}` must be a table ([passes.{name}]), not a value", config.display());
+        };
+        let mut table = table.clone();
+        let pass_name = match table.remove("pass") {
+            None => name.clone(),
+            Some(toml::Value::String(p)) => p,
+            Some(other) => bail!("config {}: `passes.{name}.pass` must name a pass (a string), got {other}", config.display()),
+        };
+        let Some(info) = mase_passes::find_pass(&pass_name) else {
+            let via = if &pass_name == name { String::new() } else { format!(" (named by `passes.{name}.pass`)") };
+            bail!("config {}: unknown pass `{pass_name}`{via}; known passes: {}", config.display(), known());
+        };
+        steps.push(Step { name: name.clone(), pass: info.name, args: toml_to_json(&toml::Value::Table(table)) });
+    }
+    Ok(steps)
+}
+
 fn list_passes(human: &Human) {
     let mut t = mase_passes::table::Table::new(["Pass", "Arguments", "What it does"]);
     for p in PASSES {
         t.push([p.name, p.args.rsplit("::").next().unwrap_or(p.args).trim(), p.doc]);
     }
     human.line(t.render(mase_passes::table::TableFormat::Simple));
-    human.result(&json!({"action": "transform", "passes": PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc})).collect::<Vec<_>>()}));
+    human.line("The keys of each pass's JSON report (with units): `ch transform --list-passes --json`, or doc/pass-reports.md.");
+    let passes: Vec<Value> = PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc, "report": p.report})).collect();
+    human.result(&json!({"action": "transform", "passes": passes}));
 }
 
 pub fn run(args: &TransformArgs) -> Result<()> {
@@ -144,12 +194,12 @@ pub fn run(args: &TransformArgs) -> Result<()> {
             a.config.as_deref().unwrap_or(Path::new("")).display()
         )
     })?;
-    for name in passes.keys() {
-        if mase_passes::find_pass(name).is_none() {
-            bail!("config: unknown pass `[passes.{name}]`; known passes: {}", PASSES.iter().map(|p| p.name).collect::<Vec<_>>().join(", "));
-        }
+    let config_path = a.config.as_deref().unwrap_or(Path::new(""));
+    let steps = pipeline(&passes, config_path)?;
+    if s.load_name.is_none() && session::onnx_model_file(&s).is_none() {
+        human.warn("no --load: the passes run on the untrained initial weights (train first and pass --load best.ckpt)");
     }
-    let mut p = prepare(&s)?;
+    let mut p = prepare(&s, &args.spec)?;
     let dataset = p.dataset.clone().unwrap_or_else(|| "none".into());
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &p.label, &s.task, &dataset);
     let out = dirs.software().join("transform");
@@ -169,31 +219,37 @@ pub fn run(args: &TransformArgs) -> Result<()> {
         seq += 1;
         format!("{seq:02}_{pass}")
     };
-    for (name, table) in &passes {
-        let pass_args = toml_to_json(table);
-        let r = run_named(name, &mut graph, &mut ctx, &pass_args)?;
+    for (i, step) in steps.iter().enumerate() {
+        let r = run_named(step.pass, &mut graph, &mut ctx, &step.args)?;
         for w in &r.warnings {
             human.warn(w);
         }
-        match name.as_str() {
+        match step.pass {
             "quantize" => {
                 if args.explain {
                     human.line(format!("Resolved quantization config:\n{}", r.text));
                 }
-                write_report(&reports_dir, &stem(name), &r)?;
-                results.push(json!({"pass": r.pass, "report": r.json}));
-                // MASE summarises every quantize against the graph before it.
+                write_report(&reports_dir, &stem(&step.name), &r)?;
+                results.push(json!({"name": step.name, "pass": r.pass, "report": r.json}));
+                // MASE summarises every quantize against the graph before it; a config that
+                // names `summarize_quantization` itself before the next quantize gets that one
+                // instead of a second copy of the histogram.
+                let mut later = steps[i + 1..].iter().map(|st| st.pass).take_while(|&p| p != "quantize");
+                if later.any(|p| p == "summarize_quantization") {
+                    continue;
+                }
                 let summary = run_named("summarize_quantization", &mut graph, &mut ctx, &json!({"save_dir": out.join("quantize")}))?;
                 human.info(&summary.text);
                 write_report(&reports_dir, &stem("summarize_quantization"), &summary)?;
-                results.push(json!({"pass": "summarize_quantization", "histogram": summary.json["histogram"]}));
+                results.push(json!({"name": "summarize_quantization", "pass": "summarize_quantization", "report": summary.json}));
                 continue;
             }
+            "summarize_quantization" => human.info(&r.text),
             _ if !r.text.is_empty() => human.line(&r.text),
             _ => {}
         }
-        write_report(&reports_dir, &stem(name), &r)?;
-        results.push(json!({"pass": r.pass, "report": r.json}));
+        write_report(&reports_dir, &stem(&step.name), &r)?;
+        results.push(json!({"name": step.name, "pass": r.pass, "report": r.json}));
     }
     let ck_dir = out.join("transformed_ckpt");
     std::fs::create_dir_all(&ck_dir).with_context(|| format!("cannot create {}", ck_dir.display()))?;
@@ -212,7 +268,7 @@ pub fn run(args: &TransformArgs) -> Result<()> {
             "dataset": p.dataset,
             "dataset_info": dataset_info,
             "transformed": true,
-            "passes": passes.keys().collect::<Vec<_>>(),
+            "passes": steps.iter().map(|st| &st.name).collect::<Vec<_>>(),
             "settings": s,
         }),
     };
