@@ -55,6 +55,7 @@ fn action_name(action: &Action) -> &'static str {
         Action::Transform(_) => "transform",
         Action::Analyze(_) => "analyze",
         Action::Export(_) => "export",
+        Action::Run(_) => "run",
         Action::Info => "info",
     }
 }

@@ -1,12 +1,13 @@
 //! Every model the repository can build or ships — each zoo model on the data set it is made
 //! for, every ONNX/QONNX file under the test fixtures, every model file under `models/`, every
-//! Lightning checkpoint among the fixtures — through `ch test`, `ch analyze` and `ch export` at 1,
-//! 2 and 3 threads: each must succeed (no panic), and the outputs must be the same at every
-//! thread count (results are the same bits whatever the threads).
+//! Lightning checkpoint among the fixtures — through `ch train` (zoo models and model files),
+//! `ch test`, `ch analyze`, `ch run` (float and integer executor) and `ch export` at 1, 2 and 3
+//! threads: each must succeed (no panic), and the outputs must be the same at every thread count
+//! (results are the same bits whatever the threads).
 //!
 //! The lists are found, not written down: a zoo model added to the registry or a model file
 //! added to the fixtures is covered without touching this file. A model whose input matches none
-//! of the shipped data sets goes through `analyze` and `export` only.
+//! of the shipped data sets goes through `analyze` (with `--input-shape`), `run` and `export`.
 
 mod common;
 use common::*;
@@ -149,14 +150,29 @@ fn content(path: &Path, what: &str) -> Vec<u8> {
 const CKPTS: &str = "mase_output/p/software/training_ckpts";
 
 /// `test` (batches large enough to be cut on every thread count), `analyze` (every report but the
-/// measured latency) and `export` of one model.
-fn check_model(root: &Path, model: &Model, dataset: Option<&str>, data: &Path) {
-    if dataset.is_some() {
-        same_at_every_thread_count(root, model, &["test", "--batch-size", "256"], dataset, data, &[]);
-    }
+/// measured latency), `run` on a random batch (float and integer executor) and `export` of one
+/// model whose samples have the shape `sample`.
+fn check_model(root: &Path, model: &Model, dataset: Option<&str>, sample: &[usize], data: &Path) {
+    let shape = |batch: usize| std::iter::once(batch).chain(sample.iter().copied()).map(|d| d.to_string()).collect::<Vec<_>>().join(",");
+    let per_sample = sample.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",");
     let reports = "graph,meta,type,shape,stats,flops,bitops,verify";
-    if dataset.is_some() {
-        same_at_every_thread_count(root, model, &["analyze", "--report", reports], dataset, data, &[]);
+    match dataset {
+        Some(_) => {
+            same_at_every_thread_count(root, model, &["test", "--batch-size", "256"], dataset, data, &[]);
+            same_at_every_thread_count(root, model, &["analyze", "--report", reports], dataset, data, &[]);
+        }
+        None => {
+            // No data set fits: `analyze` takes the sample shape (the statistics and the
+            // verification need samples, so they are left out).
+            let args = ["analyze", "--report", "graph,meta,type,shape,flops,bitops", "--input-shape", &per_sample];
+            same_at_every_thread_count(root, model, &args, dataset, data, &[]);
+        }
+    }
+    let random = shape(256);
+    for integer in [false, true] {
+        let mut args = vec!["run", "--random", &random, "--seed", "3", "-o", "y.npy"];
+        args.extend(integer.then_some("--integer"));
+        same_at_every_thread_count(root, model, &args, dataset, data, &["y.npy"]);
     }
     same_at_every_thread_count(root, model, &["export", "--format", "qonnx", "-o", "model.onnx"], dataset, data, &["model.onnx"]);
 }
@@ -164,12 +180,19 @@ fn check_model(root: &Path, model: &Model, dataset: Option<&str>, data: &Path) {
 /// A few training steps (and a validation) at every thread count, with the same weights at the
 /// end; then the one-thread checkpoint through `check_model`.
 fn train_then_check(root: &Path, model: &Model, dataset: &str, data: &Path) {
+    let sample = sample_shape(dataset, data);
     let train = ["train", "--max-epochs", "1", "--max-steps", "3", "--batch-size", "200", "--project", "p"];
     let last = format!("{CKPTS}/last.ckpt");
     let dir = same_at_every_thread_count(root, model, &train, Some(dataset), data, &[&last]);
     let mut trained = model.clone();
     trained.args.extend(["--load".to_string(), dir.join(&last).display().to_string()]);
-    check_model(root, &trained, Some(dataset), data);
+    check_model(root, &trained, Some(dataset), &sample, data);
+}
+
+/// The shape of one sample of a shipped data set.
+fn sample_shape(dataset: &str, data: &Path) -> Vec<usize> {
+    let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()) };
+    mase_io::load_dataset(dataset, &opts).unwrap_or_else(|e| panic!("{dataset}: {e}")).test.sample_shape
 }
 
 /// The shipped data set whose samples have the shape `sample`, if any.
@@ -200,7 +223,8 @@ fn every_shipped_onnx_file_at_every_thread_count() {
             // A model that does not end in class scores has no data set to be tested on.
             let dataset = dataset_for(&imported.sample_shape, &data).filter(|_| imported.output_shape.len() == 1);
             let label = file.strip_prefix(repo_root()).unwrap().display().to_string();
-            check_model(&root, &Model::new(label, &["--model-file", file.to_str().unwrap()]), dataset, &data);
+            let model = Model::new(label, &["--model-file", file.to_str().unwrap()]);
+            check_model(&root, &model, dataset, &imported.sample_shape, &data);
             count += 1;
         }
     }
@@ -235,7 +259,8 @@ fn every_model_file_and_checkpoint_at_every_thread_count() {
             };
             let label = file.strip_prefix(repo_root()).unwrap().display().to_string();
             let model = Model::new(label, &[name, "--load", file.to_str().unwrap(), "--load-type", "pl"]);
-            check_model(&root, &model, Some(mase_zoo::model_info(name).unwrap().dataset), &data);
+            let dataset = mase_zoo::model_info(name).unwrap().dataset;
+            check_model(&root, &model, Some(dataset), &sample_shape(dataset, &data), &data);
             count += 1;
         }
     }

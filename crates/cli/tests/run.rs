@@ -61,19 +61,8 @@ fn outputs_of_every_shipped_onnx_model_equal_onnxruntime() {
     for (model, inputs, outputs) in &cases {
         let name = model.file_stem().unwrap().to_str().unwrap();
         let out = root.join(format!("{name}.npz"));
-        // `--threads 1` until the multi-threaded evaluation of TFC_1W1A (a rank-0 constant) is
-        // fixed on main.
-        let args = [
-            "run",
-            "--model-file",
-            model.to_str().unwrap(),
-            "--input",
-            inputs.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--threads",
-            "1",
-        ];
+        // All cores, as users run it.
+        let args = ["run", "--model-file", model.to_str().unwrap(), "--input", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()];
         let v = ch_json(&args, &root);
         let want = npz(outputs, "y");
         let got = npz(&out, "y");

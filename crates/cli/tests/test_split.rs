@@ -8,8 +8,8 @@ fn tfc_1w1a_scores_92_96_percent_on_all_shipped_mnist_images() {
     let root = scratch("split-tfc");
     let model = repo_root().join("crates/interop/tests/fixtures/models/TFC_1W1A.onnx");
     let m = model.to_str().unwrap();
-    // `--threads 1` until the multi-threaded evaluation of this model is fixed on main.
-    let run = |split: &str| ch_json(&["test", "--model-file", m, "mnist", "--split", split, "--threads", "1", "--project", "p"], &root);
+    // All cores, as users run it (this used to panic on more than one thread).
+    let run = |split: &str| ch_json(&["test", "--model-file", m, "mnist", "--split", split, "--project", "p"], &root);
     let all = run("all");
     assert_eq!(all["samples"], 10_000);
     assert_eq!(all["split"], "all");

@@ -257,3 +257,21 @@ fn bad_arguments_and_missing_metadata_are_one_line_errors() {
         assert!(!s.contains('\n'), "{p}: {s}");
     }
 }
+
+/// A graph of implicit nodes only (a reshape and a flatten between input and output): the output
+/// is reached from both ends and must be counted once (it was counted twice, and the node count
+/// underflowed).
+#[test]
+fn hardware_metadata_of_a_graph_without_hardware_nodes() {
+    let mut g = mase_ir::Graph::new();
+    let x = g.placeholder("x");
+    let shape = vec![mase_ir::DimArg::Const(-1), mase_ir::DimArg::Const(3), mase_ir::DimArg::Const(8)];
+    let r = g.call_method("reshape", mase_ir::Op::Reshape { shape }, &[x]);
+    let f = g.call_function("torch.flatten", mase_ir::Op::Flatten { start_dim: 1, end_dim: -1 }, &[r]);
+    g.output(f);
+    let mut ctx = mase_passes::PassContext::new(mase_ir::ParamStore::new());
+    ctx.inputs = mase_passes::InputSource::Random { sample_shape: vec![6, 4] };
+    with_metadata(&mut g, &mut ctx);
+    let report = pass("add_hardware_metadata", &mut g, &mut ctx, json!(null));
+    assert_eq!(report.json["hardware_nodes"], 0);
+}

@@ -205,7 +205,10 @@ pub(crate) fn io_nodes(graph: &Graph) -> (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>)
     }
     if let Ok(out) = graph.output_node() {
         let mut stack = vec![out];
-        marked.push(out);
+        // The output is marked already when only implicit nodes lie between it and the inputs.
+        if !marked.contains(&out) {
+            marked.push(out);
+        }
         while let Some(n) = stack.pop() {
             for &u in &graph.node(n).inputs {
                 if implicit(graph, u) {
