@@ -1,8 +1,10 @@
 pub mod analyze;
+mod divergence;
 pub mod export;
 pub mod info;
 pub mod search;
 pub mod study;
 pub mod test;
 pub mod train;
+mod train_report;
 pub mod transform;
