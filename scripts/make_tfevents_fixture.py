@@ -30,7 +30,7 @@ OUT = ROOT / "crates/cli/tests/fixtures/tensorboard/reference.tfevents"
 # default), 300 needs a two-byte varint, and the values cover zero, negatives, the largest
 # float32 and NaN.
 EVENTS = [
-    (1700000001.25, 0, [("train_loss_step", 2.302585)]),
+    (1700000001.25, 0, [("train_loss_step", 2.3125)]),
     (1700000002.5, 1, [("train_loss_step", 1.5)]),
     (1700000003.75, 300, [("train_loss_step", 0.0)]),
     (1700000004.0, 301, [("val_acc_epoch", -1.25)]),

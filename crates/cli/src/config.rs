@@ -341,7 +341,8 @@ mod tests {
     #[test]
     fn report_to_values() {
         // (flag, TOML value, logger or None for an error naming the value, warnings)
-        let cases: [(Option<&str>, Option<&str>, Option<ReportTo>, usize); 6] = [
+        type Case = (Option<&'static str>, Option<&'static str>, Option<ReportTo>, usize);
+        let cases: [Case; 6] = [
             (None, None, Some(ReportTo::TensorBoard), 0),
             (Some("tensorboard"), None, Some(ReportTo::TensorBoard), 0),
             (None, Some("none"), Some(ReportTo::None), 0),

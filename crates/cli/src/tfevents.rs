@@ -36,7 +36,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// data holding CRCs stays well distributed.
 pub fn masked_crc32c(data: &[u8]) -> u32 {
     let crc = crc32c(data);
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 /// One TFRecord around `data`.
@@ -204,8 +204,9 @@ mod tests {
     #[test]
     fn records_match_tensorboards_writer() {
         let fixture = include_bytes!("../tests/fixtures/tensorboard/reference.tfevents");
-        let events: [(f64, i64, &[(&str, f32)]); 7] = [
-            (1700000001.25, 0, &[("train_loss_step", 2.302585)]),
+        type Scalars = &'static [(&'static str, f32)];
+        let events: [(f64, i64, Scalars); 7] = [
+            (1700000001.25, 0, &[("train_loss_step", 2.3125)]),
             (1700000002.5, 1, &[("train_loss_step", 1.5)]),
             (1700000003.75, 300, &[("train_loss_step", 0.0)]),
             (1700000004.0, 301, &[("val_acc_epoch", -1.25)]),

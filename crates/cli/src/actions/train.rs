@@ -138,8 +138,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let mut watch = LossWatch::new(splits.info.num_classes, &history);
-    // The epoch held by last.ckpt, which a divergence leaves as it is.
-    let mut saved_epoch = resume_path.as_ref().and(history.last().map(|r| r.epoch));
+    // The epoch held by this project's last.ckpt, which a divergence leaves as it is: the
+    // resumed one when the run continues it.
+    let mut saved_epoch = history.last().map(|r| r.epoch).filter(|_| resume_path.as_deref() == Some(ckpt_dir.join("last.ckpt").as_path()));
     let diverged = |what: &str, saved: Option<usize>| {
         let kept = match saved {
             Some(e) => format!("last.ckpt keeps epoch {e} and best.ckpt the best epoch so far"),
@@ -208,8 +209,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
             }
             exec.step(&mut opt)?;
             if let Some(tb) = &mut tensorboard {
-                // Lightning logs every `log_every_n_steps` steps, counting from 1.
-                if (global_step + 1) % s.log_every_n_steps as u64 == 0 {
+                // Lightning logs every `log_every_n_steps` steps, counting from 1. `%` rather
+                // than `is_multiple_of`, which needs a newer compiler than the workspace's minimum.
+                #[allow(clippy::manual_is_multiple_of)]
+                let log_now = (global_step + 1) % s.log_every_n_steps as u64 == 0;
+                if log_now {
                     tb.step(global_step, step_loss / step_batches as f64, step_correct as f64 / step_seen.max(1) as f64)?;
                 }
             }
