@@ -98,6 +98,30 @@ pub enum OptimizerName {
     Sgd,
 }
 
+/// Where `ch train` logs its scalars (`--report-to`, TOML `report_to`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportTo {
+    /// TensorBoard event files under `software/tensorboard/` (MASE's default logger).
+    TensorBoard,
+    /// No event files (mase-rs addition; `metrics.csv` and the curves are still written).
+    None,
+}
+
+/// MASE's `report_to`: `tensorboard` (the default), `wandb` (needs a Weights & Biases account
+/// and network, so mase-rs says so once and writes TensorBoard files instead), or `none`.
+fn report_to(value: Option<String>, warnings: &mut Vec<String>) -> Result<ReportTo> {
+    match value.as_deref() {
+        None | Some("tensorboard") => Ok(ReportTo::TensorBoard),
+        Some("none") => Ok(ReportTo::None),
+        Some("wandb") => {
+            warnings.push("`report_to = wandb`: mase-rs has no Weights & Biases client; it writes TensorBoard event files instead".into());
+            Ok(ReportTo::TensorBoard)
+        }
+        Some(other) => bail!("report_to `{other}` is not known: expected tensorboard, wandb or none"),
+    }
+}
+
 /// Effective settings of a run after the merge.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Settings {
@@ -126,6 +150,7 @@ pub struct Settings {
     pub threads: usize,
     pub log_every_n_steps: usize,
     pub debug: bool,
+    pub report_to: ReportTo,
 }
 
 /// What the merge produced besides the settings: the config tables for other actions and warnings.
@@ -163,7 +188,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     warn_if(&mut warnings, "trainer_precision", args.trainer_precision.clone().or(cfg.trainer_precision.take()), &["32", "32-true"]);
     warn_if(&mut warnings, "num_devices", args.num_devices.or(cfg.num_devices).map(|v| v.to_string()), &["1"]);
     warn_if(&mut warnings, "num_nodes", args.num_nodes.or(cfg.num_nodes).map(|v| v.to_string()), &["1"]);
-    warn_if(&mut warnings, "report_to", args.report_to.clone().or(cfg.report_to.take()), &["tensorboard"]);
+    let report_to = report_to(args.report_to.clone().or(cfg.report_to.clone()), &mut warnings)?;
     // Keys that steer parts of MASE that mase-rs does not have: said once each, never dropped
     // silently. The full sentence is built from the key and the reason.
     const PYTORCH_ONLY: &str = "only applies to MASE's PyTorch models; ignored";
@@ -258,6 +283,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         threads,
         log_every_n_steps: args.log_every_n_steps.or(cfg.log_every_n_steps).unwrap_or(50).max(1),
         debug: args.to_debug || cfg.to_debug == Some(true),
+        report_to,
     };
     Ok(Merged { settings, config: cfg, warnings })
 }
@@ -310,5 +336,31 @@ mod tests {
         let m = merge(&RunArgs { config: Some(write("d.toml", text)), ..Default::default() }).unwrap();
         let keys: Vec<&str> = m.warnings.iter().map(|w| w.split('`').nth(1).unwrap_or("")).collect();
         assert_eq!(keys, ["num_workers", "disable_dataset_cache", "target", "num_targets", "max_token_len", "cf_args"], "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn report_to_values() {
+        // (flag, TOML value, logger or None for an error naming the value, warnings)
+        type Case = (Option<&'static str>, Option<&'static str>, Option<ReportTo>, usize);
+        let cases: [Case; 6] = [
+            (None, None, Some(ReportTo::TensorBoard), 0),
+            (Some("tensorboard"), None, Some(ReportTo::TensorBoard), 0),
+            (None, Some("none"), Some(ReportTo::None), 0),
+            (Some("none"), Some("tensorboard"), Some(ReportTo::None), 0),
+            (Some("wandb"), None, Some(ReportTo::TensorBoard), 1),
+            (None, Some("tensorbored"), None, 0),
+        ];
+        for (i, (flag, toml_value, want, n_warnings)) in cases.into_iter().enumerate() {
+            let config = toml_value.map(|v| write(&format!("report{i}.toml"), &format!("report_to = \"{v}\"\n")));
+            let args = RunArgs { config, report_to: flag.map(Into::into), ..Default::default() };
+            match (merge(&args), want) {
+                (Ok(m), Some(want)) => {
+                    assert_eq!(m.settings.report_to, want, "case {i}");
+                    assert_eq!(m.warnings.len(), n_warnings, "case {i}: {:?}", m.warnings);
+                }
+                (Err(e), None) => assert!(e.to_string().contains("`tensorbored` is not known"), "case {i}: {e}"),
+                (got, _) => panic!("case {i}: {:?}", got.map(|m| m.settings.report_to)),
+            }
+        }
     }
 }

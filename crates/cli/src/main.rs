@@ -5,6 +5,7 @@ mod args;
 mod config;
 mod output;
 mod session;
+mod tfevents;
 
 use args::{Action, Cli};
 use clap::Parser;

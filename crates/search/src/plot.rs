@@ -73,15 +73,20 @@ fn axes<'a, DB: DrawingBackend>(
 }
 
 /// Draws the legend of the series labelled on `chart` and writes `root` out.
-fn finish<'a, DB: DrawingBackend + 'a>(mut chart: Chart<'a, DB>, root: &DrawingArea<DB, Shift>) -> std::result::Result<(), String> {
+fn finish<'a, DB: DrawingBackend + 'a>(chart: Chart<'a, DB>, root: &DrawingArea<DB, Shift>) -> std::result::Result<(), String> {
+    legend(chart)?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Draws the legend of the series labelled on `chart`.
+fn legend<'a, DB: DrawingBackend + 'a>(mut chart: Chart<'a, DB>) -> std::result::Result<(), String> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Step curves (the value holds until the next point), with a legend.
@@ -232,3 +237,54 @@ pub fn plot_pareto(
     draw_atomic(&svg, |p| draw_pareto(SVGBackend::new(p, SIZE).into_drawing_area(), title, x_label, y_label, all, front))?;
     Ok(vec![png, svg])
 }
+
+/// One chart of a figure of several side by side: its title, axis labels and curves.
+#[derive(Clone, Debug)]
+pub struct Panel<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub series: &'a [Series],
+}
+
+/// Straight lines through each series' points, with the points marked and a legend.
+fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> std::result::Result<(), String> {
+    let x = range(panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let y = range(panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut chart = axes(area, panel.title, (panel.x_label, panel.y_label), (x, y))?;
+    for (i, s) in panel.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        // A non-finite point would stretch or break the line; it is left out.
+        let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(s.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
+    }
+    legend(chart)
+}
+
+fn draw_panels<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, panels: &[Panel]) -> std::result::Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let body = root.titled(title, ("sans-serif", 24)).map_err(|e| e.to_string())?;
+    for (area, panel) in body.split_evenly((1, panels.len().max(1))).iter().zip(panels) {
+        draw_lines(area, panel)?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Writes `<stem>.png` and `<stem>.svg`: the panels side by side under one title, each with
+/// straight lines through its points (training curves per epoch); returns both paths.
+pub fn plot_panels(stem: &Path, title: &str, panels: &[Panel]) -> Result<Vec<PathBuf>> {
+    register_font();
+    let size = (PANEL_SIZE.0 * panels.len().max(1) as u32, PANEL_SIZE.1);
+    let (png, svg) = (stem.with_extension("png"), stem.with_extension("svg"));
+    draw_atomic(&png, |p| draw_panels(BitMapBackend::new(p, size).into_drawing_area(), title, panels))?;
+    draw_atomic(&svg, |p| draw_panels(SVGBackend::new(p, size).into_drawing_area(), title, panels))?;
+    Ok(vec![png, svg])
+}
+
+/// The size of one panel of [`plot_panels`].
+const PANEL_SIZE: (u32, u32) = (560, 460);

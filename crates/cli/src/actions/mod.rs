@@ -1,4 +1,5 @@
 pub mod analyze;
+mod divergence;
 pub mod export;
 pub mod info;
 pub mod run;
@@ -6,4 +7,5 @@ pub mod search;
 pub mod study;
 pub mod test;
 pub mod train;
+mod train_report;
 pub mod transform;

@@ -1,8 +1,10 @@
 //! `ch train MODEL DATASET`: MASE's training loop (doc/mase-semantics.md#training-loop) with resumable,
 //! self-describing checkpoints.
 
+use super::divergence::{first_non_finite, number, LossWatch, Verdict};
+use super::train_report::{open_tensorboard, write_curves};
 use crate::args::RunArgs;
-use crate::config::{merge_and_warn, Settings};
+use crate::config::{merge_and_warn, ReportTo, Settings};
 use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
@@ -103,6 +105,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    // Lightning's fast_dev_run logs nothing; neither does `--debug`.
+    let mut tensorboard = match s.report_to {
+        ReportTo::TensorBoard if !s.debug => Some(open_tensorboard(&dirs.software(), s.optimizer)?),
+        ReportTo::TensorBoard | ReportTo::None => None,
+    };
+    if let Some(tb) = &tensorboard {
+        human.info(format!(
+            "TensorBoard logs: {} (tensorboard --logdir {})",
+            tb.dir().display(),
+            dirs.software().join("tensorboard").display()
+        ));
+    }
     human.info(format!("Training model '{label}'..."));
     human.line(format!(
         "Model '{label}': {} trainable parameters; data set '{dataset}': {} train / {} val / {} test samples ({})",
@@ -123,6 +137,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
         print_row(&human, r);
     }
 
+    let mut watch = LossWatch::new(splits.info.num_classes, &history);
+    // The epoch held by this project's last.ckpt, which a divergence leaves as it is: the
+    // resumed one when the run continues it.
+    let mut saved_epoch = history.last().map(|r| r.epoch).filter(|_| resume_path.as_deref() == Some(ckpt_dir.join("last.ckpt").as_path()));
+    let diverged = |what: &str, saved: Option<usize>| {
+        let kept = match saved {
+            Some(e) => format!("last.ckpt keeps epoch {e} and best.ckpt the best epoch so far"),
+            None => "no checkpoint was written".to_string(),
+        };
+        anyhow!("training diverged: {what}; stopped, {kept} (lower the learning rate)")
+    };
+
     let mut shape = vec![0];
     shape.extend(&splits.train.sample_shape);
     let (mut x, mut y) = (Vec::new(), Vec::new());
@@ -142,6 +168,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
         let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
         let (mut loss_sum, mut seen, mut correct, mut n_batches) = (0.0f64, 0usize, 0usize, 0usize);
+        // The batches summed into the optimizer step under way, for the per-step scalars.
+        let (mut step_loss, mut step_batches, mut step_seen, mut step_correct) = (0.0f64, 0usize, 0usize, 0usize);
         // Lightning's gradient accumulation: each loss is divided by `accumulate_grad_batches`
         // and the optimizer steps after that many batches, or at the epoch's last batch.
         let accumulate = s.accumulate_grad_batches;
@@ -152,9 +180,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 mase_io::augment_cifar(&mut x, idx.len(), &mut augment_rng);
             }
             let st = exec.accumulate_grad(&x, &shape, &y, 1.0 / accumulate as f32)?;
-            if !st.loss.is_finite() {
-                bail!("training diverged at epoch {epoch}, step {global_step}: loss is {}; lower the learning rate", st.loss);
+            // Checked before the optimizer step, so the weights never take a non-finite update.
+            match watch.check(st.loss, epoch, global_step) {
+                Verdict::Fine => {}
+                Verdict::Exploding(warning) => human.warn(warning),
+                Verdict::Diverged(what) => {
+                    bar.finish_and_clear();
+                    if let Some(tb) = &mut tensorboard {
+                        tb.flush()?;
+                    }
+                    return Err(diverged(&what, saved_epoch));
+                }
             }
+            step_loss += st.loss as f64;
+            step_batches += 1;
+            step_seen += st.count;
+            step_correct += st.correct;
             loss_sum += st.loss as f64;
             n_batches += 1;
             seen += st.count;
@@ -167,6 +208,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 continue;
             }
             exec.step(&mut opt)?;
+            if let Some(tb) = &mut tensorboard {
+                // Lightning logs every `log_every_n_steps` steps, counting from 1. `%` rather
+                // than `is_multiple_of`, which needs a newer compiler than the workspace's minimum.
+                #[allow(clippy::manual_is_multiple_of)]
+                let log_now = (global_step + 1) % s.log_every_n_steps as u64 == 0;
+                if log_now {
+                    tb.step(global_step, step_loss / step_batches as f64, step_correct as f64 / step_seen.max(1) as f64)?;
+                }
+            }
+            (step_loss, step_batches, step_seen, step_correct) = (0.0, 0, 0, 0);
             global_step += 1;
             if s.max_steps.is_some_and(|m| global_step >= m) {
                 stopped = true;
@@ -177,6 +228,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let val_data =
             if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
         let val = evaluate(&mut exec, &val_data, s.batch_size)?;
+        if !val.loss.is_finite() {
+            return Err(diverged(
+                &format!("validation loss is {} after epoch {epoch}, step {global_step}", number(val.loss as f32)),
+                saved_epoch,
+            ));
+        }
         let rec = EpochRecord {
             epoch,
             train_loss: loss_sum / n_batches.max(1) as f64,
@@ -196,12 +253,20 @@ pub fn run(args: &RunArgs) -> Result<()> {
             best_val = val.loss;
         }
         let ck = checkpoint(&exec, &opt, &s, &label, &dataset, &splits.info, &history, best_val, global_step)?;
+        if let Some(name) = first_non_finite(&ck.params) {
+            return Err(diverged(&format!("`{name}` is no longer finite after epoch {epoch}, step {global_step}"), saved_epoch));
+        }
         // `last` is written first: a kill between the two writes leaves a resumable run.
         mase_io::save_checkpoint(&ckpt_dir.join("last.ckpt"), &ck)?;
         if improved {
             mase_io::save_checkpoint(&ckpt_dir.join("best.ckpt"), &ck)?;
         }
+        saved_epoch = Some(epoch);
         write_metrics(&ckpt_dir, &history)?;
+        write_curves(&ckpt_dir, &label, &history)?;
+        if let Some(tb) = &mut tensorboard {
+            tb.epoch(global_step, history.last().expect("pushed above"))?;
+        }
         // The row is printed after the checkpoint is on disk, so a printed epoch is a saved epoch.
         print_row(&human, history.last().expect("pushed above"));
     }
