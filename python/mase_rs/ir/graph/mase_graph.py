@@ -179,7 +179,7 @@ class MaseGraph:
         elif isinstance(model, MaseGraph):
             native = model._native.clone_graph()
         elif isinstance(model, ZooModel):
-            native = model._native_graph()
+            native = model._native.clone_graph()
         elif isinstance(model, (str, os.PathLike)):
             shape = list(dataset_info.sample_shape) if dataset_info is not None else None
             classes = dataset_info.num_classes if dataset_info is not None else None
