@@ -51,7 +51,7 @@ def _python_args(mg, name, pass_args):
 def run(name, mg, pass_args=None):
     """Runs the registry's pass `name` on `mg`; returns `(mg, info)`."""
     args = _python_args(mg, name, pass_args)
-    report = json.loads(_native_run(mg, name, to_json(args, f"pass `{name}`")))
+    report = json.loads(mg._native.run_pass(name, to_json(args, f"pass `{name}`")))
     mg._changed()
     info = report["json"] if isinstance(report.get("json"), dict) else {"result": report.get("json")}
     for key in ("text", "files", "warnings"):
@@ -60,10 +60,6 @@ def run(name, mg, pass_args=None):
     if report.get("text"):
         print(report["text"])
     return mg, info
-
-
-def _native_run(mg, name, args_json):
-    return mg._native.run_pass(name, args_json)
 
 
 def _make(name, doc, args_type):
