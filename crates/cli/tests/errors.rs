@@ -124,7 +124,7 @@ fn a_panic_becomes_one_line() {
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{action}: one line, got {stderr}");
         assert!(
-            lines[0].starts_with(&format!("error: internal error in {action}: failpoint panic-in-action at crates/cli/src/main.rs:")),
+            lines[0].starts_with(&format!("error: internal error in {action}: failpoint panic-in-action at crates/cli/src/lib.rs:")),
             "{}",
             lines[0]
         );

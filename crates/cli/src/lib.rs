@@ -1,0 +1,128 @@
+//! `ch`: the mase-rs command line, as a library so that the `ch` binary and the Python
+//! package (`mase_rs.cli`) run the same code.
+
+mod actions;
+mod args;
+mod config;
+mod output;
+mod session;
+mod tfevents;
+
+use args::{Action, Cli};
+use clap::Parser;
+
+/// Runs `ch` with these arguments (the first is the program name, as in `std::env::args`) and
+/// returns the exit status: 0 on success, 1 when the action fails, 2 for bad arguments, 70 for
+/// an internal error.
+pub fn run_cli(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 };
+            }
+            // clap explains errors over several lines with usage; keep the first, which names the flag.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments").trim();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {first} (see `ch --help`)");
+            return 2;
+        }
+    };
+    let action_name = action_name(&cli.action);
+    let Some(result) = guard(action_name, || match &cli.action {
+        Action::Train(a) => actions::train::run(a),
+        Action::Test(a) => actions::test::run(a),
+        Action::Search(a) => actions::search::run(a),
+        Action::Study(a) => actions::study::run(a),
+        Action::Transform(a) => actions::transform::run(a),
+        Action::Analyze(a) => actions::analyze::run(a),
+        Action::Export(a) => actions::export::run(a),
+        Action::Run(a) => actions::run::run(a),
+        Action::Info => actions::info::run(),
+    }) else {
+        return 70;
+    };
+    if let Err(e) = result {
+        eprintln!("error: {}", error_line(&e));
+        return 1;
+    }
+    0
+}
+
+/// The subcommand's name, for messages about the action as a whole.
+fn action_name(action: &Action) -> &'static str {
+    match action {
+        Action::Train(_) => "train",
+        Action::Test(_) => "test",
+        Action::Search(_) => "search",
+        Action::Study(_) => "study",
+        Action::Transform(_) => "transform",
+        Action::Analyze(_) => "analyze",
+        Action::Export(_) => "export",
+        Action::Run(_) => "run",
+        Action::Info => "info",
+    }
+}
+
+/// Runs an action so that a panic (a bug: bad input is an error, never a panic) ends the action
+/// with one line, and `None` (exit status 70) instead of a backtrace. The panic hook only records the
+/// message and place; `catch_unwind` sees panics of the main thread and those that rayon and
+/// scoped threads pass back to it.
+fn guard(action: &str, run: impl FnOnce() -> anyhow::Result<()>) -> Option<anyhow::Result<()>> {
+    use std::sync::Mutex;
+    static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+    std::panic::set_hook(Box::new(|info| {
+        let message = panic_text(info.payload());
+        let place = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(format!("{message}{place}"));
+        }
+    }));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Test hook: lets the tests prove that a panic inside an action becomes one line.
+        if std::env::var("MASE_FAILPOINT").is_ok_and(|p| p.trim() == "panic-in-action") {
+            panic!("failpoint panic-in-action");
+        }
+        run()
+    }));
+    match outcome {
+        Ok(result) => Some(result),
+        Err(payload) => {
+            let recorded = LAST_PANIC.lock().ok().and_then(|mut l| l.take());
+            let message = recorded.unwrap_or_else(|| panic_text(&*payload));
+            eprintln!("error: internal error in {action}: {}; please report", config::one_line(&message));
+            None
+        }
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or with formatting).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+/// The error and its causes on one line. Library errors often quote their source in their own
+/// message already (`cannot read model file x.toml: No such file`), so a cause whose text is
+/// already on the line is not repeated.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    config::one_line(&line)
+}

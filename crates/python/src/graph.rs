@@ -1,0 +1,313 @@
+//! `NativeGraph`: a mase-rs graph with its parameters, the state passes share, and an executor
+//! to run it. The Python `MaseGraph` wraps one; Rust owns the graph, Python reads and writes it
+//! through these methods (metadata as JSON).
+
+use crate::errors::{guarded, raise, to_py, ErrorClass};
+use mase_ir::{Graph, NodeKind, ParamStore, Rng, Tensor};
+use mase_passes::{InputSource, PassContext};
+use mase_runtime::{ExecOptions, Executor, Mode};
+use mase_zoo::ModelContext;
+use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The stream of `ir::Rng` that `ch train` draws initial weights from (`Rng::new(seed).fork(1)`).
+const INIT_STREAM: u64 = 1;
+
+/// A graph, its parameters and what passes share (the pass context), plus a cached executor.
+#[pyclass(module = "mase_rs._native")]
+pub struct NativeGraph {
+    graph: Graph,
+    ctx: PassContext,
+    /// Built on the first forward after a change; dropped by every change.
+    exec: Option<Box<Executor>>,
+    /// The model's label: the zoo name or the file's stem.
+    #[pyo3(get)]
+    label: String,
+}
+
+impl NativeGraph {
+    fn new(graph: Graph, params: ParamStore, label: String, sample_shape: Option<Vec<usize>>) -> NativeGraph {
+        let mut ctx = PassContext::new(params);
+        if let Some(sample_shape) = sample_shape {
+            ctx.inputs = InputSource::Random { sample_shape };
+        }
+        NativeGraph { graph, ctx, exec: None, label }
+    }
+
+    fn changed(&mut self) {
+        self.exec = None;
+    }
+
+    fn node_id(&self, name: &str) -> PyResult<mase_ir::NodeId> {
+        self.graph.find(name).ok_or_else(|| raise(ErrorClass::Key, &format!("no node named `{name}`")))
+    }
+}
+
+#[pymethods]
+impl NativeGraph {
+    /// A zoo model for samples of `sample_shape` and `num_classes` classes, with the initial
+    /// weights `ch train --seed <seed>` draws.
+    #[staticmethod]
+    fn from_zoo(py: Python<'_>, name: &str, sample_shape: Vec<usize>, num_classes: usize, seed: u64) -> PyResult<NativeGraph> {
+        guarded("MaseGraph", || {
+            py.allow_threads(|| {
+                let ctx = ModelContext { sample_shape: sample_shape.clone(), num_classes };
+                let graph = mase_zoo::build_model(name, &ctx).map_err(|e| to_py(&e))?;
+                let params = mase_runtime::init_params(&graph, &mut Rng::new(seed).fork(INIT_STREAM));
+                let label = mase_zoo::model_info(name).map_or(name.to_string(), |i| i.name.to_string());
+                Ok(NativeGraph::new(graph, params, label, Some(sample_shape)))
+            })
+        })
+    }
+
+    /// A model file: a model TOML (needs the data set's `sample_shape` and `num_classes`), an
+    /// ONNX/QONNX file, or a mase-rs checkpoint (`best.ckpt`, `last.ckpt`, `.safetensors`).
+    #[staticmethod]
+    #[pyo3(signature = (path, sample_shape=None, num_classes=None, seed=0))]
+    fn from_file(
+        py: Python<'_>,
+        path: PathBuf,
+        sample_shape: Option<Vec<usize>>,
+        num_classes: Option<usize>,
+        seed: u64,
+    ) -> PyResult<NativeGraph> {
+        guarded("MaseGraph", || py.allow_threads(|| load_file(&path, sample_shape, num_classes, seed)))
+    }
+
+    /// Every node as JSON: name, fx op, target, input names (`args`), user names, mase op and
+    /// the Rust op.
+    fn nodes_json(&self) -> PyResult<String> {
+        let g = &self.graph;
+        let nodes: Vec<Value> = g
+            .ids()
+            .map(|id| {
+                let n = g.node(id);
+                json!({
+                    "name": n.name,
+                    "op": n.kind.as_str(),
+                    "target": n.target,
+                    "args": n.inputs.iter().map(|i| g.node(*i).name.clone()).collect::<Vec<_>>(),
+                    "users": g.users(id).into_iter().map(|u| g.node(u).name.clone()).collect::<Vec<_>>(),
+                    "module": if n.kind == NodeKind::CallModule { serde_json::to_value(&n.op).unwrap_or(Value::Null) } else { Value::Null },
+                })
+            })
+            .collect();
+        Ok(Value::Array(nodes).to_string())
+    }
+
+    /// One part (`common`, `software` or `hardware`) of a node's metadata, as JSON.
+    fn node_meta_json(&self, node: &str, part: &str) -> PyResult<String> {
+        let meta = &self.graph.node(self.node_id(node)?).meta;
+        let v = match part {
+            "common" => serde_json::to_value(&meta.common).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?,
+            "software" => Value::Object(meta.software.clone()),
+            "hardware" => Value::Object(meta.hardware.clone()),
+            other => return Err(raise(ErrorClass::Key, &format!("no metadata part `{other}`; the parts are common, software, hardware"))),
+        };
+        Ok(v.to_string())
+    }
+
+    /// Replaces one part of a node's metadata with `text` (JSON); `common` must keep its shape
+    /// (`mase_type`, `mase_op`, `args`, `results`).
+    fn set_node_meta_json(&mut self, node: &str, part: &str, text: &str) -> PyResult<()> {
+        let id = self.node_id(node)?;
+        let bad = |e: serde_json::Error| raise(ErrorClass::Value, &format!("node `{node}`: metadata `{part}`: {e}"));
+        let meta = &mut self.graph.node_mut(id).meta;
+        match part {
+            "common" => meta.common = serde_json::from_str(text).map_err(bad)?,
+            "software" => meta.software = serde_json::from_str(text).map_err(bad)?,
+            "hardware" => meta.hardware = serde_json::from_str(text).map_err(bad)?,
+            other => return Err(raise(ErrorClass::Key, &format!("no metadata part `{other}`; the parts are common, software, hardware"))),
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Runs the model on a float32 batch `[N, ...sample]` (train mode: batch statistics, which
+    /// batch norm also records, and dropout). The GIL is released while Rust computes.
+    #[pyo3(signature = (x, train=false))]
+    fn forward<'py>(&mut self, py: Python<'py>, x: PyReadonlyArrayDyn<'py, f32>, train: bool) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let shape = x.shape().to_vec();
+        let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
+        let (out, out_shape) = guarded("forward", || {
+            py.allow_threads(|| {
+                if self.exec.is_none() {
+                    let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
+                    self.exec = Some(Box::new(Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?));
+                }
+                let exec = self.exec.as_mut().expect("the executor was just built");
+                let mode = if train { Mode::Train } else { Mode::Eval };
+                let out = exec.forward(xs, &shape, mode).map_err(|e| to_py(&e))?.to_vec();
+                let out_shape = exec.output_shape(shape[0]).map_err(|e| to_py(&e))?;
+                if train {
+                    // Batch norm's running statistics moved; the store is what state_dict reads.
+                    self.ctx.params = exec.params();
+                }
+                Ok((out, out_shape))
+            })
+        })?;
+        let arr = ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+        Ok(arr.into_pyarray(py))
+    }
+
+    /// Parameters and buffers by PyTorch state-dict name, as float32 arrays (copies).
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, entry) in self.ctx.params.iter() {
+            let t = &entry.tensor;
+            let arr = ArrayD::from_shape_vec(IxDyn(&t.shape), t.data.clone()).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+            d.set_item(name, arr.into_pyarray(py))?;
+        }
+        Ok(d)
+    }
+
+    /// Sets parameters from `name -> float32 array`; with `strict`, every parameter of the model
+    /// must be given and no other name.
+    #[pyo3(signature = (state, strict=true))]
+    fn load_state_dict(&mut self, state: &Bound<'_, PyDict>, strict: bool) -> PyResult<()> {
+        let mut given = Vec::new();
+        for (k, v) in state.iter() {
+            let name: String = k.extract()?;
+            let arr: PyReadonlyArrayDyn<'_, f32> =
+                v.extract().map_err(|_| raise(ErrorClass::Value, &format!("state_dict entry `{name}`: expected a float32 numpy array")))?;
+            let entry =
+                self.ctx.params.entry(&name).ok_or_else(|| {
+                    raise(ErrorClass::Key, &format!("state_dict entry `{name}`: the model has no parameter of that name"))
+                })?;
+            if arr.shape() != entry.tensor.shape.as_slice() {
+                return Err(raise(
+                    ErrorClass::Value,
+                    &format!("state_dict entry `{name}`: shape {:?}, the model needs {:?}", arr.shape(), entry.tensor.shape),
+                ));
+            }
+            let data = arr.as_array().iter().copied().collect();
+            given.push((name, Tensor::new(arr.shape().to_vec(), data).map_err(|e| to_py(&e))?));
+        }
+        if strict {
+            let missing: Vec<&str> = self.ctx.params.names().filter(|n| !given.iter().any(|(g, _)| g == n)).collect();
+            if !missing.is_empty() {
+                return Err(raise(ErrorClass::Key, &format!("state_dict: missing parameters: {}", missing.join(", "))));
+            }
+        }
+        for (name, t) in given {
+            self.ctx.params.set(&name, t).map_err(|e| to_py(&e))?;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// An independent copy (graph, metadata, parameters).
+    fn clone_graph(&self) -> NativeGraph {
+        NativeGraph { graph: self.graph.clone(), ctx: self.ctx.clone(), exec: None, label: self.label.clone() }
+    }
+
+    /// Runs the registry's pass `name` with JSON arguments; returns the report as JSON
+    /// (`pass`, `json`, `text`, `files`, `warnings`).
+    fn run_pass(&mut self, py: Python<'_>, name: &str, args_json: &str) -> PyResult<String> {
+        let args: Value =
+            serde_json::from_str(args_json).map_err(|e| raise(ErrorClass::Value, &format!("pass `{name}`: arguments: {e}")))?;
+        guarded(name, || {
+            py.allow_threads(|| {
+                let report = mase_passes::run_pass(name, &mut self.graph, &mut self.ctx, &args).map_err(|e| to_py(&e))?;
+                self.exec = None;
+                serde_json::to_string(&report).map_err(|e| raise(ErrorClass::Value, &e.to_string()))
+            })
+        })
+    }
+
+    /// Makes `original` the graph before quantization that `summarize_quantization` compares with.
+    fn set_original(&mut self, original: &NativeGraph) {
+        self.ctx.original = Some(original.graph.clone());
+    }
+
+    /// Takes the input samples of passes (statistics, verification) from a data set.
+    #[pyo3(signature = (name, data_dir=None))]
+    fn use_dataset(&mut self, py: Python<'_>, name: &str, data_dir: Option<PathBuf>) -> PyResult<()> {
+        let splits = guarded("use_dataset", || {
+            py.allow_threads(|| mase_io::load_dataset(name, &mase_io::DataOptions { data_dir }).map_err(|e| to_py(&e)))
+        })?;
+        self.ctx.inputs = InputSource::Data(Box::new(splits));
+        Ok(())
+    }
+
+    /// Batch size, seed and kernel threads of what passes run.
+    #[pyo3(signature = (batch_size=None, seed=None, threads=None, out_dir=None))]
+    fn configure(&mut self, batch_size: Option<usize>, seed: Option<u64>, threads: Option<usize>, out_dir: Option<PathBuf>) {
+        if let Some(b) = batch_size {
+            self.ctx.batch_size = b.max(1);
+        }
+        if let Some(s) = seed {
+            self.ctx.seed = s;
+        }
+        if let Some(t) = threads {
+            self.ctx.threads = t;
+        }
+        if out_dir.is_some() {
+            self.ctx.out_dir = out_dir;
+        }
+        self.changed();
+    }
+
+    /// The graph as JSON (nodes, ops, formats, metadata).
+    fn graph_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.graph).map_err(|e| raise(ErrorClass::Value, &e.to_string()))
+    }
+
+    /// Writes a mase-rs checkpoint (graph and weights) that `ch test --load` and
+    /// `MaseGraph(model=path)` read.
+    fn save_checkpoint(&self, path: PathBuf) -> PyResult<()> {
+        let ck = mase_io::Checkpoint {
+            graph: self.graph.clone(),
+            params: self.ctx.params.clone(),
+            optimizer_tensors: Vec::new(),
+            meta: json!({"model": self.label}),
+        };
+        mase_io::save_checkpoint(&path, &ck).map_err(|e| to_py(&e))
+    }
+
+    /// The fx-style listing of the graph.
+    fn __str__(&self) -> String {
+        self.graph.to_string()
+    }
+}
+
+/// Loads a model file by its extension (see `NativeGraph::from_file`).
+fn load_file(path: &Path, sample_shape: Option<Vec<usize>>, num_classes: Option<usize>, seed: u64) -> PyResult<NativeGraph> {
+    if !path.exists() {
+        return Err(raise(ErrorClass::FileNotFound, &format!("model file {}: no such file", path.display())));
+    }
+    let label = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
+    match ext.as_str() {
+        "toml" => {
+            let (Some(sample_shape), Some(num_classes)) = (sample_shape, num_classes) else {
+                return Err(raise(
+                    ErrorClass::Value,
+                    &format!(
+                        "model file {}: a model TOML needs the data set's sample_shape and num_classes (pass dataset_info)",
+                        path.display()
+                    ),
+                ));
+            };
+            let ctx = ModelContext { sample_shape: sample_shape.clone(), num_classes };
+            let graph = mase_zoo::load_model_file(path, &ctx).map_err(|e| to_py(&e))?;
+            let params = mase_runtime::init_params(&graph, &mut Rng::new(seed).fork(INIT_STREAM));
+            Ok(NativeGraph::new(graph, params, label, Some(sample_shape)))
+        }
+        "onnx" => {
+            let m = mase_interop::import_file(path, &mase_interop::ImportOptions::default()).map_err(|e| to_py(&e))?;
+            Ok(NativeGraph::new(m.graph, m.params, label, Some(m.sample_shape)))
+        }
+        _ => {
+            let ck = mase_io::load_checkpoint(path).map_err(|e| to_py(&e))?;
+            let sample_shape =
+                ck.meta.get("dataset_info").and_then(|d| d.get("sample_shape")).and_then(|s| serde_json::from_value(s.clone()).ok());
+            let label = ck.meta.get("model").and_then(Value::as_str).map_or(label, str::to_string);
+            Ok(NativeGraph::new(ck.graph, ck.params, label, sample_shape))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `mase_rs._native`: the Rust side of the `mase_rs` Python package. It is a thin binding: Rust
+//! owns graphs, parameters and data; the Python package (`python/mase_rs`) gives them MASE's
+//! names and module paths.
+
+mod data;
+mod errors;
+mod graph;
+
+use pyo3::prelude::*;
+
+/// Every pass of the registry as `(name, doc, argument type)`, in registry order.
+#[pyfunction]
+fn pass_list() -> Vec<(&'static str, &'static str, &'static str)> {
+    mase_passes::PASSES.iter().map(|p| (p.name, p.doc, p.args)).collect()
+}
+
+/// Runs `ch` with `argv` (program name first) and returns its exit status. The GIL is released
+/// while the action runs.
+#[pyfunction]
+fn ch_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.allow_threads(|| mase_cli::run_cli(argv))
+}
+
+/// A test hook: panics inside the boundary guard, so that tests can check that a panic reaches
+/// Python as a `RuntimeError` with one line.
+#[pyfunction]
+fn _failpoint_panic() -> PyResult<()> {
+    errors::guarded("failpoint", || panic!("failpoint panic"))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<graph::NativeGraph>()?;
+    m.add_function(wrap_pyfunction!(pass_list, m)?)?;
+    m.add_function(wrap_pyfunction!(ch_main, m)?)?;
+    m.add_function(wrap_pyfunction!(_failpoint_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(data::model_names, m)?)?;
+    m.add_function(wrap_pyfunction!(data::model_info, m)?)?;
+    m.add_function(wrap_pyfunction!(data::dataset_names, m)?)?;
+    m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;
+    Ok(())
+}

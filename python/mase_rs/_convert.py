@@ -1,0 +1,48 @@
+"""Conversions between Python values and what the Rust side takes: JSON arguments, float32 arrays,
+and back to the caller's array kind (numpy, or torch when the input was a torch tensor)."""
+
+import json
+import os
+
+import numpy as np
+
+
+def to_json(value, what):
+    """`value` (dicts, lists, tuples, numbers, strings, None, numpy scalars) as JSON text."""
+
+    def default(o):
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, os.PathLike):
+            return os.fspath(o)
+        if isinstance(o, (tuple, set)):
+            return list(o)
+        raise ValueError(f"{what}: {type(o).__name__} values cannot be passed to mase-rs")
+
+    return json.dumps(value, default=default)
+
+
+def is_torch(x):
+    """Whether `x` is a torch tensor (without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def to_numpy(x, what="input"):
+    """`x` as a C-contiguous float32 numpy array (torch tensors are detached and moved to CPU)."""
+    if is_torch(x):
+        x = x.detach().cpu().numpy()
+    try:
+        return np.ascontiguousarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what}: expected an array of numbers ({e})") from None
+
+
+def like(out, template):
+    """`out` (numpy) as the same kind of array as `template`."""
+    if is_torch(template):
+        import torch
+
+        return torch.from_numpy(out)
+    return out

@@ -1,0 +1,92 @@
+"""Every pass of mase-rs's registry as a Python function under MASE's name, generated from the
+registry (`_native.pass_list()`), so a pass added in Rust appears here without Python changes.
+
+A pass is called as in MASE, `mg, info = <name>_pass(mg, pass_args)`: it changes `mg` in place
+and returns it with `info`, the pass's report as a dict (the JSON `ch transform` writes, plus
+`text` and `files` where the pass prints or writes them).
+"""
+
+import json
+import os
+
+from mase_rs import _native
+from mase_rs._convert import to_json
+
+# Registry names whose MASE name ends in `_transform_pass` or `_interface_pass`; every other pass
+# is an analysis pass (`<name>_analysis_pass`).
+_TRANSFORMS = {"quantize", "channel_multiplier"}
+_INTERFACES = {"save_node_meta_param", "load_node_meta_param"}
+
+
+def mase_name(name):
+    """MASE's function name for the registry's pass `name`."""
+    if name in _TRANSFORMS:
+        return f"{name}_transform_pass"
+    if name in _INTERFACES:
+        return f"{name}_interface_pass"
+    return f"{name}_analysis_pass"
+
+
+def _python_args(mg, name, pass_args):
+    """MASE's arguments that are Python objects, applied to the graph and removed: `dummy_in`
+    (a dict of arrays: its batch size for `add_common_metadata`) and `input_generator` (its data
+    set, batch size and split)."""
+    args = dict(pass_args or {})
+    dummy_in = args.pop("dummy_in", None)
+    if dummy_in is not None and name == "add_common_metadata" and "batch_size" not in args:
+        first = next(iter(dummy_in.values()), None) if isinstance(dummy_in, dict) else dummy_in
+        shape = getattr(first, "shape", None)
+        if shape:
+            args["batch_size"] = int(shape[0])
+    generator = args.pop("input_generator", None)
+    if generator is not None:
+        dm = generator.data_module
+        mg._native.use_dataset(dm.name, dm.data_dir)
+        mg._native.configure(batch_size=dm.batch_size)
+        if "split" not in args:
+            args["split"] = generator.which_dataloader
+    return args
+
+
+def run(name, mg, pass_args=None):
+    """Runs the registry's pass `name` on `mg`; returns `(mg, info)`."""
+    args = _python_args(mg, name, pass_args)
+    report = json.loads(mg._native.run_pass(name, to_json(args, f"pass `{name}`")))
+    mg._changed()
+    info = report["json"] if isinstance(report.get("json"), dict) else {"result": report.get("json")}
+    for key in ("text", "files", "warnings"):
+        if key in report:
+            info.setdefault(key, report[key])
+    if report.get("text"):
+        print(report["text"])
+    return mg, info
+
+
+def _make(name, doc, args_type):
+    def pass_fn(graph, pass_args=None):
+        return run(name, graph, pass_args)
+
+    pass_fn.__name__ = pass_fn.__qualname__ = mase_name(name)
+    pass_fn.__doc__ = (
+        f"{doc[0].upper()}{doc[1:]} (mase-rs pass `{name}`; arguments: the fields of `{args_type}`).\n\n"
+        f"Returns `(graph, info)`: the graph, changed in place, and the pass's report as a dict."
+    )
+    return pass_fn
+
+
+PASSES = {mase_name(n): _make(n, d, a) for n, d, a in _native.pass_list()}
+
+
+def _summarize_quantization(ori_mg, mg, save_dir=None):
+    """Compares `mg` with `ori_mg` node by node and by type (MASE's
+    `summarize_quantization_analysis_pass(ori_mg, mg, save_dir=...)`); writes the tables to
+    `save_dir` when given. Returns `(mg, info)`."""
+    mg._native.set_original(ori_mg._native)
+    args = {} if save_dir is None else {"save_dir": os.fspath(save_dir)}
+    return run("summarize_quantization", mg, args)
+
+
+PASSES["summarize_quantization_analysis_pass"] = _summarize_quantization
+# Lab 4's name for widening linear layers.
+PASSES["redefine_linear_transform_pass"] = PASSES["channel_multiplier_transform_pass"]
+

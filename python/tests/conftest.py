@@ -1,0 +1,48 @@
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mase_rs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_dir(tmp_path_factory):
+    """The shipped data sets plus the jsc test fixture (the jsc download is not in the repo), as
+    `MASE_DATA_DIR` for the Rust side and for `ch`."""
+    root = tmp_path_factory.mktemp("data")
+    for entry in (REPO / "data").iterdir():
+        if entry.is_dir():
+            os.symlink(entry, root / entry.name)
+    (root / "jsc").mkdir()
+    shutil.copy(REPO / "crates/io/tests/fixtures/jsc/jsc_fixture.h5", root / "jsc")
+    os.environ["MASE_DATA_DIR"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def jsc_info(data_dir):
+    return mase_rs.get_dataset_info("jsc")
+
+
+@pytest.fixture
+def jsc_tiny(jsc_info):
+    """A fresh jsc-tiny graph with metadata, in eval mode."""
+    mg = mase_rs.MaseGraph(model=mase_rs.get_model("jsc-tiny", "cls", jsc_info, seed=3))
+    mg, _ = mase_rs.init_metadata_analysis_pass(mg, None)
+    mg, _ = mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": np.zeros((8, 16), np.float32)}, "add_value": False})
+    mg.model.eval()
+    return mg
+
+
+@pytest.fixture(scope="session")
+def jsc_batch():
+    dm = mase_rs.MaseDataModule(name="jsc", batch_size=64, model_name="jsc-tiny", num_workers=0)
+    dm.prepare_data()
+    dm.setup()
+    xs, _ys = next(iter(dm.test_dataloader()))
+    return np.asarray(xs, dtype=np.float32)
