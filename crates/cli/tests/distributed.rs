@@ -1,7 +1,7 @@
 //! Distributed search: `ch search` worker processes sharing one study (PostgreSQL, and SQLite
 //! with file locking), a worker killed mid-trial (an abort at the `MASE_FAILPOINT` test hook,
 //! which leaves the store as SIGKILL does), `ch study` on the shared store, and the one-line
-//! errors of bad stores. The PostgreSQL half of each test needs the test server
+//! errors of bad stores, and TLS with the password out of the URL. The PostgreSQL half of each test needs the test server
 //! of `scripts/with-postgres.sh` (`MASE_TEST_POSTGRES_URL`); without it that half is skipped with
 //! a line on stderr, and under `CI=true` it fails.
 
@@ -10,7 +10,7 @@ mod common;
 mod postgres_server;
 use common::*;
 use mase_search::{TrialRecord, TrialState};
-use postgres_server::postgres_url;
+use postgres_server::{postgres_tls, postgres_url, split_password};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -306,4 +306,69 @@ fn bad_stores_and_mismatched_studies_fail_with_one_line() {
         assert!(line.contains(&format!("study `{study}`")) && line.contains("another space") && line.contains("--study"), "{line}");
         assert_eq!(trials(&url, &study).len(), 12, "the stored study is untouched");
     }
+}
+
+/// Runs `ch` with these environment variables (and none of the libpq ones this process has).
+fn ch_with_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch"));
+    cmd.args(args).current_dir(cwd).env_remove("MASE_DATA_DIR");
+    for k in ["PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT"] {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env.iter().copied()).output().expect("run ch")
+}
+
+#[test]
+fn ch_reaches_the_server_over_verified_tls_with_the_password_out_of_the_url() {
+    let Some(server) = postgres_tls("ch-tls") else { return };
+    let root = scratch("tls");
+    let (bare, password) = split_password(&server.url);
+    let verified = format!("{bare}?sslmode=verify-full&sslrootcert={}", server.ca.display());
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let pgpass = home.join(".pgpass");
+    std::fs::write(&pgpass, format!("# mase-rs test server\n*:*:mase_test:mase:{password}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let home_s = home.to_str().unwrap();
+    // (environment, refused with these words; None: `ch study list` succeeds)
+    let cases: Vec<(Vec<(&str, &str)>, Option<Vec<&str>>)> = vec![
+        (vec![("PGPASSWORD", password.as_str()), ("HOME", "/nonexistent")], None),
+        (vec![("HOME", home_s)], None),
+        (vec![("HOME", "/nonexistent")], Some(vec!["cannot connect", "no password in the URL, PGPASSWORD or ~/.pgpass"])),
+    ];
+    for (env, refused) in &cases {
+        let out = ch_with_env(&["study", "list", "--storage", &verified, "--json"], &root, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match refused {
+            None => assert!(out.status.success(), "{env:?}: {stderr}"),
+            Some(words) => {
+                assert!(!out.status.success(), "{env:?} should fail");
+                let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("WARNING")).collect();
+                assert_eq!(lines.len(), 1, "{env:?}: one line, got {stderr}");
+                for w in words {
+                    assert!(lines[0].contains(w), "{env:?}: `{}` should mention `{w}`", lines[0]);
+                }
+            }
+        }
+    }
+    // A password file others can read is skipped with a warning naming it.
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = ch_with_env(&["study", "list", "--storage", &verified], &root, &[("HOME", home_s)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("WARNING  password file") && stderr.contains(".pgpass") && stderr.contains("group or world access"),
+        "{stderr}"
+    );
+    // A certificate from another CA: one line, no password.
+    let other = format!("{bare}?sslmode=verify-full&sslrootcert={}", server.other_ca.display());
+    let out = ch_with_env(&["study", "list", "--storage", &other], &root, &[("PGPASSWORD", password.as_str())]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(!out.status.success() && lines.len() == 1, "{stderr}");
+    assert!(
+        lines[0].contains("invalid peer certificate") && lines[0].contains("other-ca.crt") && !lines[0].contains(&password),
+        "{stderr}"
+    );
 }

@@ -13,6 +13,8 @@ pub const RECORD_LEN: usize = 1 + IMAGE_LEN;
 pub const IMAGE_LEN: usize = 3 * PLANE;
 const SIDE: usize = 32;
 const PLANE: usize = SIDE * SIDE;
+/// The shape of one image.
+pub(crate) const SAMPLE_SHAPE: [usize; 3] = [3, SIDE, SIDE];
 /// ImageNet statistics, which MASE uses for CIFAR (doc/mase-semantics.md#data-vision), not CIFAR's own.
 pub const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const STD: [f32; 3] = [0.229, 0.224, 0.225];

@@ -14,6 +14,7 @@ mod files;
 mod jsc;
 mod mnist;
 mod numpy_random;
+pub mod parse;
 mod registry;
 mod standardize;
 mod tabular;

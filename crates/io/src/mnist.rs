@@ -44,13 +44,16 @@ pub(crate) fn parse_idx<'a>(path: &Path, bytes: &'a [u8], ndim: u8) -> Result<(V
 
 /// Reads an image file and its label file into a data set of `[1, 28, 28]` samples.
 fn read_pair(images: &Path, labels: &Path) -> Result<Dataset> {
-    let img_bytes = read_bytes(images)?;
-    let (dims, pixels) = parse_idx(images, &img_bytes, 3)?;
+    parse_pair(images, &read_bytes(images)?, labels, &read_bytes(labels)?)
+}
+
+/// The bytes of an image file and its label file as a data set of `[1, 28, 28]` samples.
+pub(crate) fn parse_pair(images: &Path, img_bytes: &[u8], labels: &Path, lab_bytes: &[u8]) -> Result<Dataset> {
+    let (dims, pixels) = parse_idx(images, img_bytes, 3)?;
     if dims[1..] != [SIDE, SIDE] {
         return Err(IoError::Format { path: images.to_path_buf(), reason: format!("images are {}x{}, expected 28x28", dims[1], dims[2]) });
     }
-    let lab_bytes = read_bytes(labels)?;
-    let (ldims, labs) = parse_idx(labels, &lab_bytes, 1)?;
+    let (ldims, labs) = parse_idx(labels, lab_bytes, 1)?;
     if ldims[0] != dims[0] {
         return Err(IoError::Format {
             path: labels.to_path_buf(),

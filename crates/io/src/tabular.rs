@@ -60,6 +60,17 @@ fn parse(path: &Path, text: &str) -> Result<Table> {
     Ok(t)
 }
 
+/// A table's rows as one data set, features rounded to f32 and not standardised.
+pub(crate) fn parse_dataset(path: &Path, text: &str) -> Result<Dataset> {
+    let t = parse(path, text)?;
+    let mut d = Dataset::with_capacity(vec![t.features], t.y.len());
+    for (row, &label) in t.x.chunks_exact(t.features.max(1)).zip(&t.y) {
+        let row: Vec<f32> = row.iter().map(|&v| v as f32).collect();
+        d.push(&row, label);
+    }
+    Ok(d)
+}
+
 /// Loads `<dir>/<file>` for the table `name`; the `i % 10` split, features standardised with the
 /// training split's mean and population standard deviation.
 pub(crate) fn load(name: &str, dir: &Path) -> Result<Splits> {

@@ -117,7 +117,10 @@ impl StorageConfig {
 
     /// How to reach a server.
     pub fn connect_options(&self) -> crate::storage::ConnectOptions {
-        crate::storage::ConnectOptions { connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout) }
+        crate::storage::ConnectOptions {
+            connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
+            env: crate::storage::PgEnv::from_process(),
+        }
     }
 }
 

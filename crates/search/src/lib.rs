@@ -63,7 +63,9 @@ pub use plan::{check_search_config, plan, SearchPlan};
 pub use runner::{build_runners, Runner, RunnerEnv, Stage};
 pub use sampler::{build_sampler, share_sampler_options, Sampler, SamplerOptions};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
-pub use storage::{open_storage, ConnectOptions, MemoryStorage, OpenMode, PostgresStorage, SqliteStorage, Storage, StorageUrl};
+pub use storage::{
+    open_storage, ConnectOptions, MemoryStorage, OpenMode, PgEnv, PostgresStorage, SqliteStorage, SslMode, Storage, StorageUrl,
+};
 pub use study::{
     best_trials, check_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome,
     StudySetup,

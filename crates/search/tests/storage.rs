@@ -379,7 +379,7 @@ fn fails_with(url: &str, opts: &ConnectOptions, words: &[&str]) {
 
 #[test]
 fn bad_urls_and_unreachable_servers_fail_with_one_line() {
-    let quick = ConnectOptions { connect_timeout: Duration::from_millis(500) };
+    let quick = ConnectOptions { connect_timeout: Duration::from_millis(500), env: mase_search::PgEnv::default() };
     // A port nothing listens on, and a server that accepts connections but never answers.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -2,11 +2,20 @@
 
 use super::{JscTable, JSC_FEATURES, JSC_LABELS, ROW};
 use crate::{IoError, Result};
-use hdf5_reader::{Datatype, Hdf5File};
+use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 use std::path::Path;
 
 /// The table MASE reads.
 pub(crate) const TABLE: &str = "t_allpar_new";
+
+/// The most bytes one read of the table may allocate. MASE's jet table (about 830,000 rows of a
+/// few hundred bytes) stays well below it; a damaged file announcing more is refused before the
+/// allocation.
+const MAX_TABLE_BYTES: usize = 1 << 30;
+
+fn limits() -> OpenOptions {
+    OpenOptions::default().with_max_read_bytes(MAX_TABLE_BYTES)
+}
 
 /// How to turn the bytes of one field into a value.
 #[derive(Clone, Copy, Debug)]
@@ -68,8 +77,20 @@ impl Field {
 
 /// Reads the 16 features and 5 one-hot labels of every row of `t_allpar_new`.
 pub(crate) fn read(path: &Path) -> Result<JscTable> {
+    let file =
+        Hdf5File::open_with_options(path, limits()).map_err(|e| IoError::Hdf5 { path: path.to_path_buf(), reason: e.to_string() })?;
+    table(path, &file)
+}
+
+/// The table of an HDF5 file's bytes (see [`read`]).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JscTable> {
+    let file = Hdf5File::from_bytes_with_options(bytes, limits())
+        .map_err(|e| IoError::Hdf5 { path: path.to_path_buf(), reason: e.to_string() })?;
+    table(path, &file)
+}
+
+fn table(path: &Path, file: &Hdf5File) -> Result<JscTable> {
     let err = |reason: String| IoError::Hdf5 { path: path.to_path_buf(), reason };
-    let file = Hdf5File::open(path).map_err(|e| err(e.to_string()))?;
     let ds = file.dataset(TABLE).map_err(|e| err(format!("no table `{TABLE}`: {e}")))?;
     let Datatype::Compound { size, fields } = ds.dtype().clone() else {
         return Err(err(format!("`{TABLE}` is not a compound (named-column) table")));

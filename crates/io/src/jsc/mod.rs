@@ -15,8 +15,8 @@
 //! the scaler's arithmetic is scikit-learn's for float32 input (see [`Standardizer`]); the fixture
 //! tests check the splits bit for bit against pandas 3.1 + scikit-learn 1.9 running MASE's steps.
 
-mod h5;
-mod text;
+pub(crate) mod h5;
+pub(crate) mod text;
 
 use crate::dataset::{Dataset, DatasetInfo, Splits};
 use crate::numpy_random::RandomState;

@@ -64,7 +64,11 @@ fn push_row(path: &Path, line: usize, text: &str, lay: &Layout, rows: &mut Vec<f
 
 /// Reads OpenML's CSV form: a header line naming the columns, then one jet per line.
 pub(crate) fn read_csv(path: &Path) -> Result<JscTable> {
-    let text = read_text(path)?;
+    parse_csv(path, &read_text(path)?)
+}
+
+/// The text of OpenML's CSV form (see [`read_csv`]).
+pub(crate) fn parse_csv(path: &Path, text: &str) -> Result<JscTable> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (hl, header) = lines.next().ok_or_else(|| IoError::Format { path: path.to_path_buf(), reason: "empty file".into() })?;
     let names: Vec<String> = header.split(',').map(|s| unquote(s).to_string()).collect();
@@ -80,7 +84,11 @@ pub(crate) fn read_csv(path: &Path) -> Result<JscTable> {
 /// Reads OpenML's ARFF form: `@attribute NAME TYPE` lines, `@data`, then comma-separated rows;
 /// `%` starts a comment.
 pub(crate) fn read_arff(path: &Path) -> Result<JscTable> {
-    let text = read_text(path)?;
+    parse_arff(path, &read_text(path)?)
+}
+
+/// The text of OpenML's ARFF form (see [`read_arff`]).
+pub(crate) fn parse_arff(path: &Path, text: &str) -> Result<JscTable> {
     let mut names: Vec<String> = Vec::new();
     let mut lay: Option<Layout> = None;
     let mut rows = Vec::new();

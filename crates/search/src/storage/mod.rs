@@ -15,12 +15,16 @@
 //! a `RUNNING` trial, so the late result of a worker declared stale cannot duplicate the re-run.
 
 mod memory;
+mod pg_env;
+mod pg_tls;
 mod postgres;
 mod rows;
 mod sqlite;
 mod url;
 
 pub use memory::MemoryStorage;
+pub use pg_env::PgEnv;
+pub use pg_tls::SslMode;
 pub use postgres::{PostgresStorage, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};
 pub use sqlite::{SqliteStorage, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION};
 pub use url::{open_storage, ConnectOptions, StorageUrl};

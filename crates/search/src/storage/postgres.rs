@@ -8,9 +8,13 @@
 //! a transaction-level advisory lock (workers may start at the same moment) and carries a version
 //! in `mase_meta`. Heartbeats and staleness use the server's clock (`clock_timestamp()`), so the
 //! workers' clocks need not agree. Tables are prefixed `mase_` so that a database can also hold
-//! Optuna's tables. Connections are plain TCP (no TLS): keep the server on a trusted network or
-//! behind an SSH tunnel (README, "Distributed search").
+//! Optuna's tables.
+//!
+//! Connections use TLS under libpq's `sslmode` (`?sslmode=verify-full&sslrootcert=ca.crt`; see
+//! `pg_tls`), and a URL without a password takes it from `PGPASSWORD` or `~/.pgpass` (`pg_env`).
 
+use crate::storage::pg_env::{lookup_password, PassKey, PasswordSource};
+use crate::storage::pg_tls::{connector, plan_tls, split_tls_params, TlsPlan};
 use crate::storage::rows::{Cache, RawTrial, COLUMNS};
 use crate::storage::{
     check_spec, metrics_to_json, no_study, stale_error, study_exists, worker_id, Claim, ConnectOptions, OpenMode, Propose, Storage,
@@ -18,7 +22,7 @@ use crate::storage::{
 use crate::trial::{now_ms, TrialOutcome, TrialRecord};
 use crate::{Result, SearchError};
 use postgres::config::Host;
-use postgres::{Client, Config, GenericClient, NoTls, Row};
+use postgres::{Client, Config, GenericClient, Row};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -110,18 +114,42 @@ fn describe(config: &Config) -> String {
     format!("postgresql://{user}{host}:{port}/{db}")
 }
 
+/// What to check after a failed connection: the CA file of a certificate that did not verify,
+/// and where the password came from when it was refused.
+fn connect_hint(e: &postgres::Error, plan: &TlsPlan, source: &PasswordSource) -> String {
+    let text = reason(e);
+    if text.contains("invalid peer certificate") {
+        let ca = plan.root_cert.as_ref().map_or(String::new(), |p| format!(" against the CA file {}", p.display()));
+        return format!(" (sslmode={} checks the server's certificate{ca})", plan.mode.name());
+    }
+    if text.contains("password") {
+        return match source {
+            PasswordSource::Url => " (the password is the URL's)".into(),
+            PasswordSource::Environment => " (the password is PGPASSWORD's)".into(),
+            PasswordSource::File(path) => format!(" (the password is from {})", path.display()),
+            PasswordSource::None => " (no password in the URL, PGPASSWORD or ~/.pgpass)".into(),
+        };
+    }
+    String::new()
+}
+
 impl PostgresStorage {
     /// Connects to the server of `url` and creates the schema on first use.
     pub fn connect(url: &str, opts: &ConnectOptions) -> Result<PostgresStorage> {
-        let mut config: Config = url.parse().map_err(|e: postgres::Error| SearchError::Storage {
+        let (client_url, tls_params) = split_tls_params(url);
+        let mut config: Config = client_url.parse().map_err(|e: postgres::Error| SearchError::Storage {
             location: super::url::redact(url),
-            reason: format!("not a PostgreSQL URL ({}); expected postgresql://user:password@host:port/db", reason(&e)),
+            reason: format!("not a PostgreSQL URL ({}); expected postgresql://user@host:port/db", reason(&e)),
         })?;
         let location = describe(&config);
         let fail = |r: String| SearchError::Storage { location: location.clone(), reason: r };
         if config.get_hosts().is_empty() {
             return Err(fail("the URL names no host (postgresql://user@HOST/db)".into()));
         }
+        let plan = plan_tls(&tls_params, &opts.env).map_err(fail)?;
+        let (tls, client_mode) = connector(&plan).map_err(fail)?;
+        config.ssl_mode(client_mode);
+        let source = if config.get_password().is_some() { PasswordSource::Url } else { Self::fill_password(&mut config, opts) };
         let timeout = config.get_connect_timeout().copied().unwrap_or(opts.connect_timeout);
         config.connect_timeout(timeout);
         if config.get_application_name().is_none() {
@@ -134,15 +162,43 @@ impl PostgresStorage {
         let (send, recv) = std::sync::mpsc::channel();
         let connecting = config.clone();
         std::thread::spawn(move || {
-            let _ = send.send(connecting.connect(NoTls));
+            let _ = send.send(connecting.connect(tls));
         });
         let mut client = match recv.recv_timeout(timeout * 2) {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(fail(format!("cannot connect: {}", reason(&e)))),
+            Ok(Err(e)) => return Err(fail(format!("cannot connect: {}{}", reason(&e), connect_hint(&e, &plan, &source)))),
             Err(_) => return Err(fail(format!("cannot connect: no answer from the server within {} s", (timeout * 2).as_secs_f64()))),
         };
         Self::setup_schema(&mut client).map_err(fail)?;
         Ok(PostgresStorage { location, client, cache: HashMap::new(), worker: worker_id() })
+    }
+
+    /// Sets the password of a URL that has none from `PGPASSWORD` or the password file, printing
+    /// why a password file was skipped (as libpq does).
+    fn fill_password(config: &mut Config, opts: &ConnectOptions) -> PasswordSource {
+        let host = match config.get_hosts().first() {
+            Some(Host::Tcp(name)) => name.clone(),
+            Some(Host::Unix(path)) => path.display().to_string(),
+            None => String::new(),
+        };
+        let user = config.get_user().unwrap_or("").to_string();
+        let database = config.get_dbname().unwrap_or(&user).to_string();
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let key = PassKey { host: &host, port, database: &database, user: &user };
+        let (password, source, warnings) = lookup_password(&opts.env, &key);
+        for w in warnings {
+            eprintln!("WARNING  {w}");
+        }
+        if let Some(p) = password {
+            config.password(p);
+        }
+        source
+    }
+
+    /// Whether this connection is encrypted (the server's `pg_stat_ssl` for this session).
+    pub fn encrypted(&mut self) -> Result<bool> {
+        let row = self.client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).map_err(|e| self.err(e))?;
+        Ok(row.get(0))
     }
 
     fn setup_schema(client: &mut Client) -> std::result::Result<(), String> {

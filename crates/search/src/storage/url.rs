@@ -2,7 +2,7 @@
 //! `postgres://`), `sqlite:///relative/study.db` and `sqlite:////absolute/study.db` (SQLAlchemy's
 //! convention: the path follows the third slash), or a plain file path.
 
-use crate::storage::{PostgresStorage, SqliteStorage, Storage};
+use crate::storage::{PgEnv, PostgresStorage, SqliteStorage, Storage};
 use crate::{Result, SearchError};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,16 +17,19 @@ pub enum StorageUrl {
 }
 
 /// How to reach a server.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConnectOptions {
     /// The longest wait for a server to answer (a URL's own `connect_timeout` wins for the
     /// socket; the whole handshake is bounded by this too).
     pub connect_timeout: Duration,
+    /// The password and TLS defaults a URL may leave out (`PGPASSWORD`, `~/.pgpass`, ...).
+    pub env: PgEnv,
 }
 
+/// A five-second timeout and this process's environment.
 impl Default for ConnectOptions {
     fn default() -> ConnectOptions {
-        ConnectOptions { connect_timeout: Duration::from_secs(5) }
+        ConnectOptions { connect_timeout: Duration::from_secs(5), env: PgEnv::from_process() }
     }
 }
 
