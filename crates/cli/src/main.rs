@@ -36,6 +36,9 @@ fn main() {
         Action::Transform(a) => actions::transform::run(a),
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),
+        Action::Emit(a) => actions::emit::run(a),
+        Action::Simulate(a) => actions::simulate::run(a),
+        Action::Synth(a) => actions::synth::run(a),
         Action::Info => actions::info::run(),
     });
     if let Err(e) = result {
@@ -54,6 +57,9 @@ fn action_name(action: &Action) -> &'static str {
         Action::Transform(_) => "transform",
         Action::Analyze(_) => "analyze",
         Action::Export(_) => "export",
+        Action::Emit(_) => "emit",
+        Action::Simulate(_) => "simulate",
+        Action::Synth(_) => "synth",
         Action::Info => "info",
     }
 }

@@ -1,8 +1,11 @@
 pub mod analyze;
+pub mod emit;
 pub mod export;
 pub mod info;
 pub mod search;
+pub mod simulate;
 pub mod study;
+pub mod synth;
 pub mod test;
 pub mod train;
 pub mod transform;
