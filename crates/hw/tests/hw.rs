@@ -107,9 +107,11 @@ fn have(tool: &str) -> bool {
     false
 }
 
+type DesignCase = (usize, &'static [(&'static str, usize)], u64, f64);
+
 /// One line per design: reuse factor of every layer, reuse factors of named layers, expected
 /// latency and initiation interval in cycles.
-const DESIGNS: &[(usize, &[(&str, usize)], u64, f64)] = &[
+const DESIGNS: &[DesignCase] = &[
     // Four register stages, one sample per cycle.
     (1, &[], 4, 1.0),
     // Every layer folded by 4: 4 + 1 cycles each, a sample every 4 cycles.
