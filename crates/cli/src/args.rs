@@ -32,6 +32,12 @@ pub enum Action {
     Export(ExportArgs),
     /// Raw outputs of a model (`--load CKPT` or `--model-file F`) on given inputs (`--input x.npy|x.npz` or `--random SHAPE`).
     Run(RunModelArgs),
+    /// Write a quantized checkpoint (`--load`) as Verilog: a streaming pipeline, a Verilator testbench, a manifest.
+    Emit(EmitArgs),
+    /// Build an emitted design with Verilator, stream a data split through it and compare with the integer executor.
+    Simulate(SimulateArgs),
+    /// Synthesize an emitted design with Yosys and report LUTs, flip-flops, DSPs, BRAMs and logic depth.
+    Synth(SynthArgs),
     /// List the known models and data sets.
     Info,
 }
@@ -318,4 +324,58 @@ pub struct ExportArgs {
     /// The file to write.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+}
+
+/// Options of `ch emit` besides the shared ones.
+#[derive(Debug, Args, Default, Clone)]
+pub struct EmitArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The folder to write (RTL, testbench, build script, manifest).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Reuse factor of every layer (1 = fully unrolled, one sample per cycle).
+    #[arg(long)]
+    pub reuse: Option<usize>,
+    /// Reuse factor of one layer, `NODE=R` (comma-separated or repeated).
+    #[arg(long = "reuse-layer", value_delimiter = ',')]
+    pub reuse_layer: Vec<String>,
+}
+
+/// Options of `ch simulate`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct SimulateArgs {
+    /// A folder written by `ch emit`.
+    pub dir: PathBuf,
+    /// Data set to stream (default: the one the checkpoint was trained on).
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Folder holding the data sets (else $MASE_DATA_DIR, else the repo's `data/`).
+    #[arg(long = "data-dir")]
+    pub data_dir: Option<PathBuf>,
+    /// train, val or test (default test).
+    #[arg(long)]
+    pub split: Option<String>,
+    /// Stream N seeded standard-normal samples instead of a data split.
+    #[arg(long)]
+    pub random: Option<usize>,
+    /// Lower out_ready on pseudo-random cycles (seeded), to exercise back-pressure.
+    #[arg(long = "stall-seed")]
+    pub stall_seed: Option<u64>,
+    /// Print one JSON object with the results on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `ch synth`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct SynthArgs {
+    /// A folder written by `ch emit`.
+    pub dir: PathBuf,
+    /// `xilinx` (synth_xilinx, 7-series LUT6), `generic` (synth + abc -lut 6) or `all` (default).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Print one JSON object with the results on stdout.
+    #[arg(long)]
+    pub json: bool,
 }

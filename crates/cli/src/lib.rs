@@ -42,6 +42,9 @@ pub fn run_cli(args: Vec<String>) -> i32 {
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),
         Action::Run(a) => actions::run::run(a),
+        Action::Emit(a) => actions::emit::run(a),
+        Action::Simulate(a) => actions::simulate::run(a),
+        Action::Synth(a) => actions::synth::run(a),
         Action::Info => actions::info::run(),
     }) else {
         return 70;
@@ -64,6 +67,9 @@ fn action_name(action: &Action) -> &'static str {
         Action::Analyze(_) => "analyze",
         Action::Export(_) => "export",
         Action::Run(_) => "run",
+        Action::Emit(_) => "emit",
+        Action::Simulate(_) => "simulate",
+        Action::Synth(_) => "synth",
         Action::Info => "info",
     }
 }

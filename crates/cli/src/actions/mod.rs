@@ -1,10 +1,13 @@
 pub mod analyze;
 mod divergence;
+pub mod emit;
 pub mod export;
 pub mod info;
 pub mod run;
 pub mod search;
+pub mod simulate;
 pub mod study;
+pub mod synth;
 pub mod test;
 pub mod train;
 mod train_report;

@@ -1,0 +1,96 @@
+//! `ch emit`, `ch simulate` and `ch synth` end to end: a jsc-three-layer trained on the jsc
+//! fixture, quantized to 8-bit integers, emitted unrolled and folded, simulated bit-exactly.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
+fn have(tool: &str) -> bool {
+    let flag = if tool == "yosys" { "-V" } else { "--version" };
+    if std::process::Command::new(tool).arg(flag).output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
+    eprintln!("SKIP: {tool} is not installed");
+    false
+}
+
+fn jsc_dir(root: &Path) -> PathBuf {
+    let d = root.join("data");
+    std::fs::create_dir_all(d.join("jsc")).unwrap();
+    std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
+    d
+}
+
+/// A transform config quantizing every linear to `integer` of `bits` bits, half fractional.
+fn config(dir: &Path, bits: u32) -> PathBuf {
+    let f = bits / 2;
+    let text = format!(
+        "model = \"jsc-three-layer\"\ndataset = \"jsc\"\nproject = \"hw{bits}\"\n[passes.quantize]\nby = \"type\"\n[passes.quantize.default.config]\nname = \"NA\"\n\
+         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
+    );
+    let p = dir.join(format!("hw{bits}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
+    if !have("verilator") {
+        return;
+    }
+    let root = scratch("hw-emit");
+    let data = jsc_dir(&root);
+    let d = data.to_str().unwrap();
+    let t = ch_json(
+        &[
+            "train",
+            "jsc-three-layer",
+            "jsc",
+            "--data-dir",
+            d,
+            "--max-epochs",
+            "8",
+            "--batch-size",
+            "64",
+            "--learning-rate",
+            "1e-2",
+            "--project",
+            "hw",
+        ],
+        &root,
+    );
+    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let cfg = config(&root, 8);
+    let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
+    let q = tr["checkpoint"].as_str().unwrap().to_string();
+    let quant_acc = ch_json(&["test", "jsc-three-layer", "jsc", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
+    let mut accuracies = Vec::new();
+    // One line per design: emit flags, latency and initiation interval in cycles (folded by 4:
+    // 4 + 1 cycles; by 2: 2 + 1 each for the other three layers).
+    let designs: &[(&[&str], u64, f64)] = &[(&[], 4, 1.0), (&["--reuse", "2", "--reuse-layer", "seq_blocks_0=4"], 14, 4.0)];
+    for (i, &(flags, latency, ii)) in designs.iter().enumerate() {
+        let out = root.join(format!("rtl{i}"));
+        let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
+        assert_eq!(e["manifest"]["latency_cycles"], latency, "{flags:?}");
+        assert_eq!(e["manifest"]["input"]["element_width"], 8);
+        let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
+        assert_eq!(s["mismatches"], 0, "{flags:?}: {s}");
+        assert_eq!(s["samples"], 392, "{s}");
+        assert_eq!((s["latency_cycles"].as_u64().unwrap(), s["initiation_interval"].as_f64().unwrap()), (latency, ii), "{flags:?}");
+        accuracies.push(s["accuracy"].as_f64().unwrap());
+    }
+    // Folded and unrolled designs compute the same outputs, so the same accuracy; the trained
+    // network scores well above chance (20 %) on the fixture.
+    assert_eq!(accuracies[0], accuracies[1]);
+    assert!(accuracies[0] > 0.4, "{accuracies:?}, fake-quant test accuracy {quant_acc}");
+    // Random samples and back-pressure: still bit-exact.
+    let s = ch_json(&["simulate", root.join("rtl1").to_str().unwrap(), "--random", "64", "--stall-seed", "9"], &root);
+    assert_eq!(s["mismatches"], 0, "{s}");
+    // Errors are one line.
+    let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--reuse", "3"], &root);
+    assert_eq!(line, "error: node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
+    let line = ch_error(&["emit", "--load", &best, "-o", root.join("bad").to_str().unwrap()], &root);
+    assert!(line.starts_with("error: the graph is not integer end to end: seq_blocks_0 (linear): not quantized;"), "{line}");
+}

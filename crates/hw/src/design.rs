@@ -1,0 +1,256 @@
+//! A design: the integer pipeline of a network, layer by layer, with every constant, range and
+//! width that the RTL needs. [`Design::eval`] computes what the RTL computes, bit for bit, so the
+//! lowering can be checked against the integer executor without a simulator.
+
+use mase_quant::Fixed;
+use serde::{Deserialize, Serialize};
+
+/// The codes a stream element can hold: integers in `[lo, hi]` with `frac` fraction bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Range {
+    pub lo: i64,
+    pub hi: i64,
+    pub frac: i32,
+}
+
+impl Range {
+    /// The codes of a fixed-point format.
+    pub fn of(f: Fixed) -> Range {
+        Range { lo: f.lo(), hi: f.hi(), frac: f.frac_width }
+    }
+
+    /// Bits of the narrowest two's-complement signal holding every code (at least 1).
+    pub fn width(&self) -> u32 {
+        signed_bits(self.lo as i128, self.hi as i128)
+    }
+}
+
+/// Bits of the narrowest two's-complement signal holding `[lo, hi]` (at least 1).
+pub fn signed_bits(lo: i128, hi: i128) -> u32 {
+    let mut w = 1;
+    while w < 127 && (lo < -(1i128 << (w - 1)) || hi > (1i128 << (w - 1)) - 1) {
+        w += 1;
+    }
+    w
+}
+
+/// An element-wise step between layers.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Re-expresses a code in the format `to`: an arithmetic shift by the difference of fraction
+    /// bits (rounding half to even when bits are dropped), then clamping to the format's range.
+    Requant { width: u32, frac_width: i32, signed: bool },
+    /// `max(v, 0)`, in the same format.
+    Relu,
+}
+
+impl Step {
+    /// A requantizing step to `f`.
+    pub fn requant(f: Fixed) -> Step {
+        Step::Requant { width: f.width, frac_width: f.frac_width, signed: f.signed }
+    }
+
+    /// The value of a code `v` of range `from` after the step.
+    pub fn apply(&self, v: i64, from: Range) -> i64 {
+        match *self {
+            Step::Requant { width, frac_width, signed } => {
+                let to = Fixed { width, frac_width, signed };
+                shift_rne(v, from.frac - to.frac_width).clamp(to.lo(), to.hi())
+            }
+            Step::Relu => v.max(0),
+        }
+    }
+
+    /// The range of the step's results over `from` (every step is monotone).
+    pub fn range(&self, from: Range) -> Range {
+        let frac = match *self {
+            Step::Requant { frac_width, .. } => frac_width,
+            Step::Relu => from.frac,
+        };
+        Range { lo: self.apply(from.lo, from), hi: self.apply(from.hi, from), frac }
+    }
+}
+
+/// `v * 2^-shift`, rounded half to even when `shift > 0` (bits dropped), exact when
+/// `shift <= 0`, saturating at the ends of `i64`. This is the integer executor's rescale.
+pub fn shift_rne(v: i64, shift: i32) -> i64 {
+    if shift <= 0 {
+        let k = (-shift) as u32;
+        if k >= 63 {
+            return if v == 0 { 0 } else { v.signum() * i64::MAX };
+        }
+        return v.checked_mul(1i64 << k).unwrap_or(v.signum() * i64::MAX);
+    }
+    if shift >= 63 {
+        return 0;
+    }
+    let s = shift as u32;
+    let q = v >> s;
+    let rem = v - (q << s);
+    let half = 1i64 << (s - 1);
+    if rem > half || (rem == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
+    }
+}
+
+/// One layer: element-wise steps on its input stream, a matrix-vector product with constant
+/// weights and biases, element-wise steps on the sums. One RTL module.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Layer {
+    /// The graph node of the product (`seq_blocks_2`).
+    pub node: String,
+    /// The range of the stream arriving at the layer.
+    pub input: Range,
+    /// Steps before the product (the rescale to the layer's `data_in` format).
+    pub pre: Vec<Step>,
+    pub in_features: usize,
+    pub out_features: usize,
+    /// Weight codes `[out][in]`, already shifted to the accumulator's scale.
+    pub weight: Vec<i64>,
+    /// Bias codes at the accumulator's scale (zeros without a bias).
+    pub bias: Vec<i64>,
+    /// The range of every sum (worst case over all inputs in range, over every output).
+    pub acc: Range,
+    /// Steps after the product (relu, the rescale to a `data_out` format).
+    pub post: Vec<Step>,
+    /// Input terms each multiplier handles, one per cycle (1 = fully unrolled).
+    pub reuse: usize,
+}
+
+impl Layer {
+    /// The range after the steps before the product.
+    pub fn product_input(&self) -> Range {
+        self.pre.iter().fold(self.input, |r, s| s.range(r))
+    }
+
+    /// The range of the layer's output stream.
+    pub fn output(&self) -> Range {
+        self.post.iter().fold(self.acc, |r, s| s.range(r))
+    }
+
+    /// Cycles between two samples this layer accepts.
+    pub fn initiation_interval(&self) -> usize {
+        self.reuse.max(1)
+    }
+
+    /// Cycles from accepting a sample to presenting its result: one register stage unrolled;
+    /// the `R` cycles of the products and the output register folded.
+    pub fn latency(&self) -> usize {
+        if self.reuse <= 1 {
+            1
+        } else {
+            self.reuse + 1
+        }
+    }
+
+    /// The layer on one sample's codes.
+    pub fn eval(&self, x: &[i64]) -> Vec<i64> {
+        let xin: Vec<i64> = x.iter().map(|&v| apply_steps(&self.pre, v, self.input)).collect();
+        (0..self.out_features)
+            .map(|j| {
+                let w = &self.weight[j * self.in_features..][..self.in_features];
+                let sum = self.bias[j] + w.iter().zip(&xin).map(|(&a, &b)| a * b).sum::<i64>();
+                apply_steps(&self.post, sum, self.acc)
+            })
+            .collect()
+    }
+}
+
+fn apply_steps(steps: &[Step], v: i64, from: Range) -> i64 {
+    let mut r = from;
+    let mut v = v;
+    for s in steps {
+        v = s.apply(v, r);
+        r = s.range(r);
+    }
+    v
+}
+
+/// The integer pipeline of a network.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Design {
+    /// The model's name (for the manifest).
+    pub model: String,
+    /// The format the testbench feeds: the `data_in` format of the first layer.
+    pub input_format: (u32, i32, bool),
+    pub layers: Vec<Layer>,
+}
+
+impl Design {
+    /// The fixed-point format of the input codes.
+    pub fn input_fixed(&self) -> Fixed {
+        let (width, frac_width, signed) = self.input_format;
+        Fixed { width, frac_width, signed }
+    }
+
+    /// Input codes per sample.
+    pub fn input_len(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.in_features)
+    }
+
+    /// Output codes per sample.
+    pub fn output_len(&self) -> usize {
+        self.layers.last().map_or(0, |l| l.out_features)
+    }
+
+    /// The range of the input stream.
+    pub fn input_range(&self) -> Range {
+        Range::of(self.input_fixed())
+    }
+
+    /// The range of the output stream.
+    pub fn output_range(&self) -> Range {
+        self.layers.last().map_or(self.input_range(), Layer::output)
+    }
+
+    /// Cycles from accepting a sample to presenting its result: the sum of the layers'.
+    pub fn latency(&self) -> usize {
+        self.layers.iter().map(Layer::latency).sum()
+    }
+
+    /// Cycles between two samples the pipeline accepts: its slowest layer's.
+    pub fn initiation_interval(&self) -> usize {
+        self.layers.iter().map(Layer::initiation_interval).max().unwrap_or(1)
+    }
+
+    /// The pipeline on one sample's input codes: what the RTL computes.
+    pub fn eval(&self, x: &[i64]) -> Vec<i64> {
+        self.layers.iter().fold(x.to_vec(), |v, l| l.eval(&v))
+    }
+
+    /// The input codes of float samples (`clamp(round(x 2^f), lo, hi)`, as the integer executor
+    /// quantizes the input of its first integer node); NaN becomes 0.
+    pub fn input_codes(&self, x: &[f32]) -> Vec<i64> {
+        let f = self.input_fixed();
+        x.iter().map(|&v| f.code(v).unwrap_or(0)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_rne_is_the_float_formula() {
+        let f = Fixed { width: 8, frac_width: 4, signed: true };
+        // (value, fraction bits, expected code): ties go to even, large values clamp.
+        let cases =
+            [(40, 8, 2), (24, 8, 2), (-24, 8, -2), (-40, 8, -2), (41, 8, 3), (1_000_000, 8, 127), (-1_000_000, 8, -128), (3, 2, 12)];
+        for (v, from, want) in cases {
+            let got = Step::requant(f).apply(v, Range { lo: -1 << 40, hi: 1 << 40, frac: from });
+            assert_eq!(got, want, "{v} at {from}");
+            assert_eq!(f.code((v as f64 / 2f64.powi(from)) as f32), Some(want), "{v} at {from}");
+        }
+    }
+
+    #[test]
+    fn widths_are_the_narrowest_twos_complement() {
+        let cases = [((0, 0), 1), ((-1, 0), 1), ((0, 1), 2), ((-128, 127), 8), ((0, 255), 9), ((-129, 0), 9), ((0, 127), 8)];
+        for ((lo, hi), w) in cases {
+            assert_eq!(signed_bits(lo, hi), w, "[{lo}, {hi}]");
+        }
+    }
+}

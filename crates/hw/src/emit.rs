@@ -1,0 +1,83 @@
+//! Writing a design's folder: `rtl/` (one file per layer and the top), `tb/tb.cpp`, `build.sh`,
+//! `design.json` (the design itself, which `simulate` reads back) and `manifest.json`.
+
+use crate::design::Design;
+use crate::error::{file_err, Result};
+use crate::testbench::{build_script, testbench_cpp};
+use crate::verilog::{layer_module, layer_verilog, top_verilog, TOP};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The manifest: ports, widths, latency and initiation interval, and per layer its widths.
+pub fn manifest(d: &Design) -> Value {
+    let port = |len: usize, r: crate::design::Range| json!({"elements": len, "element_width": r.width(), "frac_width": r.frac, "min_code": r.lo, "max_code": r.hi, "bits": len * r.width() as usize});
+    let (w, f, s) = d.input_format;
+    json!({
+        "model": d.model,
+        "top": TOP,
+        "handshake": "valid/ready on input and output; a transfer happens on a rising clock edge where both are high; rst is synchronous and active high",
+        "input": port(d.input_len(), d.input_range()),
+        "input_format": {"name": "integer", "width": w, "frac_width": f, "signed": s},
+        "output": port(d.output_len(), d.output_range()),
+        "latency_cycles": d.latency(),
+        "initiation_interval": d.initiation_interval(),
+        "layers": d.layers.iter().map(|l| json!({
+            "node": l.node,
+            "module": layer_module(l),
+            "in_features": l.in_features,
+            "out_features": l.out_features,
+            "input_width": l.input.width(),
+            "product_input_width": l.product_input().width(),
+            "accumulator_width": l.acc.width(),
+            "accumulator_frac_width": l.acc.frac,
+            "output_width": l.output().width(),
+            "reuse_factor": l.reuse,
+            "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
+            "latency_cycles": l.latency(),
+            "initiation_interval": l.initiation_interval(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Writes the design's folder into `dir` (created if needed) and returns the manifest.
+pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
+    let write = |rel: &str, text: &str| -> Result<()> {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| file_err(parent, e))?;
+        }
+        std::fs::write(&p, text).map_err(|e| file_err(&p, e))
+    };
+    let mut files = Vec::new();
+    for l in &d.layers {
+        let f = format!("{}.v", layer_module(l));
+        write(&format!("rtl/{f}"), &layer_verilog(l))?;
+        files.push(f);
+    }
+    write(&format!("rtl/{TOP}.v"), &top_verilog(d))?;
+    write("tb/tb.cpp", &testbench_cpp(d))?;
+    write("build.sh", &build_script(&files))?;
+    set_executable(&dir.join("build.sh"))?;
+    let m = manifest(d);
+    write("manifest.json", &(serde_json::to_string_pretty(&m).unwrap_or_default() + "\n"))?;
+    write("design.json", &serde_json::to_string(d).unwrap_or_default())?;
+    Ok(m)
+}
+
+#[cfg(unix)]
+fn set_executable(p: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(|e| file_err(p, e))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Reads back the design a folder holds.
+pub fn read_design(dir: &Path) -> Result<Design> {
+    let p = dir.join("design.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| file_err(&p, e))?;
+    serde_json::from_str(&text).map_err(|e| file_err(&p, format!("not a design written by `ch emit`: {e}")))
+}

@@ -1,0 +1,20 @@
+//! Hardware of mase-rs: a quantized network as a streaming integer pipeline in Verilog, simulated
+//! with Verilator against the integer executor, which is the golden model (doc/hardware.md).
+//!
+//! [`lower`] turns a quantized graph into a [`Design`] (layers, constants, ranges, widths),
+//! [`emit`] writes its folder (RTL, testbench, build script, manifest), and [`simulate`] builds
+//! and runs it and compares every output code with [`simulate::golden`].
+
+pub mod design;
+pub mod emit;
+mod error;
+pub mod lower;
+pub mod simulate;
+pub mod synth;
+pub mod testbench;
+pub mod verilog;
+
+pub use design::{Design, Layer, Range, Step};
+pub use emit::{emit, manifest, read_design};
+pub use error::{HwError, Result};
+pub use lower::{lower, LowerOptions};

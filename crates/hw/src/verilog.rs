@@ -1,0 +1,278 @@
+//! Verilog of a design: one module per layer and a top module chaining them with valid/ready
+//! handshakes. Every signal is a two's-complement value as wide as its range needs
+//! ([`Range::width`]); constants are written at a width that holds them, and each assignment
+//! keeps the low bits, which hold the exact value because the ranges bound it.
+
+use crate::design::{signed_bits, Design, Layer, Range, Step};
+use std::fmt::Write;
+
+/// The name of the top module.
+pub const TOP: &str = "mase_top";
+
+/// The Verilog module name of a layer.
+pub fn layer_module(layer: &Layer) -> String {
+    format!("mase_{}", layer.node)
+}
+
+/// A signed literal of width `w` (at least one bit wider than the value needs).
+fn lit(v: i64, w: u32) -> String {
+    let w = w.max(signed_bits(v as i128, v as i128) + 1);
+    if v < 0 {
+        format!("(-{w}'sd{})", v.unsigned_abs())
+    } else {
+        format!("{w}'sd{v}")
+    }
+}
+
+/// Declares `dst` as the result of `step` on `src` (range `from`); returns the result's range.
+fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, dst: &str) -> Range {
+    let to = step.range(from);
+    let (w, ow) = (from.width(), to.width());
+    if to.lo == to.hi {
+        let _ = writeln!(out, "  wire signed [{}:0] {dst} = {};", ow - 1, lit(to.lo, ow));
+        return to;
+    }
+    match *step {
+        Step::Relu => {
+            if from.lo >= 0 {
+                let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src};", ow - 1);
+            } else {
+                let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src}[{}] ? {ow}'sd0 : {src};", ow - 1, w - 1);
+            }
+        }
+        Step::Requant { width, frac_width, signed } => {
+            let f = mase_quant::Fixed { width, frac_width, signed };
+            let s = from.frac - frac_width;
+            // `t`: the shifted value before clamping, `tw` its width.
+            let tw = if s > 0 {
+                let half = 1u64 << (s - 1);
+                let _ = writeln!(out, "  wire signed [{}:0] {dst}_q = {src} >>> {s};", w - 1);
+                let _ = writeln!(out, "  wire [{}:0] {dst}_r = {src}[{}:0];", s - 1, s - 1);
+                let _ = writeln!(out, "  wire {dst}_up = ({dst}_r > {s}'d{half}) || (({dst}_r == {s}'d{half}) && {dst}_q[0]);");
+                let _ = writeln!(out, "  wire signed [{w}:0] {dst}_t = {dst}_q + $signed({{1'b0, {dst}_up}});");
+                w + 1
+            } else if s < 0 {
+                let k = -s;
+                let _ = writeln!(out, "  wire signed [{}:0] {dst}_t = $signed({{{src}, {k}'b0}});", w + k as u32 - 1);
+                w + k as u32
+            } else {
+                let _ = writeln!(out, "  wire signed [{}:0] {dst}_t = {src};", w - 1);
+                w
+            };
+            // The unclamped range decides which bounds can be passed.
+            let unclamped = |v: i64| crate::design::shift_rne(v, s);
+            let (ulo, uhi) = (unclamped(from.lo), unclamped(from.hi));
+            let cw = tw.max(ow).max(signed_bits(f.lo() as i128, f.hi() as i128)) + 1;
+            let mut e = format!("{dst}_t");
+            if ulo < f.lo() {
+                e = format!("({dst}_t < {lo}) ? {lo} : {e}", lo = lit(f.lo(), cw));
+            }
+            if uhi > f.hi() {
+                e = format!("({dst}_t > {hi}) ? {hi} : {e}", hi = lit(f.hi(), cw));
+            }
+            let _ = writeln!(out, "  wire signed [{}:0] {dst} = {e};", ow - 1);
+        }
+    }
+    to
+}
+
+/// Declares `dst` as `src` after every step of `steps`; returns the final wire and range.
+fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], prefix: &str) -> (String, Range) {
+    let (mut cur, mut r) = (src.to_string(), from);
+    for (i, s) in steps.iter().enumerate() {
+        let dst = format!("{prefix}_s{i}");
+        r = step_wires(out, &cur, r, s, &dst);
+        cur = dst;
+    }
+    (cur, r)
+}
+
+/// The module of one fully unrolled layer: the products of a sample summed in one cycle, the
+/// result held in an output register with valid/ready (a one-entry pipeline stage).
+fn unrolled_layer(layer: &Layer) -> String {
+    let mut o = String::new();
+    let (iw, ow) = (layer.input.width(), layer.output().width());
+    let (n_in, n_out) = (layer.in_features, layer.out_features);
+    let _ = writeln!(o, "// Layer `{}`: {n_in} -> {n_out}, fully unrolled (one sample per cycle).", layer.node);
+    let _ = writeln!(o, "module {} (", layer_module(layer));
+    let _ = writeln!(o, "  input clk, input rst,");
+    let _ = writeln!(o, "  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1);
+    let _ = writeln!(o, "  output reg out_valid, input out_ready, output reg [{}:0] out_data", n_out * ow as usize - 1);
+    let _ = writeln!(o, ");");
+    let xr = layer.product_input();
+    let mut xs = Vec::new();
+    for k in 0..n_in {
+        let _ = writeln!(o, "  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize);
+        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, &format!("x_{k}"));
+        xs.push(x);
+    }
+    let aw = layer.acc.width();
+    let cw =
+        layer.weight.iter().chain(&layer.bias).map(|&v| signed_bits(v as i128, v as i128)).max().unwrap_or(1).max(aw).max(xr.width()) + 1;
+    let mut ys = Vec::new();
+    for j in 0..n_out {
+        let mut e = lit(layer.bias[j], cw);
+        for (k, x) in xs.iter().enumerate() {
+            let wv = layer.weight[j * n_in + k];
+            if wv != 0 {
+                let _ = write!(e, " + {x} * {}", lit(wv, cw));
+            }
+        }
+        let _ = writeln!(o, "  wire signed [{}:0] acc_{j} = {e};", aw - 1);
+        let (y, _) = steps_wires(&mut o, &format!("acc_{j}"), layer.acc, &layer.post, &format!("y_{j}"));
+        ys.push(y);
+    }
+    let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
+    let _ = writeln!(o, "  assign in_ready = !out_valid || out_ready;");
+    let _ = writeln!(o, "  always @(posedge clk) begin");
+    let _ = writeln!(o, "    if (rst) out_valid <= 1'b0;");
+    let _ = writeln!(o, "    else if (in_ready) begin");
+    let _ = writeln!(o, "      out_valid <= in_valid;");
+    let _ = writeln!(o, "      if (in_valid) out_data <= {{{}}};", packed.join(", "));
+    let _ = writeln!(o, "    end");
+    let _ = writeln!(o, "  end");
+    let _ = writeln!(o, "endmodule");
+    o
+}
+
+/// The module of a layer folded by its reuse factor `R`: each output has `K / R` multipliers,
+/// which take `K / R` inputs per cycle from a shift register of the sample, with the weights of
+/// that cycle chosen by a counter. A sample is accepted in the cycle the previous one finishes,
+/// so a new sample enters every `R` cycles and its result is registered `R + 1` cycles after its
+/// input handshake.
+fn folded_layer(layer: &Layer) -> String {
+    let mut o = String::new();
+    let (iw, ow) = (layer.input.width(), layer.output().width());
+    let (n_in, n_out, r) = (layer.in_features, layer.out_features, layer.reuse);
+    let p = n_in / r;
+    let xr = layer.product_input();
+    let xw = xr.width() as usize;
+    let aw = layer.acc.width();
+    let cb = signed_bits(0, r as i128);
+    let _ = writeln!(o, "// Layer `{}`: {n_in} -> {n_out}, reuse factor {r} ({p} inputs per output per cycle).", layer.node);
+    let _ = writeln!(o, "module {} (", layer_module(layer));
+    let _ = writeln!(o, "  input clk, input rst,");
+    let _ = writeln!(o, "  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1);
+    let _ = writeln!(o, "  output reg out_valid, input out_ready, output reg [{}:0] out_data", n_out * ow as usize - 1);
+    let _ = writeln!(o, ");");
+    let mut xs = Vec::new();
+    for k in 0..n_in {
+        let _ = writeln!(o, "  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize);
+        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, &format!("x_{k}"));
+        xs.push(format!("{x}[{}:0]", xw - 1));
+    }
+    let _ = writeln!(o, "  wire [{}:0] x_all = {{{}}};", n_in * xw - 1, xs.iter().rev().cloned().collect::<Vec<_>>().join(", "));
+    let _ = writeln!(o, "  reg [{}:0] xs;", n_in * xw - 1);
+    let _ = writeln!(o, "  reg busy;");
+    let _ = writeln!(o, "  reg [{}:0] cnt;", cb - 1);
+    let _ = writeln!(o, "  wire last = busy && (cnt == {cb}'d{});", r - 1);
+    let _ = writeln!(o, "  wire fin = last && (!out_valid || out_ready);");
+    let _ = writeln!(o, "  assign in_ready = !busy || fin;");
+    for q in 0..p {
+        let _ = writeln!(o, "  wire signed [{}:0] c_{q} = xs[{}:{}];", xw - 1, (q + 1) * xw - 1, q * xw);
+    }
+    let cw =
+        layer.weight.iter().chain(&layer.bias).map(|&v| signed_bits(v as i128, v as i128)).max().unwrap_or(1).max(aw).max(xr.width()) + 1;
+    let mut ys = Vec::new();
+    for j in 0..n_out {
+        let _ = writeln!(o, "  reg signed [{}:0] acc_{j};", aw - 1);
+        let mut e = format!("acc_{j}");
+        for q in 0..p {
+            let _ = writeln!(o, "  reg signed [{}:0] w_{j}_{q};", cw - 1);
+            let _ = writeln!(o, "  always @* case (cnt)");
+            for t in 0..r {
+                let _ = writeln!(o, "    {cb}'d{t}: w_{j}_{q} = {};", lit(layer.weight[j * n_in + t * p + q], cw));
+            }
+            let _ = writeln!(o, "    default: w_{j}_{q} = {cw}'sd0;");
+            let _ = writeln!(o, "  endcase");
+            let _ = write!(e, " + c_{q} * w_{j}_{q}");
+        }
+        let _ = writeln!(o, "  wire signed [{}:0] sum_{j} = {e};", aw - 1);
+        let (y, _) = steps_wires(&mut o, &format!("sum_{j}"), layer.acc, &layer.post, &format!("y_{j}"));
+        ys.push(y);
+    }
+    let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
+    let _ = writeln!(o, "  always @(posedge clk) begin");
+    let _ = writeln!(o, "    if (rst) begin");
+    let _ = writeln!(o, "      busy <= 1'b0;");
+    let _ = writeln!(o, "      out_valid <= 1'b0;");
+    let _ = writeln!(o, "    end else begin");
+    let _ = writeln!(o, "      if (out_valid && out_ready) out_valid <= 1'b0;");
+    let _ = writeln!(o, "      if (busy && !(last && !fin)) begin");
+    let _ = writeln!(o, "        xs <= xs >> {};", p * xw);
+    let _ = writeln!(o, "        cnt <= cnt + {cb}'d1;");
+    for j in 0..n_out {
+        let _ = writeln!(o, "        acc_{j} <= sum_{j};");
+    }
+    let _ = writeln!(o, "      end");
+    let _ = writeln!(o, "      if (fin) begin");
+    let _ = writeln!(o, "        busy <= 1'b0;");
+    let _ = writeln!(o, "        out_valid <= 1'b1;");
+    let _ = writeln!(o, "        out_data <= {{{}}};", packed.join(", "));
+    let _ = writeln!(o, "      end");
+    let _ = writeln!(o, "      if (in_valid && in_ready) begin");
+    let _ = writeln!(o, "        busy <= 1'b1;");
+    let _ = writeln!(o, "        cnt <= {cb}'d0;");
+    let _ = writeln!(o, "        xs <= x_all;");
+    for j in 0..n_out {
+        let _ = writeln!(o, "        acc_{j} <= {};", lit(layer.bias[j], cw));
+    }
+    let _ = writeln!(o, "      end");
+    let _ = writeln!(o, "    end");
+    let _ = writeln!(o, "  end");
+    let _ = writeln!(o, "endmodule");
+    o
+}
+
+/// The Verilog of one layer's module: fully unrolled, or folded by its reuse factor.
+pub fn layer_verilog(layer: &Layer) -> String {
+    let mut o = String::from("/* verilator lint_off WIDTH */\n");
+    if layer.reuse <= 1 {
+        o.push_str(&unrolled_layer(layer));
+    } else {
+        o.push_str(&folded_layer(layer));
+    }
+    o
+}
+
+/// The top module: the layers in a chain, the handshake of each feeding the next.
+pub fn top_verilog(d: &Design) -> String {
+    let mut o = String::new();
+    let (iw, ow) = (d.input_range().width() as usize, d.output_range().width() as usize);
+    let _ = writeln!(
+        o,
+        "// Model `{}`: {} layers, latency {} cycles, initiation interval {}.",
+        d.model,
+        d.layers.len(),
+        d.latency(),
+        d.initiation_interval()
+    );
+    let _ = writeln!(o, "module {TOP} (");
+    let _ = writeln!(o, "  input clk, input rst,");
+    let _ = writeln!(o, "  input in_valid, output in_ready, input [{}:0] in_data,", d.input_len() * iw - 1);
+    let _ = writeln!(o, "  output out_valid, input out_ready, output [{}:0] out_data", d.output_len() * ow - 1);
+    let _ = writeln!(o, ");");
+    let n = d.layers.len();
+    for (i, l) in d.layers.iter().enumerate() {
+        let w = l.output().width() as usize * l.out_features;
+        let _ = writeln!(o, "  wire v{i}, r{i};");
+        let _ = writeln!(o, "  wire [{}:0] d{i};", w - 1);
+    }
+    for (i, l) in d.layers.iter().enumerate() {
+        let (iv, ir, id) = if i == 0 {
+            ("in_valid".into(), "in_ready".into(), "in_data".into())
+        } else {
+            (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1))
+        };
+        let _ = writeln!(
+            o,
+            "  {} u{i} (.clk(clk), .rst(rst), .in_valid({iv}), .in_ready({ir}), .in_data({id}), .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));",
+            layer_module(l)
+        );
+    }
+    let _ = writeln!(o, "  assign out_valid = v{};", n - 1);
+    let _ = writeln!(o, "  assign r{} = out_ready;", n - 1);
+    let _ = writeln!(o, "  assign out_data = d{};", n - 1);
+    let _ = writeln!(o, "endmodule");
+    o
+}

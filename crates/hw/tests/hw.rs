@@ -1,0 +1,217 @@
+//! Lowering, emission and Verilator simulation of quantized jsc networks, checked code for code
+//! against the integer executor on the jsc fixture's test split.
+
+use mase_hw::simulate::{self, golden, mismatches, tool_available};
+use mase_hw::synth::{synth, SynthTarget};
+use mase_hw::{emit, lower, Design, HwError, LowerOptions};
+use mase_ir::{Graph, Op, ParamStore, Rng};
+use mase_passes::{run_pass, InputSource, PassContext};
+use serde_json::json;
+use std::path::PathBuf;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The jsc fixture's splits (a data folder holding only the HDF5 fixture).
+fn jsc() -> mase_io::Splits {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_jsc_data");
+    std::fs::create_dir_all(dir.join("jsc")).unwrap();
+    std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), dir.join("jsc/jsc_fixture.h5")).unwrap();
+    mase_io::load_dataset("jsc", &mase_io::DataOptions { data_dir: Some(dir) }).unwrap()
+}
+
+/// A zoo model with seeded weights, its linears (and relus when `relu_bits` is set) quantized
+/// to `integer` formats of `bits` bits with half of them fractional.
+fn quantized(model: &str, bits: u32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
+    quantized_frac(model, bits, bits as i32 / 2, relu_bits)
+}
+
+/// `quantized` with `frac` fraction bits.
+fn quantized_frac(model: &str, bits: u32, frac: i32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
+    let ctx = mase_zoo::ModelContext { sample_shape: vec![16], num_classes: 5 };
+    quantize_graph(mase_zoo::build_model(model, &ctx).unwrap(), bits, frac, relu_bits)
+}
+
+/// `quantized` for any graph taking 16 features.
+fn quantize_graph(mut g: Graph, bits: u32, f: i32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
+    let params = mase_runtime::init_params(&g, &mut Rng::new(7));
+    let mut cx = PassContext::new(params);
+    cx.inputs = InputSource::Random { sample_shape: vec![16] };
+    run_pass("add_common_metadata", &mut g, &mut cx, &json!(null)).unwrap();
+    let mut q = json!({"by": "type", "default": {"config": {"name": "NA"}}, "linear": {"config": {"name": "integer",
+        "data_in_width": bits, "data_in_frac_width": f, "weight_width": bits, "weight_frac_width": f,
+        "bias_width": bits, "bias_frac_width": f}}});
+    if let Some(rb) = relu_bits {
+        q["relu"] = json!({"config": {"name": "integer", "data_in_width": rb, "data_in_frac_width": rb / 2}});
+    }
+    run_pass("quantize", &mut g, &mut cx, &q).unwrap();
+    (g, cx.params)
+}
+
+fn test_split() -> (Vec<f32>, Vec<usize>, Vec<u32>) {
+    let s = jsc();
+    (s.test.x.clone(), vec![s.test.len(), 16], s.test.y.clone())
+}
+
+fn codes(d: &Design, x: &[f32]) -> Vec<Vec<i64>> {
+    x.chunks(d.input_len()).map(|r| d.input_codes(r)).collect()
+}
+
+/// One line per case: model, bits and fraction bits of the linears, bits of quantized relus.
+const CASES: &[(&str, u32, i32, Option<u32>)] = &[
+    ("jsc-three-layer", 8, 4, None),
+    ("jsc-three-layer", 4, 3, None),
+    ("jsc-three-layer", 8, 4, Some(6)),
+    ("jsc-three-layer", 16, 8, None),
+];
+
+#[test]
+fn the_design_computes_what_the_integer_executor_computes() {
+    let (x, shape, _) = test_split();
+    for &(model, bits, frac, relu) in CASES {
+        let (g, p) = quantized_frac(model, bits, frac, relu);
+        let d = lower(&g, &p, model, &LowerOptions::default()).unwrap();
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let got: Vec<Vec<i64>> = codes(&d, &x).iter().map(|c| d.eval(c)).collect();
+        assert_eq!(mismatches(&want, &got).len(), 0, "{model} at {bits} bits, relu {relu:?}");
+        // The outputs are not all equal: the comparison has something to compare.
+        assert!(want.iter().any(|r| r != &want[0]), "{model} at {bits} bits: constant outputs");
+    }
+}
+
+#[test]
+fn widths_come_from_the_worst_case_sums() {
+    let (g, p) = quantized("jsc-three-layer", 8, None);
+    let d = lower(&g, &p, "jsc-three-layer", &LowerOptions::default()).unwrap();
+    // First layer: 16 inputs of 8-bit codes (4 fraction bits) times 8-bit weights (4 fraction
+    // bits); the bias (4 fraction bits) moves up to the sums' 8.
+    let l = &d.layers[0];
+    assert_eq!((l.input.lo, l.input.hi, l.input.frac), (-128, 127, 4));
+    assert_eq!(l.acc.frac, 8);
+    let bound = |j: usize| l.bias[j].abs() + (0..16).map(|k| l.weight[j * 16 + k].abs() * 128).sum::<i64>();
+    let worst = (0..l.out_features).map(bound).max().unwrap();
+    assert!(l.acc.hi <= worst && -l.acc.lo <= worst, "{:?} within {worst}", l.acc);
+    // Not wider than the executor's bound 16 * 128 * 128 + 128 * 2^4 (< 2^18): 19 bits at most.
+    assert!(l.acc.width() <= 19, "{}", l.acc.width());
+    assert_eq!((d.latency(), d.initiation_interval()), (4, 1));
+}
+
+/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
+fn have(tool: &str) -> bool {
+    if tool_available(tool) {
+        return true;
+    }
+    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
+    eprintln!("SKIP: {tool} is not installed");
+    false
+}
+
+type DesignCase = (usize, &'static [(&'static str, usize)], u64, f64);
+
+/// One line per design: reuse factor of every layer, reuse factors of named layers, expected
+/// latency and initiation interval in cycles.
+const DESIGNS: &[DesignCase] = &[
+    // Four register stages, one sample per cycle.
+    (1, &[], 4, 1.0),
+    // Every layer folded by 4: 4 + 1 cycles each, a sample every 4 cycles.
+    (4, &[], 20, 4.0),
+    // Only the 64 -> 32 layer folded by 8: 3 + 9 cycles, a sample every 8.
+    (1, &[("seq_blocks_2", 8)], 12, 8.0),
+];
+
+#[test]
+fn verilator_simulation_is_bit_exact_on_the_test_split() {
+    if !have("verilator") {
+        return;
+    }
+    let (x, shape, labels) = test_split();
+    let (g, p) = quantized("jsc-three-layer", 8, None);
+    let mut reference: Option<Vec<Vec<i64>>> = None;
+    for &(default_reuse, named, latency, ii) in DESIGNS {
+        let reuse = named.iter().map(|&(n, r)| (n.to_string(), r)).collect();
+        let d = lower(&g, &p, "jsc-three-layer", &LowerOptions { reuse, default_reuse }).unwrap();
+        assert_eq!((d.latency() as u64, d.initiation_interval() as f64), (latency, ii), "reuse {default_reuse} {named:?}");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_three_layer_8_r{default_reuse}_{}", named.len()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = emit(&d, &dir).unwrap();
+        assert_eq!(m["latency_cycles"], latency);
+        simulate::build(&dir).unwrap();
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let inputs = codes(&d, &x);
+        for stall in [0, 12345] {
+            let r = simulate::run(&dir, &d, &inputs, stall).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "reuse {default_reuse} {named:?}, stall seed {stall}");
+            if stall == 0 {
+                assert_eq!((r.latency, r.initiation_interval), (latency, ii), "reuse {default_reuse} {named:?}");
+            }
+            // A folded design and an unrolled one of the same network give the same outputs.
+            match &reference {
+                Some(first) => assert_eq!(&r.outputs, first),
+                None => reference = Some(r.outputs.clone()),
+            }
+        }
+        // The fixture's classes are learnable but these weights are untrained: the accuracy
+        // of the simulated outputs is the executor's, whatever it is.
+        assert_eq!(simulate::accuracy(&reference.clone().unwrap(), &labels), simulate::accuracy(&want, &labels));
+    }
+}
+
+#[test]
+fn designs_that_cannot_be_built_are_one_line_errors() {
+    // jsc-tiny starts with a batch norm and ends with a relu after its linear.
+    let (g, p) = quantized("jsc-tiny", 8, None);
+    let e = lower(&g, &p, "jsc-tiny", &LowerOptions::default()).unwrap_err();
+    assert!(matches!(e, HwError::NotInteger { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("seq_blocks_0 (batch_norm1d)") && text.contains("seq_blocks_1 (relu)") && !text.contains('\n'), "{text}");
+    // 32-bit codes (16 fraction bits) of weights near 2^15 summed over 16 inputs of up to 2^31
+    // reach 2^31 * 2^31 * 16 = 2^66: 67 bits.
+    let (g, mut p) = quantized("jsc-three-layer", 32, None);
+    p.get_mut("seq_blocks.0.weight").unwrap().data.iter_mut().for_each(|w| *w = 40000.0);
+    let e = lower(&g, &p, "m", &LowerOptions::default()).unwrap_err();
+    assert!(matches!(e, HwError::AccumulatorTooWide { ref node, bits: 67 } if node == "seq_blocks_0"), "{e}");
+    // A reuse factor must divide the layer's inputs (16 for the first layer).
+    let (g, p) = quantized("jsc-three-layer", 8, None);
+    let e = lower(&g, &p, "m", &LowerOptions { reuse: vec![("seq_blocks_0".into(), 3)], default_reuse: 1 }).unwrap_err();
+    assert_eq!(e.to_string(), "node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
+}
+
+/// Linear(16, 4), ReLU, Linear(4, 3): small enough to synthesize in seconds.
+fn small_mlp() -> Graph {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("seq_blocks.0", Op::Linear { in_features: 16, out_features: 4, bias: true }, &[x]);
+    let r = g.call_module("seq_blocks.1", Op::Relu, &[a]);
+    let b = g.call_module("seq_blocks.2", Op::Linear { in_features: 4, out_features: 3, bias: true }, &[r]);
+    g.output(b);
+    g
+}
+
+#[test]
+fn yosys_counts_the_resources_of_a_small_design() {
+    if !have("yosys") {
+        return;
+    }
+    let (g, p) = quantize_graph(small_mlp(), 4, 2, None);
+    let d = lower(&g, &p, "small", &LowerOptions::default()).unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_small_synth");
+    let _ = std::fs::remove_dir_all(&dir);
+    emit(&d, &dir).unwrap();
+    // The registers: each layer's valid bit and output codes; synthesis may drop bits that are
+    // constant (a relu's sign bit), never add any.
+    let reg_bits: u64 = d.layers.iter().map(|l| 1 + (l.out_features as u64) * l.output().width() as u64).sum();
+    for target in [SynthTarget::GenericLut6, SynthTarget::Xilinx] {
+        let r = synth(&dir, target).unwrap();
+        eprintln!("{target:?}: {r:?}");
+        assert!(
+            r.flip_flops <= reg_bits && r.flip_flops >= reg_bits / 2,
+            "{target:?}: {} flip-flops of {reg_bits} register bits",
+            r.flip_flops
+        );
+        // Measured with Yosys 0.23: 257 LUTs (generic), 311 (xilinx); a factor of two either way.
+        assert!((120..=650).contains(&r.luts), "{target:?}: {} LUTs", r.luts);
+        assert!(r.logic_depth >= 2, "{target:?}: depth {}", r.logic_depth);
+        assert_eq!(r.brams, 0);
+    }
+}
