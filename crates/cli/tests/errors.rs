@@ -3,11 +3,15 @@
 mod common;
 use common::*;
 
-/// (arguments, fragments the error line must contain)
+/// (arguments, fragments the error line must contain). Every line, as users read it, is also kept
+/// under snapshot in `snapshots/error_lines.txt` (`UPDATE_EXPECT=1` rewrites it).
 fn check(dir: &std::path::Path, cases: &[(Vec<String>, Vec<&str>)]) {
+    let mut all = String::new();
     for (args, want) in cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let line = ch_error(&a, dir);
+        let shown = |s: &str| s.replace(dir.to_str().unwrap(), "<dir>").replace(repo_root().to_str().unwrap(), "<repo>");
+        all += &format!("$ ch {}\n{}\n", shown(&args.join(" ")), shown(&line));
         for w in want {
             assert!(line.contains(w), "error for {args:?} should mention `{w}`: {line}");
         }
@@ -16,6 +20,7 @@ fn check(dir: &std::path::Path, cases: &[(Vec<String>, Vec<&str>)]) {
         let distinct: std::collections::HashSet<&&str> = parts.iter().collect();
         assert_eq!(distinct.len(), parts.len(), "error for {args:?} repeats a cause: {line}");
     }
+    expect_test::expect_file!["snapshots/error_lines.txt"].assert_eq(&all);
 }
 
 fn v(s: &[&str]) -> Vec<String> {
@@ -103,7 +108,7 @@ fn wrong_input_width_for_a_checkpoint() {
     let t = ch_json(&["train", "mlp", "digits", "--max-epochs", "1", "--project", "w"], &dir);
     let ck = t["best_checkpoint"].as_str().unwrap().to_string();
     let line = ch_error(&["test", "mlp", "iris", "--load", &ck], &dir);
-    assert!(line.contains("64") && line.contains('4'), "{line}");
+    expect_test::expect!["error: input has 4 features per sample, graph `x` expects 64"].assert_eq(&line);
 }
 
 /// A panic that escapes an action (a bug) ends `ch` with one line and exit status 70, never a
