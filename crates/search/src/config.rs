@@ -248,7 +248,10 @@ impl SearchConfig {
         };
         let sampler = s
             .get("sampler")
-            .ok_or_else(|| SearchError::config(format!("{setup_at}.sampler"), "missing: brute, random, tpe, nsgaii or qmc"))?
+            .ok_or_else(|| {
+                let known: Vec<&str> = crate::sampler::SAMPLERS.iter().map(|(names, _, _)| names[0]).collect();
+                SearchError::config(format!("{setup_at}.sampler"), format!("missing: one of {}", known.join(", ")))
+            })?
             .as_str()
             .ok_or_else(|| SearchError::config(format!("{setup_at}.sampler"), "must be a string"))?
             .to_string();
