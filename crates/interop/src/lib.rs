@@ -29,5 +29,5 @@ pub mod zip;
 pub use dtype::DType;
 pub use error::{InteropError, Result, UnsupportedOp};
 pub use export::{export_bytes, export_file, export_model, ExportFormat, ExportOptions};
-pub use import::{import_bytes, import_file, import_model, ImportOptions, Imported, WeightQuant};
+pub use import::{import_bytes, import_file, import_model, supported_onnx_ops, ImportOptions, Imported, WeightQuant};
 pub use weights::{map_onto_graph, read_safetensors, read_weight_bytes, read_weights, sniff, MapReport, StateDict, Weight, WeightFormat};

@@ -19,6 +19,8 @@ pub fn run() -> Result<()> {
     for name in mase_io::dataset_names() {
         println!("  {name}");
     }
+    println!("ONNX operators (`--model-file x.onnx`; QONNX's Quant, BipolarQuant, FloatQuant and Trunc too):");
+    println!("  {}", mase_interop::supported_onnx_ops().collect::<Vec<_>>().join(", "));
     println!("Number formats (quantize config `name`):");
     for (name, doc) in mase_quant::formats() {
         println!("  {name:<18} {doc}");

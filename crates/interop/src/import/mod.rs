@@ -12,6 +12,8 @@
 //! of a `Reshape` is read as the batch.
 
 mod lower;
+mod ops;
+pub use ops::supported_onnx_ops;
 mod value;
 
 pub(crate) mod fold;
@@ -57,44 +59,6 @@ pub struct Imported {
     pub notes: Vec<String>,
 }
 
-/// Standard operators the importer lowers or folds.
-const STANDARD_OPS: &[&str] = &[
-    "Gemm",
-    "MatMul",
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Sqrt",
-    "Relu",
-    "LeakyRelu",
-    "Sigmoid",
-    "Tanh",
-    "Selu",
-    "Softmax",
-    "LogSoftmax",
-    "Conv",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "BatchNormalization",
-    "Flatten",
-    "Reshape",
-    "Transpose",
-    "Squeeze",
-    "Unsqueeze",
-    "Concat",
-    "Shape",
-    "Gather",
-    "Constant",
-    "Identity",
-    "Dropout",
-    "Clip",
-    "Cast",
-    "Pad",
-];
-
 /// The two batch sizes every node's shape is inferred for: a dimension that follows them is the
 /// batch, one that does not change is fixed.
 pub(crate) const PROBES: [usize; 2] = [2, 3];
@@ -136,7 +100,7 @@ fn check_supported(graph: &GraphProto, model: &ModelProto, opset: i64) -> Result
     let mut bad: Vec<UnsupportedOp> = Vec::new();
     for n in &graph.node {
         let standard = n.domain.is_empty() || n.domain == "ai.onnx";
-        let ok = (standard && STANDARD_OPS.contains(&n.op_type.as_str())) || crate::qonnx::is_quant_op(n);
+        let ok = (standard && ops::lowering(&n.op_type).is_some()) || crate::qonnx::is_quant_op(n);
         if !ok {
             let version = if standard { opset } else { model.opset_import.iter().find(|o| o.domain == n.domain).map_or(1, |o| o.version) };
             let op = UnsupportedOp {

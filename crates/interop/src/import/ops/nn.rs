@@ -1,0 +1,419 @@
+//! Layers: MatMul, Gemm, Conv, pools, BatchNormalization, Dropout.
+
+use super::super::fold::{self};
+use super::super::lower::{err, MAX_WINDOW};
+use super::super::value::{Dyn, Val};
+use super::super::{Importer, WeightQuant};
+use super::Lower;
+use crate::onnx::attrs::Attrs;
+use crate::onnx::proto::NodeProto;
+use crate::onnx::tensor::{Const, Data};
+use crate::qonnx;
+use crate::Result;
+use mase_ir::{ConvSpec, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, QuantFormat, Tensor};
+
+/// The ONNX operators of this family and their lowering.
+pub(super) const OPS: &[(&str, Lower)] = &[
+    ("MatMul", Importer::matmul),
+    ("Gemm", Importer::gemm),
+    ("Conv", Importer::conv),
+    ("MaxPool", |im, n| im.pool(n, true)),
+    ("AveragePool", |im, n| im.pool(n, false)),
+    ("GlobalAveragePool", Importer::global_avg_pool),
+    ("BatchNormalization", Importer::batch_norm),
+    ("Dropout", Importer::dropout),
+];
+
+impl Importer {
+    /// A weight operand: its values, format and origin.
+    pub(crate) fn weight(&self, n: &NodeProto, v: Val, what: &str) -> Result<(Const, Option<QuantFormat>)> {
+        match v {
+            Val::Const(c) => Ok((c, None)),
+            Val::QConst(c, f) => Ok((c, Some(f))),
+            v => Err(err(n, format!("the {what} must be a constant, it is {}", v.kind()))),
+        }
+    }
+
+    /// A linear layer `x W^T + b` with `w` already in PyTorch's `[out, in]` layout.
+    pub(crate) fn linear(
+        &mut self,
+        n: &NodeProto,
+        x: Dyn,
+        w: (Const, Option<QuantFormat>),
+        b: Option<(Const, Option<QuantFormat>)>,
+    ) -> Result<Dyn> {
+        let (w, wq) = w;
+        if w.shape.len() != 2 {
+            return Err(err(n, format!("weight of shape {:?} is not a matrix", w.shape)));
+        }
+        let (out_features, in_features) = (w.shape[0], w.shape[1]);
+        let origins = [w.origin.as_deref(), b.as_ref().and_then(|(c, _)| c.origin.as_deref())];
+        let target = self.module_target(n, &origins);
+        let op = Op::Linear { in_features, out_features, bias: b.is_some() };
+        let data_in = vec![x.quant.clone()];
+        let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], data_in)?;
+        self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w.tensor(), wq.as_ref())?, true);
+        let mut bq = None;
+        if let Some((c, f)) = b {
+            if c.numel() != out_features {
+                return Err(err(n, format!("bias of shape {:?} does not match {out_features} outputs", c.shape)));
+            }
+            let t = Tensor { shape: vec![out_features], data: c.f32s() };
+            self.params.insert(format!("{target}.bias"), self.maybe_fold(n, t, f.as_ref())?, true);
+            bq = f;
+        }
+        if wq.is_some() || bq.is_some() {
+            let q = self.g.node_mut(id).quant.get_or_insert_with(NodeQuant::default);
+            q.weight = wq;
+            q.bias = bq;
+        }
+        self.dyn_of(id)
+    }
+
+    /// The parameter values to store for a weight with format `f`: the file's values, or, with
+    /// [`WeightQuant::Fold`], the quantized ones.
+    pub(crate) fn maybe_fold(&self, n: &NodeProto, t: Tensor, f: Option<&QuantFormat>) -> Result<Tensor> {
+        match (self.opts.weight_quant, f) {
+            (WeightQuant::Fold, Some(f)) => crate::quantize::quantize_tensor(&t, f).map_err(|e| err(n, e)),
+            _ => Ok(t),
+        }
+    }
+
+    pub(crate) fn matmul(&mut self, n: &NodeProto) -> Result<Val> {
+        let (a, b) = (self.req(n, 0)?, self.req(n, 1)?);
+        match (&a, &b) {
+            (Val::Dyn(x), Val::Const(c) | Val::QConst(c, _)) if c.shape.len() == 2 && x.rank() >= 2 => {
+                let (c, f) = self.weight(n, b.clone(), "weight")?;
+                let w = fold::transpose(&c, &[1, 0]);
+                let f = f.map(|f| transpose_params(&f));
+                let x = x.clone();
+                let d = self.linear(n, x, (w, f), None)?;
+                self.fusable.insert(d.id);
+                Ok(Val::Dyn(d))
+            }
+            (Val::Const(_), Val::Const(_)) => Err(err(n, "MatMul of two constants is not supported")),
+            _ => Ok(Val::Dyn(self.call(n, Op::MatMul, vec![a, b])?)),
+        }
+    }
+
+    pub(crate) fn gemm(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let (alpha, beta) = (at.float("alpha", 1.0)?, at.float("beta", 1.0)?);
+        let (trans_a, trans_b) = (at.int("transA", 0)? != 0, at.int("transB", 0)? != 0);
+        let mut x = self.req_dyn(n, 0)?;
+        if x.rank() != 2 {
+            return Err(err(n, format!("input A has rank {}, Gemm needs a matrix", x.rank())));
+        }
+        if trans_a {
+            x = self.moving(n, Op::Permute { dims: vec![1, 0] }, x, "_transpose_a")?;
+        }
+        let b = self.req(n, 1)?;
+        let c = self.opt(n, 2)?;
+        if let Val::Dyn(_) = b {
+            // A product of two computed tensors: matmul, then the scaled addend.
+            if alpha != 1.0 || beta != 1.0 {
+                return Err(err(n, "Gemm of two computed tensors with alpha or beta other than 1 is not supported"));
+            }
+            let b = match b {
+                Val::Dyn(d) if trans_b => Val::Dyn(self.moving(n, Op::Permute { dims: vec![1, 0] }, d, "_transpose_b")?),
+                v => v,
+            };
+            let mut y = self.call(n, Op::MatMul, vec![Val::Dyn(x), b])?;
+            if let Some(c) = c {
+                y = self.call_vals(n, Op::Add, vec![Val::Dyn(y), c], "_add")?;
+            }
+            return Ok(Val::Dyn(y));
+        }
+        let (w, wq) = self.weight(n, b, "B operand")?;
+        if w.shape.len() != 2 {
+            return Err(err(n, format!("B of shape {:?} is not a matrix", w.shape)));
+        }
+        let (mut w, mut wq) = if trans_b { (w, wq) } else { (fold::transpose(&w, &[1, 0]), wq.map(|f| transpose_params(&f))) };
+        if alpha != 1.0 {
+            if wq.is_some() {
+                return Err(err(n, "alpha other than 1 on a quantized weight is not supported"));
+            }
+            w = Const { data: Data::F(w.f32s().iter().map(|v| v * alpha).collect()), ..w };
+            wq = None;
+        }
+        let out = w.shape[0];
+        let bias = match c {
+            None => None,
+            Some(v) => {
+                let (c, cq) = self.weight(n, v, "C operand")?;
+                let rows = if c.shape.len() == 2 { c.shape[0] } else { 1 };
+                let vals = match c.numel() {
+                    1 => vec![c.f32s()[0]; out],
+                    k if k == out && rows == 1 => c.f32s(),
+                    _ => {
+                        return Err(err(
+                            n,
+                            format!("C of shape {:?} is not a bias of {out} values (a per-sample C needs a fixed batch)", c.shape),
+                        ))
+                    }
+                };
+                if beta != 1.0 && cq.is_some() {
+                    return Err(err(n, "beta other than 1 on a quantized bias is not supported"));
+                }
+                let vals = vals.iter().map(|v| v * beta).collect();
+                Some((Const { shape: vec![out], data: Data::F(vals), origin: c.origin.clone() }, cq))
+            }
+        };
+        let fusable = bias.is_none();
+        let d = self.linear(n, x, (w, wq), bias)?;
+        if fusable {
+            self.fusable.insert(d.id);
+        }
+        Ok(Val::Dyn(d))
+    }
+
+    /// Begin and end paddings of each spatial dimension from `pads` / `auto_pad`.
+    pub(crate) fn pads(
+        &self,
+        n: &NodeProto,
+        x: &Dyn,
+        kernel: &[usize],
+        strides: &[usize],
+        dilations: &[usize],
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
+        let at = Attrs::new(n);
+        let dims = kernel.len();
+        let auto = at.string("auto_pad", "NOTSET")?;
+        match auto.as_str() {
+            "NOTSET" => {
+                let p = at.ints("pads")?.unwrap_or_else(|| vec![0; 2 * dims]);
+                if p.len() != 2 * dims || p.iter().any(|&v| !(0..=MAX_WINDOW).contains(&v)) {
+                    return Err(err(n, format!("pads {p:?} do not fit {dims} spatial dimensions")));
+                }
+                let p: Vec<usize> = p.iter().map(|&v| v as usize).collect();
+                Ok((p[..dims].to_vec(), p[dims..].to_vec()))
+            }
+            "VALID" => Ok((vec![0; dims], vec![0; dims])),
+            "SAME_UPPER" | "SAME_LOWER" => {
+                let (mut b, mut e) = (Vec::new(), Vec::new());
+                for d in 0..dims {
+                    let len = x.fixed(2 + d).ok_or_else(|| err(n, "auto_pad needs fixed spatial sizes"))?;
+                    let out = len.div_ceil(strides[d]);
+                    let span = out.saturating_sub(1) * strides[d] + kernel[d].saturating_sub(1) * dilations[d] + 1;
+                    let total = span.saturating_sub(len);
+                    let small = total / 2;
+                    let (pb, pe) = if auto == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                    b.push(pb);
+                    e.push(pe);
+                }
+                Ok((b, e))
+            }
+            other => Err(err(n, format!("unknown auto_pad `{other}`"))),
+        }
+    }
+
+    /// Pads the asymmetric part explicitly and returns the input and the symmetric padding, at
+    /// most `max_sym[d]` per side.
+    pub(crate) fn split_pads(
+        &mut self,
+        n: &NodeProto,
+        x: Dyn,
+        begin: &[usize],
+        end: &[usize],
+        max_sym: &[usize],
+        value: f32,
+    ) -> Result<(Dyn, Vec<usize>)> {
+        let sym: Vec<usize> = begin.iter().zip(end).zip(max_sym).map(|((b, e), m)| (*b).min(*e).min(*m)).collect();
+        let eb: Vec<usize> = begin.iter().zip(&sym).map(|(b, s)| b - s).collect();
+        let ee: Vec<usize> = end.iter().zip(&sym).map(|(e, s)| e - s).collect();
+        if eb.iter().chain(&ee).all(|&v| v == 0) {
+            return Ok((x, sym));
+        }
+        let y = self.moving(n, Op::Pad { begin: eb, end: ee, value }, x, "_pad")?;
+        Ok((y, sym))
+    }
+
+    pub(crate) fn conv(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        let (w, wq) = {
+            let v = self.req(n, 1)?;
+            self.weight(n, v, "weight")?
+        };
+        let b = match self.opt(n, 2)? {
+            Some(v) => Some(self.weight(n, v, "bias")?),
+            None => None,
+        };
+        let dims = x.rank().saturating_sub(2);
+        if !(1..=2).contains(&dims) || w.shape.len() != dims + 2 {
+            return Err(err(n, format!("only 1-D and 2-D convolutions are supported (input rank {}, weight {:?})", x.rank(), w.shape)));
+        }
+        let kernel = w.shape[2..].to_vec();
+        if let Some(k) = at.ints("kernel_shape")? {
+            if k.iter().map(|&v| v as usize).collect::<Vec<_>>() != kernel {
+                return Err(err(n, format!("kernel_shape {k:?} differs from the weight's {kernel:?}")));
+            }
+        }
+        if w.shape.iter().any(|&d| d == 0 || d as i64 > MAX_WINDOW * 16) {
+            return Err(err(n, format!("weight shape {:?} is not a valid convolution kernel", w.shape)));
+        }
+        let list = |name: &str| -> Result<Vec<usize>> {
+            let v = at.ints(name)?.unwrap_or_else(|| vec![1; dims]);
+            if v.len() != dims || v.iter().any(|&s| !(1..=MAX_WINDOW).contains(&s)) {
+                return Err(err(n, format!("{name} {v:?} do not fit {dims} spatial dimensions")));
+            }
+            Ok(v.iter().map(|&s| s as usize).collect())
+        };
+        let (stride, dilation) = (list("strides")?, list("dilations")?);
+        let groups = at.int("group", 1)?;
+        let groups = usize::try_from(groups)
+            .ok()
+            .filter(|&g| (1..=w.shape[0]).contains(&g))
+            .ok_or_else(|| err(n, format!("group {groups} is not between 1 and the output channels")))?;
+        let (begin, end) = self.pads(n, &x, &kernel, &stride, &dilation)?;
+        let (x, padding) = self.split_pads(n, x, &begin, &end, &vec![usize::MAX; dims], 0.0)?;
+        let spec = ConvSpec {
+            in_channels: w.shape[1] * groups,
+            out_channels: w.shape[0],
+            kernel,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias: b.is_some(),
+        };
+        let origins = [w.origin.as_deref(), b.as_ref().and_then(|(c, _)| c.origin.as_deref())];
+        let target = self.module_target(n, &origins);
+        let op = if dims == 1 { Op::Conv1d(spec) } else { Op::Conv2d(spec) };
+        let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
+        self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w.tensor(), wq.as_ref())?, true);
+        let mut bq = None;
+        if let Some((c, f)) = b {
+            let t = Tensor { shape: vec![c.numel()], data: c.f32s() };
+            self.params.insert(format!("{target}.bias"), self.maybe_fold(n, t, f.as_ref())?, true);
+            bq = f;
+        }
+        if wq.is_some() || bq.is_some() {
+            let q = self.g.node_mut(id).quant.get_or_insert_with(NodeQuant::default);
+            q.weight = wq;
+            q.bias = bq;
+        }
+        Ok(Val::Dyn(self.dyn_of(id)?))
+    }
+
+    pub(crate) fn pool(&mut self, n: &NodeProto, max: bool) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        let dims = x.rank().saturating_sub(2);
+        if !(1..=2).contains(&dims) {
+            return Err(err(n, format!("only 1-D and 2-D pooling is supported (input rank {})", x.rank())));
+        }
+        let kernel: Vec<usize> = at
+            .ints("kernel_shape")?
+            .ok_or_else(|| err(n, "kernel_shape is missing"))?
+            .iter()
+            .map(|&k| k.clamp(1, MAX_WINDOW) as usize)
+            .collect();
+        let stride: Vec<usize> =
+            at.ints("strides")?.unwrap_or_else(|| vec![1; dims]).iter().map(|&s| s.clamp(1, MAX_WINDOW) as usize).collect();
+        if kernel.len() != dims || stride.len() != dims {
+            return Err(err(n, "kernel_shape and strides must have one entry per spatial dimension"));
+        }
+        if at.ints("dilations")?.is_some_and(|d| d.iter().any(|&v| v != 1)) {
+            return Err(err(n, "pooling with dilations is not supported"));
+        }
+        let (begin, end) = self.pads(n, &x, &kernel, &stride, &vec![1; dims])?;
+        if at.int("ceil_mode", 0)? != 0 {
+            for d in 0..dims {
+                let len = x.fixed(2 + d).ok_or_else(|| err(n, "ceil_mode needs fixed spatial sizes"))? + begin[d] + end[d];
+                if len >= kernel[d] && (len - kernel[d]) % stride[d] != 0 {
+                    return Err(err(n, "ceil_mode = 1 changes the output size here, which is not supported"));
+                }
+            }
+        }
+        let (value, limit): (f32, Vec<usize>) = if max {
+            (f32::MIN, kernel.iter().map(|k| k / 2).collect())
+        } else {
+            if at.int("count_include_pad", 0)? == 0 && begin.iter().chain(&end).any(|&p| p > 0) {
+                return Err(err(n, "average pooling with padding excluded from the count (count_include_pad = 0) is not supported"));
+            }
+            (0.0, kernel.iter().map(|k| k / 2).collect())
+        };
+        let (x, padding) = self.split_pads(n, x, &begin, &end, &limit, value)?;
+        let spec = PoolSpec { kernel, stride, padding };
+        let op = match (max, dims) {
+            (true, 1) => Op::MaxPool1d(spec),
+            (true, _) => Op::MaxPool2d(spec),
+            (false, 1) => Op::AvgPool1d(spec),
+            (false, _) => Op::AvgPool2d(spec),
+        };
+        let q = x.quant.clone();
+        let d = self.call_ids(n, op, &[x.id], vec![q], "")?;
+        Ok(Val::Dyn(d))
+    }
+
+    pub(crate) fn global_avg_pool(&mut self, n: &NodeProto) -> Result<Val> {
+        let x = self.req_dyn(n, 0)?;
+        let op = match x.rank() {
+            3 => Op::AdaptiveAvgPool1d { output_size: 1 },
+            4 => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
+            r => return Err(err(n, format!("input of rank {r} is not supported"))),
+        };
+        Ok(Val::Dyn(self.call(n, op, vec![Val::Dyn(x)])?))
+    }
+
+    pub(crate) fn batch_norm(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        if at.int("training_mode", 0)? != 0 {
+            return Err(err(n, "training_mode = 1 is not supported; export the model in evaluation mode"));
+        }
+        if at.int("spatial", 1)? == 0 && x.rank() > 2 {
+            return Err(err(n, "spatial = 0 (per-element statistics) is not supported"));
+        }
+        let c = x.fixed(1).ok_or_else(|| err(n, "the channel dimension must be fixed"))?;
+        let ps: Vec<Const> = (1..5).map(|k| self.req_const(n, k, ["", "scale", "bias", "mean", "variance"][k])).collect::<Result<_>>()?;
+        if let Some(p) = ps.iter().find(|p| p.numel() != c) {
+            return Err(err(n, format!("parameter of shape {:?} does not match {c} channels", p.shape)));
+        }
+        let spec = NormSpec { num_features: c, eps: at.float("epsilon", 1e-5)?, momentum: 1.0 - at.float("momentum", 0.9)?, affine: true };
+        let op = match x.rank() {
+            2 | 3 => Op::BatchNorm1d(spec),
+            4 => Op::BatchNorm2d(spec),
+            r => return Err(err(n, format!("input of rank {r} is not supported"))),
+        };
+        let origins: Vec<Option<&str>> = ps.iter().map(|p| p.origin.as_deref()).collect();
+        let target = self.module_target(n, &origins);
+        let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
+        for (p, (name, trainable)) in ps.iter().zip([("weight", true), ("bias", true), ("running_mean", false), ("running_var", false)]) {
+            self.params.insert(format!("{target}.{name}"), Tensor { shape: vec![c], data: p.f32s() }, trainable);
+        }
+        Ok(Val::Dyn(self.dyn_of(id)?))
+    }
+
+    pub(crate) fn dropout(&mut self, n: &NodeProto) -> Result<Val> {
+        let p = if self.opset < 12 {
+            Attrs::new(n).float("ratio", 0.5)?
+        } else {
+            match self.opt(n, 1)? {
+                Some(Val::Const(c)) => c.scalar_f32().unwrap_or(0.5),
+                Some(_) => return Err(err(n, "ratio must be a constant")),
+                None => 0.5,
+            }
+        };
+        let x = self.req(n, 0)?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(err(n, format!("ratio {p} is not in [0, 1)")));
+        }
+        match x {
+            Val::Dyn(d) => Ok(Val::Dyn(self.moving(n, Op::Dropout { p }, d, "")?)),
+            v => Ok(v),
+        }
+    }
+}
+
+/// Transposes the per-channel parameters of a matrix's format together with the matrix.
+fn transpose_params(f: &QuantFormat) -> QuantFormat {
+    qonnx::map_params(f, |t| {
+        if t.rank() == 2 {
+            fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &[1, 0]).tensor()
+        } else {
+            t.clone()
+        }
+    })
+}
