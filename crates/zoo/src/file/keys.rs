@@ -36,7 +36,7 @@ pub(crate) type Parse<'p, T> = &'p dyn Fn(&Value) -> Result<T, String>;
 pub(crate) struct Keys<'a> {
     table: &'a Table,
     at: &'a LayerAt<'a>,
-    /// The keys the op takes, from [`super::ops::op_keys`]; reading any other is a bug of this crate.
+    /// The keys the op takes, from [`super::ops::LAYERS`]; reading any other is a bug of this crate.
     allowed: &'static [&'static str],
 }
 
@@ -62,7 +62,7 @@ impl<'a> Keys<'a> {
     }
 
     fn get(&self, key: &'static str) -> Option<&'a Value> {
-        debug_assert!(self.allowed.contains(&key), "op `{}` reads key `{key}`, which op_keys does not list", self.at.op);
+        debug_assert!(self.allowed.contains(&key), "op `{}` reads key `{key}`, which its entry in LAYERS does not list", self.at.op);
         self.table.get(key)
     }
 

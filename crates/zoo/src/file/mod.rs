@@ -14,7 +14,7 @@ use crate::layers::check_graph;
 use crate::{ModelContext, Result, ZooError};
 use keys::{Keys, LayerAt};
 use mase_ir::{Graph, NodeId, Op, ValueInfo};
-use ops::{arity, layer_op, op_keys, Call, OP_NAMES};
+use ops::{layer_entry, layer_op, op_names, Call};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,8 +34,8 @@ struct ModelFile {
 }
 
 /// The op names a model file may use.
-pub fn model_file_ops() -> &'static [&'static str] {
-    OP_NAMES
+pub fn model_file_ops() -> Vec<&'static str> {
+    op_names()
 }
 
 /// The label the graph input goes by in `inputs` lists.
@@ -110,13 +110,13 @@ impl<'a> Builder<'a> {
         at.op = match table.get("op") {
             Some(toml::Value::String(s)) => s.clone(),
             Some(v) => return Err(at.err("op", format!("expected an op name (a string), got {v}"))),
-            None => return Err(at.err("op", format!("missing; every layer needs one of: {}", OP_NAMES.join(", ")))),
+            None => return Err(at.err("op", format!("missing; every layer needs one of: {}", op_names().join(", ")))),
         };
         at.name = self.layer_name(&at, table)?;
-        if !OP_NAMES.contains(&at.op.as_str()) {
-            return Err(at.err("op", format!("unknown op `{}`; known ops: {}", at.op, OP_NAMES.join(", "))));
-        }
-        let keys = Keys::new(table, &at, op_keys(&at.op))?;
+        let Some(entry) = layer_entry(&at.op) else {
+            return Err(at.err("op", format!("unknown op `{}`; known ops: {}", at.op, op_names().join(", "))));
+        };
+        let keys = Keys::new(table, &at, entry.keys)?;
         let inputs = self.layer_inputs(&at, table)?;
         let shapes: Vec<Vec<usize>> = inputs.iter().map(|&i| self.values[i].shape.clone()).collect();
         let (op, call) = layer_op(&at.op, &keys, &shapes, self.ctx)?;
@@ -201,7 +201,7 @@ impl<'a> Builder<'a> {
             }
             Some(v) => return Err(at.err("inputs", format!("expected a list of layer names, got {v}"))),
         };
-        let want = arity(&at.op);
+        let want = layer_entry(&at.op).map_or(1, |e| e.arity);
         if inputs.len() != want {
             let default = if table.contains_key("inputs") { "" } else { " (without `inputs` a layer reads only the previous layer)" };
             return Err(at.err("inputs", format!("op `{}` takes {want} input(s), got {}{default}", at.op, inputs.len())));

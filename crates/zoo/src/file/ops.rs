@@ -18,65 +18,64 @@ pub(crate) enum Call {
     View,
 }
 
-/// Every op name a model file may use, in the order the documentation lists them.
-pub(crate) const OP_NAMES: &[&str] = &[
-    "linear",
-    "conv1d",
-    "conv2d",
-    "batch_norm1d",
-    "batch_norm2d",
-    "relu",
-    "relu6",
-    "leaky_relu",
-    "sigmoid",
-    "tanh",
-    "selu",
-    "gelu",
-    "softmax",
-    "log_softmax",
-    "max_pool1d",
-    "max_pool2d",
-    "avg_pool1d",
-    "avg_pool2d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
-    "flatten",
-    "dropout",
-    "reshape",
-    "transpose",
-    "permute",
-    "add",
-    "sub",
-    "mul",
-    "matmul",
-];
-
-/// The keys an op takes besides `op`, `name` and `inputs`.
-pub(crate) fn op_keys(op: &str) -> &'static [&'static str] {
-    match op {
-        "linear" => &["out_features", "bias"],
-        "conv1d" | "conv2d" => &["out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias"],
-        "batch_norm1d" | "batch_norm2d" => &["eps", "momentum", "affine"],
-        "leaky_relu" => &["negative_slope"],
-        "gelu" => &["approximate"],
-        "softmax" | "log_softmax" => &["dim"],
-        "max_pool1d" | "max_pool2d" | "avg_pool1d" | "avg_pool2d" => &["kernel_size", "stride", "padding"],
-        "adaptive_avg_pool1d" | "adaptive_avg_pool2d" => &["output_size"],
-        "flatten" => &["start_dim", "end_dim"],
-        "dropout" => &["p"],
-        "reshape" => &["shape"],
-        "transpose" => &["dim0", "dim1"],
-        "permute" => &["dims"],
-        _ => &[],
-    }
+/// What a model file's `op` names: the keys it takes besides `op`, `name` and `inputs`, and how
+/// many inputs it reads.
+pub(crate) struct LayerEntry {
+    pub name: &'static str,
+    pub keys: &'static [&'static str],
+    pub arity: usize,
 }
 
-/// Number of inputs the op takes: 2 for the binary functions, 1 for the rest.
-pub(crate) fn arity(op: &str) -> usize {
-    match op {
-        "add" | "sub" | "mul" | "matmul" => 2,
-        _ => 1,
-    }
+const fn entry(name: &'static str, keys: &'static [&'static str], arity: usize) -> LayerEntry {
+    LayerEntry { name, keys, arity }
+}
+
+const CONV: &[&str] = &["out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias"];
+const NORM: &[&str] = &["eps", "momentum", "affine"];
+const POOL: &[&str] = &["kernel_size", "stride", "padding"];
+
+/// Every op a model file may use, in the order the documentation lists them. [`layer_op`] builds
+/// each; a name here without an arm there is a bug that the tests of every op catch.
+pub(crate) const LAYERS: &[LayerEntry] = &[
+    entry("linear", &["out_features", "bias"], 1),
+    entry("conv1d", CONV, 1),
+    entry("conv2d", CONV, 1),
+    entry("batch_norm1d", NORM, 1),
+    entry("batch_norm2d", NORM, 1),
+    entry("relu", &[], 1),
+    entry("relu6", &[], 1),
+    entry("leaky_relu", &["negative_slope"], 1),
+    entry("sigmoid", &[], 1),
+    entry("tanh", &[], 1),
+    entry("selu", &[], 1),
+    entry("gelu", &["approximate"], 1),
+    entry("softmax", &["dim"], 1),
+    entry("log_softmax", &["dim"], 1),
+    entry("max_pool1d", POOL, 1),
+    entry("max_pool2d", POOL, 1),
+    entry("avg_pool1d", POOL, 1),
+    entry("avg_pool2d", POOL, 1),
+    entry("adaptive_avg_pool1d", &["output_size"], 1),
+    entry("adaptive_avg_pool2d", &["output_size"], 1),
+    entry("flatten", &["start_dim", "end_dim"], 1),
+    entry("dropout", &["p"], 1),
+    entry("reshape", &["shape"], 1),
+    entry("transpose", &["dim0", "dim1"], 1),
+    entry("permute", &["dims"], 1),
+    entry("add", &[], 2),
+    entry("sub", &[], 2),
+    entry("mul", &[], 2),
+    entry("matmul", &[], 2),
+];
+
+/// The entry of an op name.
+pub(crate) fn layer_entry(op: &str) -> Option<&'static LayerEntry> {
+    LAYERS.iter().find(|l| l.name == op)
+}
+
+/// Every op name, for messages.
+pub(crate) fn op_names() -> Vec<&'static str> {
+    LAYERS.iter().map(|l| l.name).collect()
 }
 
 /// The shape the op needs to read from, checked for rank: `[N, C, ...]` with `rank` dimensions.
@@ -89,7 +88,7 @@ fn input_with_rank<'s>(keys: &Keys, shape: &'s [usize], ranks: &[usize], layout:
 }
 
 /// Builds the IR op of layer `op` from its keys and the shapes of its inputs (already checked to
-/// be as many as [`arity`] says), reading the keys [`op_keys`] lists.
+/// be as many as its [`LayerEntry`] says), reading the keys it lists.
 pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &ModelContext) -> Result<(Op, Call), ZooError> {
     let x: &[usize] = inputs.first().map(|s| s.as_slice()).unwrap_or(&[]);
     let module = |o: Op| Ok((o, Call::Module));
@@ -178,6 +177,6 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
         "sub" => Ok((Op::Sub, Call::Function("operator.sub"))),
         "mul" => Ok((Op::Mul, Call::Function("operator.mul"))),
         "matmul" => Ok((Op::MatMul, Call::Function("torch.matmul"))),
-        other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", OP_NAMES.join(", ")))),
+        other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", op_names().join(", ")))),
     }
 }
