@@ -45,23 +45,7 @@ pub fn run(args: &SearchArgs) -> Result<()> {
     let human = Human { json: args.run.json };
     let merged = merge_and_warn(&args.run, &human)?;
     let s = merged.settings;
-    let table = merged.config.search.clone().ok_or_else(|| match &args.run.config {
-        None => anyhow!("ch search needs --config FILE.toml with a [search] table"),
-        Some(p) => anyhow!("config {}: no [search] table (ch search needs [search.search_space] and [search.strategy])", p.display()),
-    })?;
-    let mut search: Value = serde_json::to_value(&table)?;
-    let setup = search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut);
-    if let Some(setup) = setup {
-        if let Some(n) = args.n_trials {
-            setup.insert("n_trials".into(), json!(n));
-        }
-        if let Some(n) = args.n_jobs {
-            setup.insert("n_jobs".into(), json!(n));
-        }
-        if let Some(x) = &args.sampler {
-            setup.insert("sampler".into(), json!(x));
-        }
-    }
+    let search = search_table(args, merged.config.search.as_ref())?;
     let storage_cfg = StorageConfig::parse(search.get("storage"))?;
     let shared_url = args.storage.clone().or(storage_cfg.url.clone());
     // A shared store is opened first, so that a wrong URL or an unreachable server fails at once.
@@ -73,91 +57,33 @@ pub fn run(args: &SearchArgs) -> Result<()> {
         human.warn("--resume has no effect with --storage: a worker always joins the shared study where it stands");
     }
     let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
-    let splits = session::load_data(&s, &dataset)?;
-    let ctx = session::model_context(&splits);
-    let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
-    // Spaces that change layer widths follow shapes from the input, as MASE's graph spaces do
-    // after add_common_metadata.
-    mase_search::space::record_input_shape(&mut graph, &splits.info.sample_shape);
-    let params = match &s.load_name {
-        Some(path) => {
-            let ck = session::read_checkpoint(path)?;
-            session::check_params_fit(&graph, &ck.params, path)?;
-            human.info(format!("Loaded model from {}", path.display()));
-            ck.params
-        }
-        None => {
-            // With `basic_train` each candidate is trained first, so initial weights are the usual start.
-            let trains = search.pointer("/strategy/sw_runner/basic_train").is_some();
-            if trains {
-                human.info("no --load: each candidate is trained by basic_train from the initial weights");
-            } else {
-                human.warn("no --load: the search measures the untrained initial weights (train first and pass --load best.ckpt)");
-            }
-            session::initial_params(&s, &graph, &mut Rng::new(s.seed).fork(INIT_STREAM))?
-        }
-    };
-    let base = Arc::new(BaseModel { graph, params: Arc::new(params) });
-    let env = RunnerEnv { splits: Arc::new(splits), batch_size: s.batch_size, learning_rate: s.learning_rate, seed: s.seed };
+    let (base, env, label) = base_model(&s, &dataset, &search, &human)?;
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
     let out_dir = dirs.software().join("search_ckpts");
     std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let db = out_dir.join("study.db");
     let project = dirs.root.file_name().and_then(|n| n.to_str()).unwrap_or("study").to_string();
     let base_name = args.study.clone().or(storage_cfg.study.clone()).unwrap_or(project);
+    let comparison = Comparison::new(args, &search, &human)?;
 
-    // `--compare-samplers` runs each named sampler, `--seeds` each sampler once per seed; either
-    // makes a comparison with its chart, CSV and JSON.
-    let compare = !args.compare_samplers.is_empty() || !args.seeds.is_empty();
-    let samplers: Vec<Option<String>> = if args.compare_samplers.is_empty() {
-        vec![None]
-    } else {
-        args.compare_samplers.iter().map(|x| Some(x.trim().to_string())).collect()
-    };
-    if let Some(twice) = args.seeds.iter().enumerate().find_map(|(i, x)| args.seeds[..i].contains(x).then_some(x)) {
-        bail!("--seeds: seed {twice} is given twice (each seed is one study per sampler)");
-    }
-    let seeds: Vec<Option<u64>> = if args.seeds.is_empty() { vec![None] } else { args.seeds.iter().map(|&x| Some(x)).collect() };
-    // Each compared sampler gets its share of `sampler_options` (the configured sampler alone
-    // gets it from the plan).
-    let sampler_options: Option<Vec<Value>> = if args.compare_samplers.is_empty() {
-        None
-    } else {
-        let names: Vec<&str> = samplers.iter().flatten().map(String::as_str).collect();
-        let shared = share_sampler_options(search.pointer("/strategy/sampler_options").unwrap_or(&Value::Null), &names)?;
-        for w in &shared.warnings {
-            human.warn(w);
-        }
-        Some(shared.options)
-    };
     let mut results = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
     // Per sampler: its name and, per seed, the seed, the study name and the trials.
     let mut studies: Vec<(String, Vec<(u64, String, Vec<TrialRecord>)>)> = Vec::new();
     let mut objective = None;
-    for (k, sampler) in samplers.iter().enumerate() {
-        let mut search = search.clone();
-        if let (Some(x), Some(setup)) = (sampler, search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut)) {
-            setup.insert("sampler".into(), json!(x));
-        }
-        if let (Some(options), Some(strategy)) = (&sampler_options, search.pointer_mut("/strategy").and_then(Value::as_object_mut)) {
-            match &options[k] {
-                Value::Null => strategy.remove("sampler_options"),
-                mine => strategy.insert("sampler_options".into(), mine.clone()),
-            };
-        }
+    for (k, sampler) in comparison.samplers.iter().enumerate() {
+        let search = comparison.config_of(&search, k, sampler.as_deref());
         let plan = mase_search::plan(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
         if k == 0 {
             for w in &plan.config.warnings {
                 human.warn(w);
             }
         }
-        let cfg = &plan.config;
         let sampler_name = plan.sampler.name();
         let mut runs = Vec::new();
-        for seed_override in &seeds {
-            let seed = seed_override.or(cfg.setup.seed).unwrap_or(s.seed);
-            let (name, dir) = match (compare, seed_override) {
+        for seed_override in &comparison.seeds {
+            let seed = seed_override.or(plan.config.setup.seed).unwrap_or(s.seed);
+            let (name, dir) = match (comparison.compare, seed_override) {
                 (false, _) => (base_name.clone(), out_dir.clone()),
                 (true, None) => (format!("{base_name}-{sampler_name}"), out_dir.join("compare").join(sampler_name)),
                 (true, Some(x)) => {
@@ -172,101 +98,15 @@ pub fn run(args: &SearchArgs) -> Result<()> {
                     (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
                 }
             };
-            human.info(format!(
-                "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{name}` in {}{}",
-                plan.space.name(),
-                plan.sampler.name(),
-                plan.space.params().len(),
-                cfg.setup.n_trials,
-                cfg.setup.n_jobs,
-                store.location(),
-                if mode == OpenMode::Join { format!(" (joined as worker {})", mase_search::storage::worker_id()) } else { String::new() }
-            ));
-            let bar = if args.run.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
-            if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            let setup = mase_search::StudySetup {
-                name: name.clone(),
-                space: plan.space.as_ref(),
-                sampler: plan.sampler.as_ref(),
-                objective: &cfg.objective,
-                runners: &plan.runners,
-                n_trials: cfg.setup.n_trials,
-                n_jobs: cfg.setup.n_jobs,
-                timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
-                seed,
-                threads: s.threads,
-                liveness: storage_cfg.liveness(),
-            };
-            let observer = Bar(bar.clone());
-            let t0 = std::time::Instant::now();
-            let location = store.location();
-            let out = run_study(&setup, store, mode, &observer);
-            let seconds = t0.elapsed().as_secs_f64();
-            bar.finish_and_clear();
-            let out = out?;
-            if out.interrupted > 0 {
-                human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
-            }
-            if out.discarded > 0 {
-                human.warn(format!(
-                "{} trial(s) of this worker were declared stale by another worker (no heartbeat for {} s) and re-run there; their results here were dropped",
-                out.discarded, storage_cfg.stale_after
-            ));
-            }
-            match out.stop {
-                StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
-                StopReason::Timeout => human.info("The search stopped at its timeout"),
-                StopReason::Completed => {}
-            }
-            write_reports(&dir, &out.trials, &cfg.objective, plan.space.params())?;
-            let best = best_trials(&out.trials, &cfg.objective);
-            print_best(&human, &best);
-            // Plots of this study: the best value so far (hypervolume for several objectives) and,
-            // for two objectives, the Pareto scatter.
-            let names = cfg.objective.value_names();
-            let curve = curve(&out.trials, &cfg.objective, &[&out.trials]);
-            files.extend(plot_best_so_far(
-                &dir.join("best_so_far"),
-                &format!("{} ({})", label, plan.sampler.name()),
-                &curve_label(&cfg.objective),
-                &[Series { label: plan.sampler.name().into(), points: curve.clone() }],
-            )?);
-            if names.len() == 2 {
-                // A stored trial may hold fewer values than the objective (a study file written by
-                // hand or by another version); such a trial is left out of the plot.
-                let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
-                let all: Vec<(f64, f64)> = out.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
-                let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
-                files.extend(plot_pareto(
-                    &dir.join("pareto"),
-                    &format!("{label}: Pareto front"),
-                    &format!("{} (scaled)", names[0]),
-                    &format!("{} (scaled)", names[1]),
-                    &all,
-                    &front,
-                )?);
-            }
-            let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
-            results.push(json!({
-                "sampler": plan.sampler.name(),
-                "seed": seed,
-                "study": name,
-                "trials": out.trials.len(),
-                "complete": complete,
-                "stop": format!("{:?}", out.stop).to_lowercase(),
-                "seconds": seconds,
-                "storage": location,
-                "best": best_json(&out.trials, &cfg.objective),
-                "dir": abs(&dir),
-            }));
-            runs.push((seed, name, out.trials));
+            let study = StudyRun { plan: &plan, name: &name, dir: &dir, seed, label: &label, threads: s.threads, storage: &storage_cfg };
+            let (result, trials) = run_one_study(&study, store, mode, &human, &mut files)?;
+            results.push(result);
+            runs.push((seed, name, trials));
         }
         studies.push((sampler_name.to_string(), runs));
-        objective = Some(cfg.objective.clone());
+        objective = Some(plan.config.objective.clone());
     }
-    if compare {
+    if comparison.compare {
         let Some(objective) = objective else { bail!("no sampler to compare") };
         files.extend(write_comparison(&out_dir.join("compare_samplers"), &label, &studies, &objective, &args.seeds)?);
     }
@@ -286,6 +126,234 @@ pub fn run(args: &SearchArgs) -> Result<()> {
         "plots": files.iter().map(|f| abs(f)).collect::<Vec<_>>(),
     }));
     Ok(())
+}
+
+/// The `[search]` table of the config with the command line's overrides of its setup
+/// (`--n-trials`, `--n-jobs`, `--sampler`).
+fn search_table(args: &SearchArgs, table: Option<&toml::Table>) -> Result<Value> {
+    let table = table.ok_or_else(|| match &args.run.config {
+        None => anyhow!("ch search needs --config FILE.toml with a [search] table"),
+        Some(p) => anyhow!("config {}: no [search] table (ch search needs [search.search_space] and [search.strategy])", p.display()),
+    })?;
+    let mut search: Value = serde_json::to_value(table)?;
+    if let Some(setup) = search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut) {
+        if let Some(n) = args.n_trials {
+            setup.insert("n_trials".into(), json!(n));
+        }
+        if let Some(n) = args.n_jobs {
+            setup.insert("n_jobs".into(), json!(n));
+        }
+        if let Some(x) = &args.sampler {
+            setup.insert("sampler".into(), json!(x));
+        }
+    }
+    Ok(search)
+}
+
+/// The model every trial starts from (the checkpoint of `--load`, else the initial weights of the
+/// seed), the runners' environment, and the model's label.
+fn base_model(s: &crate::config::Settings, dataset: &str, search: &Value, human: &Human) -> Result<(Arc<BaseModel>, RunnerEnv, String)> {
+    let splits = session::load_data(s, dataset)?;
+    let ctx = session::model_context(&splits);
+    let (mut graph, label) = session::resolve_graph(s, &ctx)?;
+    // Spaces that change layer widths follow shapes from the input, as MASE's graph spaces do
+    // after add_common_metadata.
+    mase_search::space::record_input_shape(&mut graph, &splits.info.sample_shape);
+    let params = match &s.load_name {
+        Some(path) => {
+            let ck = session::read_checkpoint(path)?;
+            session::check_params_fit(&graph, &ck.params, path)?;
+            human.info(format!("Loaded model from {}", path.display()));
+            ck.params
+        }
+        None => {
+            // With `basic_train` each candidate is trained first, so initial weights are the usual start.
+            let trains = search.pointer("/strategy/sw_runner/basic_train").is_some();
+            if trains {
+                human.info("no --load: each candidate is trained by basic_train from the initial weights");
+            } else {
+                human.warn("no --load: the search measures the untrained initial weights (train first and pass --load best.ckpt)");
+            }
+            session::initial_params(s, &graph, &mut Rng::new(s.seed).fork(INIT_STREAM))?
+        }
+    };
+    let base = Arc::new(BaseModel { graph, params: Arc::new(params) });
+    let env = RunnerEnv { splits: Arc::new(splits), batch_size: s.batch_size, learning_rate: s.learning_rate, seed: s.seed };
+    Ok((base, env, label))
+}
+
+/// Which studies a search runs: `--compare-samplers` runs each named sampler, `--seeds` each
+/// sampler once per seed; either makes a comparison with its chart, CSV and JSON.
+struct Comparison {
+    compare: bool,
+    /// `None`: the configured sampler.
+    samplers: Vec<Option<String>>,
+    /// `None`: the configured seed.
+    seeds: Vec<Option<u64>>,
+    /// Each compared sampler's share of `sampler_options` (the configured sampler alone gets it
+    /// from the plan).
+    sampler_options: Option<Vec<Value>>,
+}
+
+impl Comparison {
+    fn new(args: &SearchArgs, search: &Value, human: &Human) -> Result<Comparison> {
+        let compare = !args.compare_samplers.is_empty() || !args.seeds.is_empty();
+        let samplers: Vec<Option<String>> = if args.compare_samplers.is_empty() {
+            vec![None]
+        } else {
+            args.compare_samplers.iter().map(|x| Some(x.trim().to_string())).collect()
+        };
+        if let Some(twice) = args.seeds.iter().enumerate().find_map(|(i, x)| args.seeds[..i].contains(x).then_some(x)) {
+            bail!("--seeds: seed {twice} is given twice (each seed is one study per sampler)");
+        }
+        let seeds: Vec<Option<u64>> = if args.seeds.is_empty() { vec![None] } else { args.seeds.iter().map(|&x| Some(x)).collect() };
+        let sampler_options = if args.compare_samplers.is_empty() {
+            None
+        } else {
+            let names: Vec<&str> = samplers.iter().flatten().map(String::as_str).collect();
+            let shared = share_sampler_options(search.pointer("/strategy/sampler_options").unwrap_or(&Value::Null), &names)?;
+            for w in &shared.warnings {
+                human.warn(w);
+            }
+            Some(shared.options)
+        };
+        Ok(Comparison { compare, samplers, seeds, sampler_options })
+    }
+
+    /// The `[search]` table for the `k`-th sampler: its name and its share of the options.
+    fn config_of(&self, search: &Value, k: usize, sampler: Option<&str>) -> Value {
+        let mut search = search.clone();
+        if let (Some(x), Some(setup)) = (sampler, search.pointer_mut("/strategy/setup").and_then(Value::as_object_mut)) {
+            setup.insert("sampler".into(), json!(x));
+        }
+        if let (Some(options), Some(strategy)) = (&self.sampler_options, search.pointer_mut("/strategy").and_then(Value::as_object_mut)) {
+            match &options[k] {
+                Value::Null => strategy.remove("sampler_options"),
+                mine => strategy.insert("sampler_options".into(), mine.clone()),
+            };
+        }
+        search
+    }
+}
+
+/// One study of a search: what to run and where its reports go.
+struct StudyRun<'a> {
+    plan: &'a mase_search::SearchPlan,
+    name: &'a str,
+    dir: &'a Path,
+    seed: u64,
+    label: &'a str,
+    threads: usize,
+    storage: &'a StorageConfig,
+}
+
+/// Runs one study with a progress bar, writes its reports and plots (appended to `files`), and
+/// returns its entry of the JSON result and its trials.
+fn run_one_study(
+    study: &StudyRun<'_>,
+    store: &mut dyn Storage,
+    mode: OpenMode,
+    human: &Human,
+    files: &mut Vec<PathBuf>,
+) -> Result<(Value, Vec<TrialRecord>)> {
+    let (plan, cfg, label, dir) = (study.plan, &study.plan.config, study.label, study.dir);
+    human.info(format!(
+        "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{}` in {}{}",
+        plan.space.name(),
+        plan.sampler.name(),
+        plan.space.params().len(),
+        cfg.setup.n_trials,
+        cfg.setup.n_jobs,
+        study.name,
+        store.location(),
+        if mode == OpenMode::Join { format!(" (joined as worker {})", mase_search::storage::worker_id()) } else { String::new() }
+    ));
+    let bar = if human.json { ProgressBar::hidden() } else { ProgressBar::new(cfg.setup.n_trials as u64) };
+    if let Ok(style) = ProgressStyle::with_template("Trials [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let setup = mase_search::StudySetup {
+        name: study.name.to_string(),
+        space: plan.space.as_ref(),
+        sampler: plan.sampler.as_ref(),
+        objective: &cfg.objective,
+        runners: &plan.runners,
+        n_trials: cfg.setup.n_trials,
+        n_jobs: cfg.setup.n_jobs,
+        timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
+        seed: study.seed,
+        threads: study.threads,
+        liveness: study.storage.liveness(),
+    };
+    let observer = Bar(bar.clone());
+    let t0 = std::time::Instant::now();
+    let location = store.location();
+    let out = run_study(&setup, store, mode, &observer);
+    let seconds = t0.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let out = out?;
+    if out.interrupted > 0 {
+        human.info(format!("{} trial(s) interrupted by the previous run were marked FAIL and their points freed", out.interrupted));
+    }
+    if out.discarded > 0 {
+        human.warn(format!(
+            "{} trial(s) of this worker were declared stale by another worker (no heartbeat for {} s) and re-run there; their results here were dropped",
+            out.discarded, study.storage.stale_after
+        ));
+    }
+    match out.stop {
+        StopReason::Exhausted => human.info("The sampler has visited every point of the space"),
+        StopReason::Timeout => human.info("The search stopped at its timeout"),
+        StopReason::Completed => {}
+    }
+    write_reports(dir, &out.trials, &cfg.objective, plan.space.params())?;
+    let best = best_trials(&out.trials, &cfg.objective);
+    print_best(human, &best);
+    files.extend(study_plots(study, &out.trials, &best)?);
+    let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
+    let result = json!({
+        "sampler": plan.sampler.name(),
+        "seed": study.seed,
+        "study": study.name,
+        "trials": out.trials.len(),
+        "complete": complete,
+        "stop": format!("{:?}", out.stop).to_lowercase(),
+        "seconds": seconds,
+        "storage": location,
+        "best": best_json(&out.trials, &cfg.objective),
+        "dir": abs(dir),
+    });
+    Ok((result, out.trials))
+}
+
+/// Plots of one study: the best value so far (hypervolume for several objectives) and, for two
+/// objectives, the Pareto scatter.
+fn study_plots(study: &StudyRun<'_>, trials: &[TrialRecord], best: &[&TrialRecord]) -> Result<Vec<PathBuf>> {
+    let (plan, cfg, label, dir) = (study.plan, &study.plan.config, study.label, study.dir);
+    let names = cfg.objective.value_names();
+    let curve = curve(trials, &cfg.objective, &[trials]);
+    let mut files = plot_best_so_far(
+        &dir.join("best_so_far"),
+        &format!("{} ({})", label, plan.sampler.name()),
+        &curve_label(&cfg.objective),
+        &[Series { label: plan.sampler.name().into(), points: curve }],
+    )?;
+    if names.len() == 2 {
+        // A stored trial may hold fewer values than the objective (a study file written by hand
+        // or by another version); such a trial is left out of the plot.
+        let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
+        let all: Vec<(f64, f64)> = trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
+        let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
+        files.extend(plot_pareto(
+            &dir.join("pareto"),
+            &format!("{label}: Pareto front"),
+            &format!("{} (scaled)", names[0]),
+            &format!("{} (scaled)", names[1]),
+            &all,
+            &front,
+        )?);
+    }
+    Ok(files)
 }
 
 /// The comparison of samplers: `<stem>.{png,svg}` with each sampler's mean best-so-far curve
