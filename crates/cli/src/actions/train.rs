@@ -50,58 +50,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
         bail!("--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}", splits.train.sample_shape);
     }
     let ctx = session::model_context(&splits);
-    let (mut graph, label) = session::resolve_graph(&s, &ctx)?;
+    let (graph, label) = session::resolve_graph(&s, &ctx)?;
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
     let ckpt_dir = dirs.training_ckpts();
     std::fs::create_dir_all(&ckpt_dir).with_context(|| format!("cannot create {}", ckpt_dir.display()))?;
 
     let seed_rng = Rng::new(s.seed);
     // An ONNX model starts from its own weights; zoo models and model files from fresh ones.
-    let mut params = session::initial_params(&s, &graph, &mut seed_rng.fork(INIT_STREAM))?;
+    let params = session::initial_params(&s, &graph, &mut seed_rng.fork(INIT_STREAM))?;
     let mut opt = session::make_optimizer(&s);
-    let mut history: Vec<EpochRecord> = Vec::new();
-    let mut best_val = f64::INFINITY;
-    let mut global_step = 0u64;
 
     let resume_path = args.resume_from.clone().or_else(|| args.resume.then(|| ckpt_dir.join("last.ckpt")));
-    if let Some(path) = &resume_path {
-        let ck = session::read_checkpoint(path)?;
-        if !session::same_model(&ck.graph, &graph) && !session::same_wiring(&ck.graph, &graph) {
-            bail!("checkpoint {}: it holds a different model than `{label}`; resume with the same model and data set", path.display());
-        }
-        // The checkpoint's graph keeps the number formats of a quantization-aware run.
-        graph = ck.graph.clone();
-        params = ck.params.clone();
-        let meta = &ck.meta;
-        history = serde_json::from_value(meta.get("history").cloned().unwrap_or(Value::Null))
-            .with_context(|| format!("checkpoint {}: bad `history`", path.display()))?;
-        best_val = meta.get("best_val_loss").and_then(Value::as_f64).unwrap_or(f64::INFINITY);
-        global_step = meta.get("global_step").and_then(Value::as_u64).unwrap_or(0);
-        let opt_meta = meta.get("optimizer").cloned().unwrap_or(Value::Null);
-        let saved_name = opt_meta.get("name").and_then(Value::as_str).unwrap_or("");
-        let want = serde_json::to_value(s.optimizer)?;
-        if Some(saved_name) != want.as_str() {
-            bail!("checkpoint {}: trained with optimizer `{saved_name}`, this run asks for {want}", path.display());
-        }
-        opt.load_state(session::optimizer_from_checkpoint(&opt_meta, &ck.optimizer_tensors)?)?;
-        human.info(format!("Resuming from {} after epoch {}", path.display(), history.len()));
-    } else if let Some(path) = &s.load_name {
-        let ck = session::read_checkpoint(path)?;
-        // A checkpoint of an architecture transform (`channel_multiplier`) holds the same nodes
-        // with other layer widths: training continues on its graph.
-        if !session::same_model(&ck.graph, &graph) && session::same_wiring(&ck.graph, &graph) {
-            graph = ck.graph.clone();
-            human.info("the checkpoint holds a transformed architecture (other layer widths): training it");
-        }
-        session::check_params_fit(&graph, &ck.params, path)?;
-        // A transformed checkpoint carries number formats: training continues on its graph, so
-        // the quantized nodes train through their straight-through estimators (QAT).
-        if session::same_model(&ck.graph, &graph) && ck.graph.nodes().iter().any(|n| n.quant.is_some()) {
-            graph = ck.graph.clone();
-            human.info("the checkpoint is quantized: quantization-aware training");
-        }
-        params = ck.params;
-        human.info(format!("'{}' checkpoint loaded before training", s.load_type));
+    let start = starting_point(&s, resume_path.as_deref(), graph, &label, &human)?;
+    let (graph, params) = (start.graph, start.params.unwrap_or(params));
+    let (mut history, mut best_val, mut global_step) = (start.history, start.best_val, start.global_step);
+    if let Some(state) = start.optimizer {
+        opt.load_state(state)?;
     }
 
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
@@ -286,6 +250,62 @@ pub fn run(args: &RunArgs) -> Result<()> {
         "history": history,
     }));
     Ok(())
+}
+
+/// Where a run starts: a resumed run's graph, weights, optimizer state, history and counters; a
+/// loaded checkpoint's graph and weights (fine-tuning, QAT, a transformed architecture); or the
+/// model as built (`params: None`: the initial weights).
+struct Start {
+    graph: mase_ir::Graph,
+    params: Option<mase_ir::ParamStore>,
+    optimizer: Option<mase_runtime::OptimizerState>,
+    history: Vec<EpochRecord>,
+    best_val: f64,
+    global_step: u64,
+}
+
+fn starting_point(s: &Settings, resume: Option<&Path>, graph: mase_ir::Graph, label: &str, human: &Human) -> Result<Start> {
+    let mut start = Start { graph, params: None, optimizer: None, history: Vec::new(), best_val: f64::INFINITY, global_step: 0 };
+    if let Some(path) = resume {
+        let ck = session::read_checkpoint(path)?;
+        if !session::same_model(&ck.graph, &start.graph) && !session::same_wiring(&ck.graph, &start.graph) {
+            bail!("checkpoint {}: it holds a different model than `{label}`; resume with the same model and data set", path.display());
+        }
+        // The checkpoint's graph keeps the number formats of a quantization-aware run.
+        start.graph = ck.graph.clone();
+        start.params = Some(ck.params.clone());
+        let meta = &ck.meta;
+        start.history = serde_json::from_value(meta.get("history").cloned().unwrap_or(Value::Null))
+            .with_context(|| format!("checkpoint {}: bad `history`", path.display()))?;
+        start.best_val = meta.get("best_val_loss").and_then(Value::as_f64).unwrap_or(f64::INFINITY);
+        start.global_step = meta.get("global_step").and_then(Value::as_u64).unwrap_or(0);
+        let opt_meta = meta.get("optimizer").cloned().unwrap_or(Value::Null);
+        let saved_name = opt_meta.get("name").and_then(Value::as_str).unwrap_or("");
+        let want = serde_json::to_value(s.optimizer)?;
+        if Some(saved_name) != want.as_str() {
+            bail!("checkpoint {}: trained with optimizer `{saved_name}`, this run asks for {want}", path.display());
+        }
+        start.optimizer = Some(session::optimizer_from_checkpoint(&opt_meta, &ck.optimizer_tensors)?);
+        human.info(format!("Resuming from {} after epoch {}", path.display(), start.history.len()));
+    } else if let Some(path) = &s.load_name {
+        let ck = session::read_checkpoint(path)?;
+        // A checkpoint of an architecture transform (`channel_multiplier`) holds the same nodes
+        // with other layer widths: training continues on its graph.
+        if !session::same_model(&ck.graph, &start.graph) && session::same_wiring(&ck.graph, &start.graph) {
+            start.graph = ck.graph.clone();
+            human.info("the checkpoint holds a transformed architecture (other layer widths): training it");
+        }
+        session::check_params_fit(&start.graph, &ck.params, path)?;
+        // A transformed checkpoint carries number formats: training continues on its graph, so
+        // the quantized nodes train through their straight-through estimators (QAT).
+        if session::same_model(&ck.graph, &start.graph) && ck.graph.nodes().iter().any(|n| n.quant.is_some()) {
+            start.graph = ck.graph.clone();
+            human.info("the checkpoint is quantized: quantization-aware training");
+        }
+        start.params = Some(ck.params);
+        human.info(format!("'{}' checkpoint loaded before training", s.load_type));
+    }
+    Ok(start)
 }
 
 fn abs(p: &Path) -> PathBuf {
