@@ -106,8 +106,8 @@ fn table(path: &Path, file: &Hdf5File) -> Result<JscTable> {
             err(format!("`{TABLE}` has no column `{name}` (columns: {})", have.join(", ")))
         })?;
         let kind = Field::of(&f.datatype).ok_or_else(|| err(format!("column `{name}` has type {:?}, expected a number", f.datatype)))?;
-        let off = f.byte_offset as usize;
-        if off + kind.size() > size {
+        let off = usize::try_from(f.byte_offset).unwrap_or(usize::MAX);
+        if !fits_in_row(off, kind.size(), size) {
             return Err(err(format!("column `{name}` lies outside the {size}-byte row")));
         }
         cols.push((off, kind));
@@ -125,9 +125,25 @@ fn table(path: &Path, file: &Hdf5File) -> Result<JscTable> {
     Ok(JscTable { rows })
 }
 
+/// Whether a column of `width` bytes at byte `off` lies inside a row of `row` bytes; a hostile
+/// offset near the top of the address space must not wrap around.
+fn fits_in_row(off: usize, width: usize, row: usize) -> bool {
+    off.checked_add(width).is_some_and(|end| end <= row)
+}
+
 #[cfg(test)]
 mod tests {
     use super::Field;
+
+    #[test]
+    fn columns_must_lie_inside_the_row() {
+        use super::fits_in_row;
+        let cases =
+            [((0, 4, 8), true), ((4, 4, 8), true), ((5, 4, 8), false), ((usize::MAX - 2, 4, 8), false), ((usize::MAX, 8, 8), false)];
+        for ((off, width, row), want) in cases {
+            assert_eq!(fits_in_row(off, width, row), want, "offset {off}, width {width}, row {row}");
+        }
+    }
 
     #[test]
     fn field_decoding() {
