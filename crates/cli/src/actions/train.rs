@@ -2,7 +2,7 @@
 //! self-describing checkpoints.
 
 use super::divergence::{first_non_finite, number, LossWatch, Verdict};
-use super::train_report::{open_tensorboard, write_curves};
+use super::train_report::{open_tensorboard, write_curves, TensorBoardLog};
 use crate::args::RunArgs;
 use crate::config::{merge_and_warn, ReportTo, Settings};
 use crate::output::{Human, ProjectDirs};
@@ -113,9 +113,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         anyhow!("training diverged: {what}; stopped, {kept} (lower the learning rate)")
     };
 
-    let mut shape = vec![0];
-    shape.extend(&splits.train.sample_shape);
-    let (mut x, mut y) = (Vec::new(), Vec::new());
     let mut stopped = false;
     let start_epoch = history.len();
     for epoch in start_epoch..s.max_epochs {
@@ -131,63 +128,20 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
         let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
-        let (mut loss_sum, mut seen, mut correct, mut n_batches) = (0.0f64, 0usize, 0usize, 0usize);
-        // The batches summed into the optimizer step under way, for the per-step scalars.
-        let (mut step_loss, mut step_batches, mut step_seen, mut step_correct) = (0.0f64, 0usize, 0usize, 0usize);
-        // Lightning's gradient accumulation: each loss is divided by `accumulate_grad_batches`
-        // and the optimizer steps after that many batches, or at the epoch's last batch.
-        let accumulate = s.accumulate_grad_batches;
-        for (b, idx) in order.iter().enumerate() {
-            splits.train.gather(idx, &mut x, &mut y);
-            shape[0] = idx.len();
-            if s.augment {
-                mase_io::augment_cifar(&mut x, idx.len(), &mut augment_rng);
-            }
-            let st = exec.accumulate_grad(&x, &shape, &y, 1.0 / accumulate as f32)?;
-            // Checked before the optimizer step, so the weights never take a non-finite update.
-            match watch.check(st.loss, epoch, global_step) {
-                Verdict::Fine => {}
-                Verdict::Exploding(warning) => human.warn(warning),
-                Verdict::Diverged(what) => {
-                    bar.finish_and_clear();
-                    if let Some(tb) = &mut tensorboard {
-                        tb.flush()?;
-                    }
-                    return Err(diverged(&what, saved_epoch));
-                }
-            }
-            step_loss += st.loss as f64;
-            step_batches += 1;
-            step_seen += st.count;
-            step_correct += st.correct;
-            loss_sum += st.loss as f64;
-            n_batches += 1;
-            seen += st.count;
-            correct += st.correct;
-            if n_batches % s.log_every_n_steps.min(10) == 0 || n_batches == order.len() {
-                bar.set_position(n_batches as u64);
-                bar.set_message(format!("loss {:.4}", loss_sum / n_batches as f64));
-            }
-            if (b + 1) % accumulate != 0 && b + 1 != order.len() {
-                continue;
-            }
-            exec.step(&mut opt)?;
-            if let Some(tb) = &mut tensorboard {
-                // Lightning logs every `log_every_n_steps` steps, counting from 1. `%` rather
-                // than `is_multiple_of`, which needs a newer compiler than the workspace's minimum.
-                #[allow(clippy::manual_is_multiple_of)]
-                let log_now = (global_step + 1) % s.log_every_n_steps as u64 == 0;
-                if log_now {
-                    tb.step(global_step, step_loss / step_batches as f64, step_correct as f64 / step_seen.max(1) as f64)?;
-                }
-            }
-            (step_loss, step_batches, step_seen, step_correct) = (0.0, 0, 0, 0);
-            global_step += 1;
-            if s.max_steps.is_some_and(|m| global_step >= m) {
+        let mut run =
+            Steps { exec: &mut exec, opt: &mut opt, watch: &mut watch, tensorboard: &mut tensorboard, global_step: &mut global_step };
+        let sums = match train_epoch(&mut run, &s, &splits.train, &order, epoch, &mut augment_rng, &bar, &human)? {
+            EpochEnd::Done(sums) => sums,
+            EpochEnd::MaxSteps(sums) => {
                 stopped = true;
-                break;
+                sums
             }
-        }
+            EpochEnd::Diverged(what) => {
+                bar.finish_and_clear();
+                return Err(diverged(&what, saved_epoch));
+            }
+        };
+        let (loss_sum, seen, correct, n_batches) = (sums.loss, sums.seen, sums.correct, sums.batches);
         bar.finish_and_clear();
         let val_data =
             if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
@@ -250,6 +204,104 @@ pub fn run(args: &RunArgs) -> Result<()> {
         "history": history,
     }));
     Ok(())
+}
+
+/// What a run carries from one optimizer step to the next.
+struct Steps<'a> {
+    exec: &'a mut Executor,
+    opt: &'a mut mase_runtime::Optimizer,
+    watch: &'a mut LossWatch,
+    tensorboard: &'a mut Option<TensorBoardLog>,
+    global_step: &'a mut u64,
+}
+
+/// The running sums of an epoch's training batches.
+#[derive(Default)]
+struct EpochSums {
+    loss: f64,
+    seen: usize,
+    correct: usize,
+    batches: usize,
+}
+
+/// How an epoch's training batches ended.
+enum EpochEnd {
+    Done(EpochSums),
+    /// `max_steps` was reached: the run validates this epoch and stops.
+    MaxSteps(EpochSums),
+    /// A non-finite loss, before the optimizer stepped: what diverged, for the error line.
+    Diverged(String),
+}
+
+/// The training batches of one epoch in `order`: forward and backward, Lightning's gradient
+/// accumulation (each loss divided by `accumulate_grad_batches`, a step after that many batches
+/// or at the epoch's last), the divergence check before each step, and the per-step scalars.
+#[allow(clippy::too_many_arguments)]
+fn train_epoch(
+    run: &mut Steps<'_>,
+    s: &Settings,
+    train: &mase_io::Dataset,
+    order: &[Vec<usize>],
+    epoch: usize,
+    augment_rng: &mut Rng,
+    bar: &ProgressBar,
+    human: &Human,
+) -> Result<EpochEnd> {
+    let mut shape = vec![0];
+    shape.extend(&train.sample_shape);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    let mut sums = EpochSums::default();
+    // The batches summed into the optimizer step under way, for the per-step scalars.
+    let mut step = EpochSums::default();
+    let accumulate = s.accumulate_grad_batches;
+    for (b, idx) in order.iter().enumerate() {
+        train.gather(idx, &mut x, &mut y);
+        shape[0] = idx.len();
+        if s.augment {
+            mase_io::augment_cifar(&mut x, idx.len(), augment_rng);
+        }
+        let st = run.exec.accumulate_grad(&x, &shape, &y, 1.0 / accumulate as f32)?;
+        // Checked before the optimizer step, so the weights never take a non-finite update.
+        match run.watch.check(st.loss, epoch, *run.global_step) {
+            Verdict::Fine => {}
+            Verdict::Exploding(warning) => human.warn(warning),
+            Verdict::Diverged(what) => {
+                if let Some(tb) = run.tensorboard.as_mut() {
+                    tb.flush()?;
+                }
+                return Ok(EpochEnd::Diverged(what));
+            }
+        }
+        for sum in [&mut sums, &mut step] {
+            sum.loss += st.loss as f64;
+            sum.batches += 1;
+            sum.seen += st.count;
+            sum.correct += st.correct;
+        }
+        if sums.batches % s.log_every_n_steps.min(10) == 0 || sums.batches == order.len() {
+            bar.set_position(sums.batches as u64);
+            bar.set_message(format!("loss {:.4}", sums.loss / sums.batches as f64));
+        }
+        if (b + 1) % accumulate != 0 && b + 1 != order.len() {
+            continue;
+        }
+        run.exec.step(run.opt)?;
+        if let Some(tb) = run.tensorboard.as_mut() {
+            // Lightning logs every `log_every_n_steps` steps, counting from 1. `%` rather than
+            // `is_multiple_of`, which needs a newer compiler than the workspace's minimum.
+            #[allow(clippy::manual_is_multiple_of)]
+            let log_now = (*run.global_step + 1) % s.log_every_n_steps as u64 == 0;
+            if log_now {
+                tb.step(*run.global_step, step.loss / step.batches as f64, step.correct as f64 / step.seen.max(1) as f64)?;
+            }
+        }
+        step = EpochSums::default();
+        *run.global_step += 1;
+        if s.max_steps.is_some_and(|m| *run.global_step >= m) {
+            return Ok(EpochEnd::MaxSteps(sums));
+        }
+    }
+    Ok(EpochEnd::Done(sums))
 }
 
 /// Where a run starts: a resumed run's graph, weights, optimizer state, history and counters; a
