@@ -82,18 +82,7 @@ pub fn shift_rne(v: i64, shift: i32) -> i64 {
         }
         return v.checked_mul(1i64 << k).unwrap_or(v.signum() * i64::MAX);
     }
-    if shift >= 63 {
-        return 0;
-    }
-    let s = shift as u32;
-    let q = v >> s;
-    let rem = v - (q << s);
-    let half = 1i64 << (s - 1);
-    if rem > half || (rem == half && q & 1 == 1) {
-        q + 1
-    } else {
-        q
-    }
+    mase_runtime::shift_right_rne(v, shift as u32)
 }
 
 /// One layer: element-wise steps on its input stream, a matrix-vector product with constant

@@ -43,7 +43,7 @@ pub use error::{Result, RuntimeError};
 pub use executor::{ExecOptions, Executor, Mode};
 pub use gemm::{gemm, in_gemm_library, Mat, MatMut};
 pub use init::{init_params, init_tensor};
-pub use integer::{run_integer, IntegerNode, IntegerReport, IntegerRun};
+pub use integer::{run_integer, shift_right_rne, IntegerNode, IntegerReport, IntegerRun};
 pub use loss::StepStats;
 pub use optim::{Optimizer, OptimizerKind, OptimizerState};
 pub use schedule::cosine_lr;

@@ -94,8 +94,8 @@ macro_rules! with_codes {
 }
 pub(crate) use with_codes;
 
-/// `v * 2^-shift` rounded half to even, for `shift > 0`.
-fn shift_right_rne(v: i64, shift: u32) -> i64 {
+/// `v * 2^-shift` rounded half to even, for `shift > 0`: the integer executor's rescale.
+pub fn shift_right_rne(v: i64, shift: u32) -> i64 {
     if shift >= 63 {
         return 0;
     }

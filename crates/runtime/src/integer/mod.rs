@@ -30,6 +30,7 @@
 //! the integer result is the exact one.
 
 mod codes;
+pub use codes::shift_right_rne;
 mod ops;
 
 use crate::executor::{Executor, Mode};
