@@ -3,6 +3,7 @@ and back to the caller's array kind (numpy, or torch when the input was a torch 
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -27,6 +28,21 @@ def to_json(value, what):
 def is_torch(x):
     """Whether `x` is a torch tensor (without importing torch)."""
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def is_torch_module(x):
+    """Whether `x` is a `torch.nn.Module` (without importing torch when it is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def is_torch_loaded():
+    """Whether torch can be imported (importing it, once, when it is installed)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def to_numpy(x, what="input"):
