@@ -56,9 +56,10 @@ def to_numpy(x, what="input"):
 
 
 def like(out, template):
-    """`out` (numpy) as the same kind of array as `template`."""
+    """`out` (numpy) as the same kind of array as `template` (a torch tensor on its device)."""
     if is_torch(template):
         import torch
 
-        return torch.from_numpy(out)
+        t = torch.from_numpy(out)
+        return t if template.device.type == "cpu" else t.to(template.device)
     return out

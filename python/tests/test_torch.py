@@ -376,3 +376,37 @@ def test_the_benchmarks_fake_quantized_linear_is_listed_as_unmappable():
     assert "\n" not in text
     assert text.startswith("MaseGraph: 39 torch.fx node(s) have no mase-rs op: mul (operator.mul: a constant operand (16.0)")
     assert "round_1 (torch.round: no mase-rs op)" in text and "detach (detach: no mase-rs op)" in text
+
+
+def test_dummy_in_gives_a_traced_module_its_input_shape():
+    # Without dataset_info, add_common_metadata takes the sample shape from MASE's dummy_in.
+    module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    mg = MaseGraph(model=module)
+    mg, _ = mase_rs.init_metadata_analysis_pass(mg, None)
+    mg, _ = mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": torch.zeros(2, 1, 8, 8)}, "add_value": False})
+    shapes = [n.meta["mase"].parameters["common"]["results"]["data_out_0"]["shape"] for n in mg.nodes[:-1]]
+    assert shapes == [[2, 1, 8, 8], [2, 4, 6, 6], [2, 4, 6, 6], [2, 144], [2, 3]]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU tensor test is skipped")
+def test_a_module_and_tensors_on_a_gpu():
+    # The weights are copied to the CPU for mase-rs; outputs go back to the input's device.
+    torch.manual_seed(0)
+    module = build("jsc-toy", (16,), 5).cuda()
+    randomize_buffers(module, 4)
+    mg = MaseGraph(model=module)
+    module.eval()
+    mg.model.eval()
+    x = torch.randn(8, 16, device="cuda")
+    out = mg(x)
+    assert out.device == x.device
+    with torch.no_grad():
+        torch.testing.assert_close(out, module(x), rtol=1e-5, atol=1e-5)
+    hist = mg.fit((x, torch.arange(8, device="cuda") % 5), epochs=2, batch_size=4, lr=1e-2)
+    assert len(hist) == 2
+    module.load_state_dict(mg.state_dict())
+    assert module.seq_blocks[2].weight.device == x.device
+    mg.model.eval()
+    module.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(mg(x), module(x), rtol=1e-5, atol=1e-5)

@@ -300,6 +300,14 @@ impl NativeGraph {
         Ok(())
     }
 
+    /// Takes the input samples of passes from seeded random samples of `sample_shape` (MASE's
+    /// `dummy_in`), unless a data set already gives them.
+    fn use_sample_shape(&mut self, sample_shape: Vec<usize>) {
+        if matches!(self.ctx.inputs, InputSource::None) {
+            self.ctx.inputs = InputSource::Random { sample_shape };
+        }
+    }
+
     /// Batch size, seed and kernel threads of what passes run.
     #[pyo3(signature = (batch_size=None, seed=None, threads=None, out_dir=None))]
     fn configure(&mut self, batch_size: Option<usize>, seed: Option<u64>, threads: Option<usize>, out_dir: Option<PathBuf>) {
