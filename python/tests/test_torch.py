@@ -128,6 +128,26 @@ class Matmuls(nn.Module):
         return F.softmax(self.drop(self.fc(F.pad(h, (0, 0)))), dim=1)
 
 
+class Signal1d(nn.Module):
+    """1-d layers; `skip` (nn.Identity) and `contiguous()` compute nothing and are passed over."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 3, padding="same")
+        self.bn = nn.BatchNorm1d(4)
+        self.skip = nn.Identity()
+        self.pool = nn.AvgPool1d(2)
+        self.gap = nn.AdaptiveAvgPool1d(2)
+        self.act = nn.SELU()
+
+    def forward(self, x):
+        h = F.relu6(self.bn(self.conv(x)))
+        h = torch.cat([h, self.skip(x) + x], dim=1).contiguous()
+        h = F.max_pool1d(h, 2) / torch.sqrt(torch.sigmoid(self.pool(h)))
+        h = self.gap(self.act(h).sigmoid() ** h.tanh())
+        return F.pad(h, (1, 0)).flatten(1)
+
+
 # (module, sample shape, expected (name, fx op, mase op) of the traced nodes)
 FUNCTIONAL = [
     (
@@ -175,6 +195,31 @@ FUNCTIONAL = [
             ("output", "output", "output"),
         ],
     ),
+    (
+        Signal1d,
+        (2, 8),
+        [
+            ("x", "placeholder", "placeholder"),
+            ("conv", "call_module", "conv1d"),
+            ("bn", "call_module", "batch_norm1d"),
+            ("relu6", "call_function", "relu6"),
+            ("add", "call_function", "add"),
+            ("cat", "call_function", "cat"),
+            ("max_pool1d", "call_function", "max_pool1d"),
+            ("pool", "call_module", "avg_pool1d"),
+            ("sigmoid", "call_function", "sigmoid"),
+            ("sqrt", "call_function", "sqrt"),
+            ("truediv", "call_function", "div"),
+            ("act", "call_module", "selu"),
+            ("sigmoid_1", "call_method", "sigmoid"),
+            ("tanh", "call_method", "tanh"),
+            ("pow_1", "call_function", "pow"),
+            ("gap", "call_module", "adaptive_avg_pool1d"),
+            ("pad", "call_function", "pad"),
+            ("flatten", "call_method", "flatten"),
+            ("output", "output", "output"),
+        ],
+    ),
 ]
 
 
@@ -184,7 +229,9 @@ def test_functions_methods_and_attributes_map_onto_mase_ops(cls, shape, nodes):
     module = cls().eval()
     mg = MaseGraph(model=module, dataset_info=info(shape, 3))
     mg, _ = mase_rs.init_metadata_analysis_pass(mg, None)
-    mg, _ = mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": np.zeros((2, *shape), np.float32)}, "add_value": False})
+    mg, _ = mase_rs.add_common_metadata_analysis_pass(
+        mg, {"dummy_in": {"x": np.zeros((2, *shape), np.float32)}, "add_value": False}
+    )
     assert [(n.name, n.op, get_mase_op(n)) for n in mg.nodes] == nodes
     mg.model.eval()
     x = torch.randn(5, *shape, generator=torch.Generator().manual_seed(3))
@@ -216,8 +263,18 @@ def test_unmappable_nodes_are_listed_in_one_value_error():
 
 BAD = [
     # (what, module factory, sample shape, words of the one-line message)
-    ("two inputs", lambda: type("Two", (nn.Module,), {"forward": lambda self, x, y: x + y})(), None, "forward takes 2 inputs (x, y)"),
-    ("data-dependent control flow", lambda: type("Branch", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(), None, "torch.fx cannot trace Branch"),
+    (
+        "two inputs",
+        lambda: type("Two", (nn.Module,), {"forward": lambda self, x, y: x + y})(),
+        None,
+        "forward takes 2 inputs (x, y)",
+    ),
+    (
+        "data-dependent control flow",
+        lambda: type("Branch", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(),
+        None,
+        "torch.fx cannot trace Branch",
+    ),
     ("tuple output", lambda: type("Pair", (nn.Module,), {"forward": lambda self, x: (x, x)})(), None, "returns tuple"),
     ("shape mismatch", lambda: nn.Sequential(nn.Linear(16, 8), nn.Linear(16, 5)), (16,), "node `_1` (linear)"),
     ("momentum None", lambda: nn.Sequential(nn.BatchNorm1d(4, momentum=None)), None, "momentum=None"),

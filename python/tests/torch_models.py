@@ -82,7 +82,15 @@ def build(name, sample_shape, c):
         return Seq([nn.Flatten(), L(f, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, c)])
     if name == "mnist-cnn":
         ch, h, w = sample_shape
-        conv = [nn.Conv2d(ch, 8, 3, padding=1), R(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), R(), nn.MaxPool2d(2), nn.Flatten()]
+        conv = [
+            nn.Conv2d(ch, 8, 3, padding=1),
+            R(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            R(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+        ]
         return Seq(conv + [L(16 * (h // 4) * (w // 4), c)])
     if name == "vgg7":
         return Vgg7(sample_shape[0], c)

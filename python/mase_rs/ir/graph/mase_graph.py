@@ -253,7 +253,9 @@ class MaseGraph:
         arrays = {k: to_numpy(v, f"state_dict entry `{k}`") for k, v in state.items()}
         self._native.load_state_dict(arrays, strict)
 
-    def fit(self, data, epochs=1, batch_size=None, lr=1e-3, optimizer="adam", weight_decay=0.0, momentum=0.0, shuffle=True, seed=0):
+    def fit(
+        self, data, epochs=1, batch_size=None, lr=1e-3, optimizer="adam", weight_decay=0.0, momentum=0.0, shuffle=True, seed=0
+    ):
         """Trains the model here, in mase-rs: `epochs` passes over the training data in
         mini-batches (forward in train mode, mean cross-entropy, backward, one optimizer step
         with PyTorch's update formulas and a constant `lr`). `data` is a `MaseDataModule` (its
@@ -291,7 +293,16 @@ class MaseGraph:
             raise ValueError(f"fit: y: expected an array of class indices ({e})") from None
         self.model.train()
         stats = self._native.fit(
-            xs, ys, int(epochs), int(batch_size), float(lr), str(optimizer), float(weight_decay), float(momentum), bool(shuffle), int(seed)
+            xs,
+            ys,
+            epochs=int(epochs),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            optimizer=str(optimizer),
+            weight_decay=float(weight_decay),
+            momentum=float(momentum),
+            shuffle=bool(shuffle),
+            seed=int(seed),
         )
         if self._torch is not None:
             steps = -(-len(ys) // int(batch_size)) * int(epochs)

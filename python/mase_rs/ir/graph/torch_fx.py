@@ -79,7 +79,18 @@ def _batch_norm(m, dims):
     return {"op": f"batch_norm{dims}d", "num_features": m.num_features, "eps": m.eps, "momentum": m.momentum, "affine": m.affine}
 
 
-def _pool(kind, dims, kernel, stride, padding, dilation=1, ceil_mode=False, count_include_pad=True, divisor_override=None, return_indices=False):
+def _pool(
+    kind,
+    dims,
+    kernel,
+    stride,
+    padding,
+    dilation=1,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+    return_indices=False,
+):
     if ceil_mode:
         raise _NoOp("ceil_mode=True is not supported")
     if _pair(dilation, dims) != [1] * dims:
@@ -89,14 +100,21 @@ def _pool(kind, dims, kernel, stride, padding, dilation=1, ceil_mode=False, coun
     if divisor_override is not None or return_indices:
         raise _NoOp("divisor_override and return_indices are not supported")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
-    return {"op": f"{kind}_pool{dims}d", "kernel": _pair(kernel, dims), "stride": _pair(stride, dims), "padding": _pair(padding, dims)}
+    return {
+        "op": f"{kind}_pool{dims}d",
+        "kernel": _pair(kernel, dims),
+        "stride": _pair(stride, dims),
+        "padding": _pair(padding, dims),
+    }
 
 
 def _adaptive(dims, output_size):
     size = _pair(output_size, dims) if not (isinstance(output_size, (tuple, list)) and None in output_size) else None
     if size is None:
         raise _NoOp("output_size with None entries is not supported")
-    return {"op": "adaptive_avg_pool1d", "output_size": size[0]} if dims == 1 else {"op": "adaptive_avg_pool2d", "output_size": size}
+    return (
+        {"op": "adaptive_avg_pool1d", "output_size": size[0]} if dims == 1 else {"op": "adaptive_avg_pool2d", "output_size": size}
+    )
 
 
 def _dim(dim, what):
@@ -108,7 +126,12 @@ def _dim(dim, what):
 def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
     return {
-        nn.Linear: lambda m: {"op": "linear", "in_features": m.in_features, "out_features": m.out_features, "bias": m.bias is not None},
+        nn.Linear: lambda m: {
+            "op": "linear",
+            "in_features": m.in_features,
+            "out_features": m.out_features,
+            "bias": m.bias is not None,
+        },
         nn.Conv1d: lambda m: _conv(m, 1),
         nn.Conv2d: lambda m: _conv(m, 2),
         nn.BatchNorm1d: lambda m: _batch_norm(m, 1),
@@ -122,10 +145,16 @@ def _module_table(nn):
         nn.GELU: lambda m: {"op": "gelu", "tanh": m.approximate == "tanh"},
         nn.Softmax: lambda m: {"op": "softmax", "dim": _dim(m.dim, "Softmax")},
         nn.LogSoftmax: lambda m: {"op": "log_softmax", "dim": _dim(m.dim, "LogSoftmax")},
-        nn.MaxPool1d: lambda m: _pool("max", 1, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices),
-        nn.MaxPool2d: lambda m: _pool("max", 2, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices),
+        nn.MaxPool1d: lambda m: _pool(
+            "max", 1, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices
+        ),
+        nn.MaxPool2d: lambda m: _pool(
+            "max", 2, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices
+        ),
         nn.AvgPool1d: lambda m: _pool("avg", 1, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode, m.count_include_pad),
-        nn.AvgPool2d: lambda m: _pool("avg", 2, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode, m.count_include_pad, m.divisor_override),
+        nn.AvgPool2d: lambda m: _pool(
+            "avg", 2, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode, m.count_include_pad, m.divisor_override
+        ),
         nn.AdaptiveAvgPool1d: lambda m: _adaptive(1, m.output_size),
         nn.AdaptiveAvgPool2d: lambda m: _adaptive(2, m.output_size),
         nn.Flatten: lambda m: {"op": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim},
@@ -193,7 +222,9 @@ def _view(call, skip=1):
 
 
 def _flatten(call, default_start):
-    return {"op": "flatten", "start_dim": call.get(1, "start_dim", default_start), "end_dim": call.get(2, "end_dim", -1)}, [call.get(0, "input")]
+    return {"op": "flatten", "start_dim": call.get(1, "start_dim", default_start), "end_dim": call.get(2, "end_dim", -1)}, [
+        call.get(0, "input")
+    ]
 
 
 def _permute(call):
@@ -228,7 +259,9 @@ def _pad(call):
     # F.pad lists (begin, end) pairs from the last dimension backwards.
     pairs = [pad[i : i + 2] for i in range(0, len(pad), 2)][::-1]
     value = call.get(3, "value", 0.0)
-    return {"op": "pad", "begin": [p[0] for p in pairs], "end": [p[1] for p in pairs], "value": float(value or 0.0)}, [call.get(0, "input")]
+    return {"op": "pad", "begin": [p[0] for p in pairs], "end": [p[1] for p in pairs], "value": float(value or 0.0)}, [
+        call.get(0, "input")
+    ]
 
 
 def _dropout(call):
@@ -242,9 +275,28 @@ def _fn_pool(kind, dims):
     def op(call):
         c = call
         if kind == "max":
-            spec = _pool("max", dims, c.get(1, "kernel_size"), c.get(2, "stride"), c.get(3, "padding", 0), c.get(4, "dilation", 1), c.get(5, "ceil_mode", False), return_indices=c.get(6, "return_indices", False))
+            spec = _pool(
+                "max",
+                dims,
+                c.get(1, "kernel_size"),
+                c.get(2, "stride"),
+                c.get(3, "padding", 0),
+                c.get(4, "dilation", 1),
+                c.get(5, "ceil_mode", False),
+                return_indices=c.get(6, "return_indices", False),
+            )
         else:
-            spec = _pool("avg", dims, c.get(1, "kernel_size"), c.get(2, "stride"), c.get(3, "padding", 0), 1, c.get(4, "ceil_mode", False), c.get(5, "count_include_pad", True), c.get(6, "divisor_override"))
+            spec = _pool(
+                "avg",
+                dims,
+                c.get(1, "kernel_size"),
+                c.get(2, "stride"),
+                c.get(3, "padding", 0),
+                1,
+                c.get(4, "ceil_mode", False),
+                c.get(5, "count_include_pad", True),
+                c.get(6, "divisor_override"),
+            )
         return spec, [c.get(0, "input")]
 
     return op
@@ -277,7 +329,10 @@ def _function_table(torch):
         F.selu: _unary({"op": "selu"}),
         torch.selu: _unary({"op": "selu"}),
         F.gelu: lambda c: ({"op": "gelu", "tanh": c.get(1, "approximate", "none") == "tanh"}, [c.get(0, "input")]),
-        F.leaky_relu: lambda c: ({"op": "leaky_relu", "negative_slope": float(c.get(1, "negative_slope", 0.01))}, [c.get(0, "input")]),
+        F.leaky_relu: lambda c: (
+            {"op": "leaky_relu", "negative_slope": float(c.get(1, "negative_slope", 0.01))},
+            [c.get(0, "input")],
+        ),
         F.softmax: lambda c: ({"op": "softmax", "dim": _dim(c.get(1, "dim"), "softmax")}, [c.get(0, "input")]),
         torch.softmax: lambda c: ({"op": "softmax", "dim": _dim(c.get(1, "dim"), "softmax")}, [c.get(0, "input")]),
         F.log_softmax: lambda c: ({"op": "log_softmax", "dim": _dim(c.get(1, "dim"), "log_softmax")}, [c.get(0, "input")]),
@@ -285,7 +340,10 @@ def _function_table(torch):
         F.dropout: _dropout,
         torch.flatten: lambda c: _flatten(c, 0),
         torch.reshape: lambda c: _view(c),
-        torch.transpose: lambda c: ({"op": "transpose", "dim0": int(c.get(1, "dim0")), "dim1": int(c.get(2, "dim1"))}, [c.get(0, "input")]),
+        torch.transpose: lambda c: (
+            {"op": "transpose", "dim0": int(c.get(1, "dim0")), "dim1": int(c.get(2, "dim1"))},
+            [c.get(0, "input")],
+        ),
         torch.permute: _permute,
         torch.cat: _cat,
         torch.concat: _cat,
@@ -358,7 +416,9 @@ def node_records(gm):
     records, failures, alias, trainable = [], [], {}, []
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
-        raise ValueError(f"MaseGraph: forward takes {len(placeholders)} inputs ({', '.join(placeholders)}); mase-rs models take one tensor")
+        raise ValueError(
+            f"MaseGraph: forward takes {len(placeholders)} inputs ({', '.join(placeholders)}); mase-rs models take one tensor"
+        )
 
     def name_of(v):
         return alias.get(v.name, v.name)
@@ -509,7 +569,16 @@ def module_from_op(op, weights):
     kind = op["op"]
 
     def conv(cls):
-        return cls(op["in_channels"], op["out_channels"], op["kernel"], op["stride"], op["padding"], op["dilation"], op["groups"], op["bias"])
+        return cls(
+            op["in_channels"],
+            op["out_channels"],
+            op["kernel"],
+            op["stride"],
+            op["padding"],
+            op["dilation"],
+            op["groups"],
+            op["bias"],
+        )
 
     def pool(cls, **kw):
         return cls(op["kernel"], op["stride"], op["padding"], **kw)
@@ -567,7 +636,11 @@ def from_module(module, sample_shape=None, concrete_args=None):
     # `module.load_state_dict` still expects.
     full = module.state_dict()
     keys = list(full)
-    bn_batches = {k: int(v) for k, v in full.items() if k.endswith(".num_batches_tracked") and k[: -len(".num_batches_tracked")] + ".running_mean" in held}
+    bn_batches = {
+        k: int(v)
+        for k, v in full.items()
+        if k.endswith(".num_batches_tracked") and k[: -len(".num_batches_tracked")] + ".running_mean" in held
+    }
     extra = {k: v.detach().clone() for k, v in full.items() if k not in held and k not in bn_batches}
     return native, TorchSource(gm, keys, extra, bn_batches)
 
