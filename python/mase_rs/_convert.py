@@ -50,7 +50,8 @@ def to_numpy(x, what="input"):
     if is_torch(x):
         x = x.detach().cpu().numpy()
     try:
-        return np.ascontiguousarray(x, dtype=np.float32)
+        # Not np.ascontiguousarray, which makes a 0-d array (a scalar constant) 1-d.
+        return np.asarray(x, dtype=np.float32, order="C")
     except (TypeError, ValueError) as e:
         raise ValueError(f"{what}: expected an array of numbers ({e})") from None
 

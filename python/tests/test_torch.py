@@ -148,6 +148,19 @@ class Signal1d(nn.Module):
         return F.pad(h, (1, 0)).flatten(1)
 
 
+class Scalars(nn.Module):
+    """Number operands: each is a `<reader>_const` get_attr node before its reader."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = (x * 2.0 + 1) / 4
+        h = 0.5**h - h**2
+        return self.fc(h) - 1
+
+
 # (module, sample shape, expected (name, fx op, mase op) of the traced nodes)
 FUNCTIONAL = [
     (
@@ -220,6 +233,28 @@ FUNCTIONAL = [
             ("output", "output", "output"),
         ],
     ),
+    (
+        Scalars,
+        (4,),
+        [
+            ("x", "placeholder", "placeholder"),
+            ("mul_const", "get_attr", "constant"),
+            ("mul", "call_function", "mul"),
+            ("add_const", "get_attr", "constant"),
+            ("add", "call_function", "add"),
+            ("truediv_const", "get_attr", "constant"),
+            ("truediv", "call_function", "div"),
+            ("pow_1_const", "get_attr", "constant"),
+            ("pow_1", "call_function", "pow"),
+            ("pow_2_const", "get_attr", "constant"),
+            ("pow_2", "call_function", "pow"),
+            ("sub", "call_function", "sub"),
+            ("fc", "call_module", "linear"),
+            ("sub_1_const", "get_attr", "constant"),
+            ("sub_1", "call_function", "sub"),
+            ("output", "output", "output"),
+        ],
+    ),
 ]
 
 
@@ -249,14 +284,15 @@ def test_unmappable_nodes_are_listed_in_one_value_error():
 
         def forward(self, x):
             h = self.fc(x) * 2.0
-            return torch.round(h) + torch.abs(h)
+            return torch.round(h) + torch.abs(h) + h.mean(1, keepdim=True) + x @ "w"
 
     with pytest.raises(ValueError) as e:
         MaseGraph(model=Bad())
     text = e.value.args[0]
     assert "\n" not in text
-    assert text.startswith("MaseGraph: 3 torch.fx node(s) have no mase-rs op: ")
-    assert "mul (operator.mul: a constant operand (2.0); mase-rs mul takes two tensors)" in text
+    assert text.startswith("MaseGraph: 4 torch.fx node(s) have no mase-rs op: round_1 (torch.round: no mase-rs op); ")
+    assert "mean (mean: no mase-rs op)" in text
+    assert "matmul (operator.matmul: operand 'w' is neither a tensor nor a number; mase-rs mat_mul takes tensors)" in text
     assert "round_1 (torch.round: no mase-rs op)" in text
     assert "abs_1 (torch.abs: no mase-rs op)" in text
 
@@ -431,7 +467,7 @@ def test_the_benchmarks_fake_quantized_linear_is_listed_as_unmappable():
         MaseGraph(model=bench_models().build("jsc-toy-q"))
     text = e.value.args[0]
     assert "\n" not in text
-    assert text.startswith("MaseGraph: 39 torch.fx node(s) have no mase-rs op: mul (operator.mul: a constant operand (16.0)")
+    assert text.startswith("MaseGraph: 21 torch.fx node(s) have no mase-rs op: round_1 (torch.round: no mase-rs op)")
     assert "round_1 (torch.round: no mase-rs op)" in text and "detach (detach: no mase-rs op)" in text
 
 
@@ -465,5 +501,47 @@ def test_a_module_and_tensors_on_a_gpu():
     assert module.seq_blocks[2].weight.device == x.device
     mg.model.eval()
     module.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(mg(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_module_called_output_keeps_fx_names():
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input = nn.Linear(4, 4)
+            self.output = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.output(self.input(x))
+
+    mg = MaseGraph(model=Head())
+    assert [(n.name, n.op, n.target) for n in mg.nodes] == [
+        ("x", "placeholder", "x"),
+        ("input_1", "call_module", "input"),
+        ("output", "call_module", "output"),
+        ("output_1", "output", "output"),
+    ]
+
+
+def test_number_operands_are_constants_outside_the_modules_state_dict():
+    module = Scalars()
+    mg = MaseGraph(model=module)
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(6))
+    mg.fit((x, torch.arange(6) % 3), epochs=2, batch_size=3, lr=1e-2)
+    consts = {k: float(v) for k, v in mg._native.state_dict().items() if k.endswith("_const")}
+    # Not trained: the numbers of the forward.
+    assert consts == {
+        "mul_const": 2.0,
+        "add_const": 1.0,
+        "truediv_const": 4.0,
+        "pow_1_const": 0.5,
+        "pow_2_const": 2.0,
+        "sub_1_const": 1.0,
+    }
+    assert list(mg.state_dict()) == ["fc.weight", "fc.bias"]
+    module.load_state_dict(mg.state_dict())
+    mg.load_state_dict(module.state_dict())
+    mg.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(mg(x), module(x), rtol=1e-5, atol=1e-5)

@@ -94,9 +94,10 @@ fn build_graph(label: &str, records: Vec<NodeRecord>) -> PyResult<Graph> {
             }
             kind => g.add_node(&r.name, kind, &r.target, r.op, &inputs),
         };
-        // fx names are unique Python identifiers, which the namer keeps as they are.
+        // fx names are unique Python identifiers, which the namer keeps as they are (the output
+        // is `output`, or `output_1` when a module called `output` took that name first).
         let given = &g.node(id).name;
-        if r.kind != NodeKind::Output && *given != r.name {
+        if *given != r.name {
             return Err(bad(label, format!("node `{}` would be renamed `{given}`", r.name)));
         }
         ids.insert(r.name, id);

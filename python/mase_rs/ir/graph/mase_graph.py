@@ -250,6 +250,9 @@ class MaseGraph:
         """Sets weights from a state dict (numpy arrays or torch tensors)."""
         if self._torch is not None:
             state = self._torch.split(state)
+            # The graph's own constants (`x * 2.0`) are not in the module's state dict.
+            own = {k: v for k, v in self._native.state_dict().items() if k not in self._torch.keys and k not in state}
+            state = {**state, **own}
         arrays = {k: to_numpy(v, f"state_dict entry `{k}`") for k, v in state.items()}
         self._native.load_state_dict(arrays, strict)
 

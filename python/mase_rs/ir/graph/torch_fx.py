@@ -179,6 +179,19 @@ def _is_node(v):
     return type(v).__name__ == "Node" and hasattr(v, "op")
 
 
+class _Scalar:
+    """A number operand (`x * 2.0`): a constant the graph reads with a `get_attr` node."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _scalar(v, op):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _NoOp(f"operand {v!r} is neither a tensor nor a number; mase-rs {op} takes tensors")
+    return _Scalar(float(v))
+
+
 def _binary(name):
     def op(call):
         a, b = call.get(0, "input"), call.get(1, "other")
@@ -186,10 +199,10 @@ def _binary(name):
             raise _NoOp("alpha other than 1 is not supported")
         if name == "div" and call.get(2, "rounding_mode") is not None:
             raise _NoOp("rounding_mode is not supported")
-        for v in (a, b):
-            if not _is_node(v):
-                raise _NoOp(f"a constant operand ({v!r}); mase-rs {name} takes two tensors")
-        return {"op": name}, [a, b]
+        ins = [v if _is_node(v) else _scalar(v, name) for v in (a, b)]
+        if not any(_is_node(v) for v in ins):
+            raise _NoOp("no tensor operand")
+        return {"op": name}, ins
 
     return op
 
@@ -407,13 +420,15 @@ def trace(module, concrete_args=None):
 
 
 def node_records(gm):
-    """The fx nodes of `gm` as mase-rs node records, and the `get_attr` targets that are
-    parameters. Raises one `ValueError` listing every node without a mase-rs op."""
+    """The fx nodes of `gm` as mase-rs node records, the `get_attr` targets that are
+    parameters, and the number operands (`x * 2.0`) as constants: each becomes a `get_attr`
+    node `<reader>_const` (not trained) before the node that reads it. Raises one `ValueError`
+    listing every node without a mase-rs op."""
     import torch
     import torch.nn as nn
 
     modules, functions = _module_table(nn), _function_table(torch)
-    records, failures, alias, trainable = [], [], {}, []
+    records, failures, alias, trainable, constants = [], [], {}, [], {}
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
         raise ValueError(
@@ -462,7 +477,7 @@ def node_records(gm):
                 op, ins = make(_Call(node))
             else:
                 raise _NoOp(f"fx op `{node.op}`")
-            if not all(_is_node(i) for i in ins):
+            if not all(_is_node(i) or isinstance(i, _Scalar) for i in ins):
                 raise _NoOp("an input that is not a tensor of the graph")
         except _NoOp as e:
             failures.append(f"{node.name} ({target}: {e})")
@@ -473,10 +488,20 @@ def node_records(gm):
         if op == _ALIAS:
             alias[node.name] = name_of(ins[0])
             continue
-        records.append({"name": node.name, "kind": node.op, "target": target, "inputs": [name_of(i) for i in ins], "op": op})
+        names = []
+        for i in ins:
+            if isinstance(i, _Scalar):
+                # Named after its reader, as the ONNX import names folded constants.
+                const = f"{node.name}_const"
+                constants[const] = np.array(i.value, dtype=np.float32)
+                records.append({"name": const, "kind": "get_attr", "target": const, "inputs": [], "op": {"op": "constant"}})
+                names.append(const)
+            else:
+                names.append(name_of(i))
+        records.append({"name": node.name, "kind": node.op, "target": target, "inputs": names, "op": op})
     if failures:
         raise ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
-    return records, trainable
+    return records, trainable, constants
 
 
 def _state_arrays(gm):
@@ -622,8 +647,12 @@ def from_module(module, sample_shape=None, concrete_args=None):
     `sample_shape` (one sample's shape, without the batch), when given, checks the shapes of
     every node now; otherwise the first forward does."""
     gm = trace(module, concrete_args)
-    records, trainable = node_records(gm)
+    records, trainable, constants = node_records(gm)
     state = _state_arrays(gm)
+    clash = sorted(set(constants) & set(state))
+    if clash:
+        raise ValueError(f"MaseGraph: the module has attributes named like mase-rs's constants: {', '.join(clash)}")
+    state.update(constants)
     label = type(module).__name__
     native = _native.NativeGraph.from_traced(
         label,
