@@ -385,6 +385,7 @@ def test_fit_bad_input_raises_one_line():
         (lambda: mg.fit((x, np.zeros(3, np.int64))), "8 samples and 3 labels"),
         (lambda: mg.fit((x, np.zeros(8, np.int64)), optimizer="lbfgs"), "unknown optimizer `lbfgs`"),
         (lambda: mg.fit("data"), "data must be a MaseDataModule"),
+        (lambda: mg.fit((x, np.zeros(8, np.float32))), "expected integer class indices, got an array of float32"),
     ]
     for call, words in cases:
         with pytest.raises(ValueError) as e:

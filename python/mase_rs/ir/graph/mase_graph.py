@@ -290,10 +290,10 @@ class MaseGraph:
         else:
             raise ValueError(f"fit: data must be a MaseDataModule or a pair (x, y), not {type(data).__name__}")
         xs = to_numpy(x, "fit: x")
-        try:
-            ys = np.ascontiguousarray(y.detach().cpu().numpy() if hasattr(y, "detach") else y, dtype=np.int64)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"fit: y: expected an array of class indices ({e})") from None
+        ys = np.asarray(y.detach().cpu().numpy() if hasattr(y, "detach") else y)
+        if not np.issubdtype(ys.dtype, np.integer):
+            raise ValueError(f"fit: y: expected integer class indices, got an array of {ys.dtype}")
+        ys = np.ascontiguousarray(ys, dtype=np.int64)
         self.model.train()
         stats = self._native.fit(
             xs,
