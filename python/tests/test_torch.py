@@ -546,3 +546,13 @@ def test_number_operands_are_constants_outside_the_modules_state_dict():
     mg.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(mg(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_module_is_taken_as_traced():
+    module = build("toy_tiny", (1, 2, 2), 2)
+    gm = torch.fx.symbolic_trace(module)
+    mg = MaseGraph(model=gm)
+    assert [n.name for n in mg.nodes] == [n.name for n in gm.graph.nodes] == ["x", "size", "view", "l1", "relu_1", "output"]
+    x = torch.randn(3, 1, 2, 2)
+    with torch.no_grad():
+        torch.testing.assert_close(mg(x), gm(x), rtol=1e-5, atol=1e-5)
