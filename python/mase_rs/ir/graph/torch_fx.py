@@ -419,6 +419,14 @@ def trace(module, concrete_args=None):
         raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
 
 
+def _attribute(gm, target):
+    """The attribute at the dotted path `target` of `gm` (a `get_attr` node's value)."""
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def node_records(gm):
     """The fx nodes of `gm` as mase-rs node records, the `get_attr` targets that are
     parameters, and the number operands (`x * 2.0`) as constants: each becomes a `get_attr`
@@ -449,9 +457,7 @@ def node_records(gm):
                     raise _NoOp(f"the forward returns {type(out).__name__}; mase-rs models return one tensor")
                 op, ins = {"op": "output"}, [out]
             elif node.op == "get_attr":
-                value = gm
-                for part in node.target.split("."):
-                    value = getattr(value, part)
+                value = _attribute(gm, node.target)
                 if not isinstance(value, torch.Tensor):
                     raise _NoOp(f"attribute `{node.target}` is a {type(value).__name__}, not a tensor")
                 if isinstance(value, nn.Parameter) and value.requires_grad:
@@ -515,10 +521,7 @@ def _state_arrays(gm):
             out[k] = v.detach().to("cpu", torch.float32).contiguous().numpy()
     for node in gm.graph.nodes:
         if node.op == "get_attr" and node.target not in out:
-            value = gm
-            for part in node.target.split("."):
-                value = getattr(value, part)
-            out[node.target] = value.detach().to("cpu", torch.float32).contiguous().numpy()
+            out[node.target] = _attribute(gm, node.target).detach().to("cpu", torch.float32).contiguous().numpy()
     return out
 
 
