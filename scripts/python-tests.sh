@@ -7,10 +7,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 venv="${MASE_PY_VENV:-$root/target/py-venv}"
 rm -rf "$venv" "$root/target/py-wheels"
-python3 -m venv "$venv"
+# torch (for the tracing and tensor tests): the system Python's when it has one (the venv sees
+# its site-packages; mase_rs is still installed fresh into the venv), otherwise from PyPI.
+# MASE_PY_TORCH=none builds a venv without torch, to run the suite as a user without it would.
+torch_mode="${MASE_PY_TORCH:-auto}"
+if [ "$torch_mode" = auto ] && python3 -c "import torch" 2>/dev/null; then
+    python3 -m venv --system-site-packages "$venv"
+else
+    python3 -m venv "$venv"
+fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest numpy
+if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check torch
+fi
 "$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "$root"/target/py-wheels/mase_rs-*.whl
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.
 cd "$root/python/tests"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q "$@"

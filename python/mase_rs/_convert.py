@@ -3,6 +3,7 @@ and back to the caller's array kind (numpy, or torch when the input was a torch 
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -29,20 +30,37 @@ def is_torch(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
+def is_torch_module(x):
+    """Whether `x` is a `torch.nn.Module` (without importing torch when it is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def is_torch_loaded():
+    """Whether torch can be imported (importing it, once, when it is installed)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def to_numpy(x, what="input"):
     """`x` as a C-contiguous float32 numpy array (torch tensors are detached and moved to CPU)."""
     if is_torch(x):
         x = x.detach().cpu().numpy()
     try:
-        return np.ascontiguousarray(x, dtype=np.float32)
+        # Not np.ascontiguousarray, which makes a 0-d array (a scalar constant) 1-d.
+        return np.asarray(x, dtype=np.float32, order="C")
     except (TypeError, ValueError) as e:
         raise ValueError(f"{what}: expected an array of numbers ({e})") from None
 
 
 def like(out, template):
-    """`out` (numpy) as the same kind of array as `template`."""
+    """`out` (numpy) as the same kind of array as `template` (a torch tensor on its device)."""
     if is_torch(template):
         import torch
 
-        return torch.from_numpy(out)
+        t = torch.from_numpy(out)
+        return t if template.device.type == "cpu" else t.to(template.device)
     return out

@@ -31,7 +31,16 @@ def test_lab2_traversal_reads_mase_types_ops_and_precisions(jsc_tiny):
     assert common["results"]["data_out_0"]["shape"] == [8, 5]
     assert [a.name for a in fc.args] == ["seq_blocks_1"]
     assert [u.name for u in fc.users] == ["seq_blocks_3"]
-    assert get_node_actual_target(fc) == {"op": "linear", "in_features": 16, "out_features": 5, "bias": True}
+    assert fc.module == {"op": "linear", "in_features": 16, "out_features": 5, "bias": True}
+    target = get_node_actual_target(fc)
+    try:
+        import torch
+    except ImportError:
+        assert target == fc.module
+    else:
+        # With torch: the layer as a torch module holding the graph's weights, as chop returns it.
+        assert isinstance(target, torch.nn.Linear) and (target.in_features, target.out_features) == (16, 5)
+        np.testing.assert_array_equal(target.weight.detach().numpy(), jsc_tiny.state_dict()["seq_blocks.2.weight"])
     assert get_node_actual_target(jsc_tiny.nodes[0]) == "x"
 
 

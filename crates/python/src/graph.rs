@@ -42,6 +42,15 @@ impl NativeGraph {
         self.exec = None;
     }
 
+    /// The executor of the current graph and parameters, built on first use after a change.
+    fn executor(&mut self) -> PyResult<&mut Executor> {
+        if self.exec.is_none() {
+            let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
+            self.exec = Some(Box::new(Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?));
+        }
+        Ok(self.exec.as_mut().expect("the executor was just built"))
+    }
+
     fn node_id(&self, name: &str) -> PyResult<mase_ir::NodeId> {
         self.graph.find(name).ok_or_else(|| raise(ErrorClass::Key, &format!("no node named `{name}`")))
     }
@@ -76,6 +85,67 @@ impl NativeGraph {
         seed: u64,
     ) -> PyResult<NativeGraph> {
         guarded("MaseGraph", || py.allow_threads(|| load_file(&path, sample_shape, num_classes, seed)))
+    }
+
+    /// A graph traced by torch.fx: `records` is the JSON the Python side writes (nodes with fx
+    /// names, kinds, targets, inputs and IR ops), `state` the module's state dict as float32
+    /// arrays; `sample_shape` (without the batch), when known, checks shapes now.
+    #[staticmethod]
+    #[pyo3(signature = (label, records, state, sample_shape=None))]
+    fn from_traced(label: &str, records: &str, state: &Bound<'_, PyDict>, sample_shape: Option<Vec<usize>>) -> PyResult<NativeGraph> {
+        guarded("MaseGraph", || {
+            let t = crate::traced::build(label, records, state, sample_shape.as_deref())?;
+            Ok(NativeGraph::new(t.graph, t.params, label.to_string(), sample_shape))
+        })
+    }
+
+    /// Trains on `x` (float32 `[N, ...sample]`) and `y` (int64 class indices `[N]`) for
+    /// `epochs` passes of mini-batches (see `fit::fit`); returns `(mean loss, accuracy)` per
+    /// epoch. Batch norm's running statistics move as in PyTorch's train mode. The GIL is
+    /// released while Rust trains.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (x, y, epochs=1, batch_size=32, lr=1e-3, optimizer="adam", weight_decay=0.0, momentum=0.0, shuffle=true, seed=0))]
+    fn fit(
+        &mut self,
+        py: Python<'_>,
+        x: PyReadonlyArrayDyn<'_, f32>,
+        y: PyReadonlyArrayDyn<'_, i64>,
+        epochs: usize,
+        batch_size: usize,
+        lr: f32,
+        optimizer: &str,
+        weight_decay: f32,
+        momentum: f32,
+        shuffle: bool,
+        seed: u64,
+    ) -> PyResult<Vec<(f64, f64)>> {
+        let shape = x.shape().to_vec();
+        let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "fit: the input array must be C-contiguous"))?;
+        let ys = y.as_slice().map_err(|_| raise(ErrorClass::Value, "fit: the label array must be C-contiguous"))?;
+        let opts = crate::fit::FitOptions {
+            epochs,
+            batch_size,
+            lr,
+            optimizer: crate::fit::optimizer_kind(optimizer, weight_decay, momentum)?,
+            shuffle,
+            seed,
+        };
+        guarded("fit", || {
+            py.allow_threads(|| {
+                let trained = self.executor().and_then(|exec| crate::fit::fit(exec, xs, &shape, ys, &opts).map(|s| (s, exec.params())));
+                match trained {
+                    Ok((stats, params)) => {
+                        self.ctx.params = params;
+                        Ok(stats.into_iter().map(|s| (s.loss, s.accuracy)).collect())
+                    }
+                    Err(e) => {
+                        // A failed step may have moved some weights; the store keeps those from before the call.
+                        self.changed();
+                        Err(e)
+                    }
+                }
+            })
+        })
     }
 
     /// Every node as JSON: name, fx op, target, input names (`args`), user names, mase op and
@@ -135,11 +205,7 @@ impl NativeGraph {
         let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
         let (out, out_shape) = guarded("forward", || {
             py.allow_threads(|| {
-                if self.exec.is_none() {
-                    let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
-                    self.exec = Some(Box::new(Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?));
-                }
-                let exec = self.exec.as_mut().expect("the executor was just built");
+                let exec = self.executor()?;
                 let mode = if train { Mode::Train } else { Mode::Eval };
                 let out = exec.forward(xs, &shape, mode).map_err(|e| to_py(&e))?.to_vec();
                 let out_shape = exec.output_shape(shape[0]).map_err(|e| to_py(&e))?;
@@ -232,6 +298,14 @@ impl NativeGraph {
         })?;
         self.ctx.inputs = InputSource::Data(Box::new(splits));
         Ok(())
+    }
+
+    /// Takes the input samples of passes from seeded random samples of `sample_shape` (MASE's
+    /// `dummy_in`), unless a data set already gives them.
+    fn use_sample_shape(&mut self, sample_shape: Vec<usize>) {
+        if matches!(self.ctx.inputs, InputSource::None) {
+            self.ctx.inputs = InputSource::Random { sample_shape };
+        }
     }
 
     /// Batch size, seed and kernel threads of what passes run.

@@ -4,7 +4,9 @@
 
 mod data;
 mod errors;
+mod fit;
 mod graph;
+mod traced;
 
 use pyo3::prelude::*;
 

@@ -4,7 +4,7 @@
 >>> dm = MaseDataModule(name="jsc", batch_size=8, model_name="jsc-tiny", num_workers=0)
 >>> dm.prepare_data(); dm.setup()
 >>> xs, ys = next(iter(dm.train_dataloader()))
->>> xs.shape, ys.shape
+>>> tuple(xs.shape), tuple(ys.shape)
 ((8, 16), (8,))
 """
 

@@ -8,7 +8,7 @@ class InputGenerator:
 
     >>> from mase_rs.dataset import MaseDataModule
     >>> dm = MaseDataModule(name="jsc", batch_size=4)
-    >>> next(iter(InputGenerator(dm, task="cls")))["x"].shape
+    >>> tuple(next(iter(InputGenerator(dm, task="cls")))["x"].shape)
     (4, 16)
     """
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import MutableMapping
 
 from mase_rs import _native
-from mase_rs._convert import like, to_numpy
+from mase_rs._convert import is_torch_loaded, is_torch_module, like, to_numpy
 
 _PARTS = ("common", "software", "hardware")
 
@@ -171,22 +171,30 @@ class MaseGraph:
     (3, 5)
     """
 
-    def __init__(self, model, dataset_info=None, seed=0, **_torch_fx_options):
+    def __init__(self, model, dataset_info=None, seed=0, concrete_args=None, **_torch_fx_options):
         from mase_rs.models import ZooModel
 
+        self._torch = None
         if isinstance(model, _native.NativeGraph):
             native = model
         elif isinstance(model, MaseGraph):
             native = model._native.clone_graph()
+            self._torch = model._torch.copy() if model._torch is not None else None
         elif isinstance(model, ZooModel):
             native = model._native.clone_graph()
         elif isinstance(model, (str, os.PathLike)):
             shape = list(dataset_info.sample_shape) if dataset_info is not None else None
             classes = dataset_info.num_classes if dataset_info is not None else None
             native = _native.NativeGraph.from_file(os.fspath(model), shape, classes, seed)
+        elif is_torch_module(model):
+            from mase_rs.ir.graph.torch_fx import from_module
+
+            shape = dataset_info.sample_shape if dataset_info is not None else None
+            native, self._torch = from_module(model, shape, concrete_args)
         else:
             raise ValueError(
-                f"MaseGraph: model must be a zoo model (get_model), a file path or a MaseGraph, not {type(model).__name__}"
+                "MaseGraph: model must be a zoo model (get_model), a torch.nn.Module, a file path or a MaseGraph, "
+                f"not {type(model).__name__}"
             )
         self._native = native
         self._nodes = None
@@ -223,25 +231,105 @@ class MaseGraph:
                 raise ValueError(f"MaseGraph: the model takes one input, got {len(inputs)}")
             x = next(iter(inputs.values()))
         out = self._native.forward(to_numpy(x), self.model.training)
+        if self.model.training and self._torch is not None:
+            self._torch.batches_run(1)
         return like(out, x)
 
     __call__ = forward
 
     def state_dict(self):
-        """Weights and buffers by PyTorch's state-dict names, as float32 numpy arrays."""
+        """Weights and buffers by PyTorch's state-dict names, as float32 numpy arrays; for a
+        graph traced from a `torch.nn.Module`, the module's whole state dict as torch tensors
+        (`num_batches_tracked` included), so that `module.load_state_dict(mg.state_dict())`
+        puts the weights trained here back into the module."""
+        if self._torch is not None:
+            return self._torch.state_dict(self._native.state_dict())
         return self._native.state_dict()
 
     def load_state_dict(self, state, strict=True):
         """Sets weights from a state dict (numpy arrays or torch tensors)."""
+        if self._torch is not None:
+            state = self._torch.split(state)
+            # The graph's own constants (`x * 2.0`) are not in the module's state dict.
+            own = {k: v for k, v in self._native.state_dict().items() if k not in self._torch.keys and k not in state}
+            state = {**state, **own}
         arrays = {k: to_numpy(v, f"state_dict entry `{k}`") for k, v in state.items()}
         self._native.load_state_dict(arrays, strict)
+
+    def fit(
+        self, data, epochs=1, batch_size=None, lr=1e-3, optimizer="adam", weight_decay=0.0, momentum=0.0, shuffle=True, seed=0
+    ):
+        """Trains the model here, in mase-rs: `epochs` passes over the training data in
+        mini-batches (forward in train mode, mean cross-entropy, backward, one optimizer step
+        with PyTorch's update formulas and a constant `lr`). `data` is a `MaseDataModule` (its
+        train split and batch size) or a pair `(x, y)` of arrays or torch tensors (float
+        samples `[N, ...]`, int class indices `[N]`). `optimizer` is `adam`, `adamw` or `sgd`
+        (with `momentum`). Each epoch visits the samples in a new order drawn from `seed` when
+        `shuffle`. Leaves the model in train mode; returns one
+        `{"epoch", "loss", "accuracy"}` dict per epoch (mean over the epoch's samples).
+
+        >>> import numpy as np
+        >>> from mase_rs import MaseGraph, get_model, get_dataset_info
+        >>> mg = MaseGraph(model=get_model("jsc-tiny", "cls", get_dataset_info("jsc")))
+        >>> x = np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32)
+        >>> y = (x[:, 0] > 0).astype(np.int64)
+        >>> hist = mg.fit((x, y), epochs=3, batch_size=16, lr=1e-2)
+        >>> [h["epoch"] for h in hist], hist[-1]["loss"] < hist[0]["loss"]
+        ([0, 1, 2], True)
+        """
+        import numpy as np
+
+        if isinstance(data, (tuple, list)) and len(data) == 2:
+            x, y = data
+            batch_size = 32 if batch_size is None else batch_size
+        elif hasattr(data, "train_dataloader"):
+            if data._splits is None:
+                data.setup()
+            x, y = data._splits["train"]
+            batch_size = data.batch_size if batch_size is None else batch_size
+        else:
+            raise ValueError(f"fit: data must be a MaseDataModule or a pair (x, y), not {type(data).__name__}")
+        xs = to_numpy(x, "fit: x")
+        ys = np.asarray(y.detach().cpu().numpy() if hasattr(y, "detach") else y)
+        if not np.issubdtype(ys.dtype, np.integer):
+            raise ValueError(f"fit: y: expected integer class indices, got an array of {ys.dtype}")
+        ys = np.ascontiguousarray(ys, dtype=np.int64)
+        self.model.train()
+        stats = self._native.fit(
+            xs,
+            ys,
+            epochs=int(epochs),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            optimizer=str(optimizer),
+            weight_decay=float(weight_decay),
+            momentum=float(momentum),
+            shuffle=bool(shuffle),
+            seed=int(seed),
+        )
+        if self._torch is not None:
+            steps = -(-len(ys) // int(batch_size)) * int(epochs)
+            self._torch.batches_run(steps)
+        return [{"epoch": i, "loss": loss, "accuracy": acc} for i, (loss, acc) in enumerate(stats)]
+
+    def _actual_target(self, node):
+        """What `get_node_actual_target` returns for a `call_module` node."""
+        if self._torch is not None:
+            return self._torch.submodule(node.target, self._native.state_dict())
+        if is_torch_loaded():
+            from mase_rs.ir.graph.torch_fx import module_from_op
+
+            prefix = node.target + "."
+            own = {k[len(prefix) :]: v for k, v in self._native.state_dict().items() if k.startswith(prefix)}
+            return module_from_op(node.module, own)
+        return node.module
 
     def save(self, path):
         """Writes a mase-rs checkpoint that `MaseGraph(model=path)` and `ch test --load` read."""
         self._native.save_checkpoint(os.fspath(path))
 
     def __deepcopy__(self, memo):
-        other = MaseGraph(self._native.clone_graph())
+        other = MaseGraph(self)
         other.model.training = self.model.training
         return other
 

@@ -29,8 +29,8 @@ def mase_name(name):
 
 def _python_args(mg, name, pass_args):
     """MASE's arguments that are Python objects, applied to the graph and removed: `dummy_in`
-    (a dict of arrays: its batch size for `add_common_metadata`) and `input_generator` (its data
-    set, batch size and split)."""
+    (a dict of arrays: its batch size and sample shape for `add_common_metadata`) and
+    `input_generator` (its data set, batch size and split)."""
     args = dict(pass_args or {})
     dummy_in = args.pop("dummy_in", None)
     if dummy_in is not None and name == "add_common_metadata" and "batch_size" not in args:
@@ -38,6 +38,8 @@ def _python_args(mg, name, pass_args):
         shape = getattr(first, "shape", None)
         if shape:
             args["batch_size"] = int(shape[0])
+            # A traced module does not know its input shape before it sees one.
+            mg._native.use_sample_shape([int(d) for d in shape[1:]])
     generator = args.pop("input_generator", None)
     if generator is not None:
         dm = generator.data_module

@@ -1,0 +1,680 @@
+"""Tracing a `torch.nn.Module` with torch.fx into a mase-rs graph (needs torch).
+
+`MaseGraph(model=module)` calls `from_module`: `torch.fx.symbolic_trace` records the forward,
+each fx node is mapped onto a mase-rs op here (modules by their class, functions and tensor
+methods by their target), and Rust builds the graph with fx's node names and the module's
+`state_dict()` as weights. Nodes that have no mase-rs op are all listed in one `ValueError`.
+
+>>> import torch.nn as nn
+>>> from mase_rs import MaseGraph
+>>> class Net(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.seq_blocks = nn.Sequential(nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 5))
+...     def forward(self, x):
+...         return self.seq_blocks(x)
+>>> [n.name for n in MaseGraph(model=Net()).nodes]
+['x', 'seq_blocks_0', 'seq_blocks_1', 'seq_blocks_2', 'output']
+"""
+
+import json
+import operator
+from collections import OrderedDict
+
+import numpy as np
+
+from mase_rs import _native
+
+
+class _NoOp(Exception):
+    """A node that has no mase-rs op; the message says why."""
+
+
+# Nodes that compute nothing (their value is their first input's): fx keeps them, mase-rs
+# passes their input on.
+_ALIAS = "alias"
+
+
+def _pair(v, n):
+    """A per-dimension size (`3` or `(3, 3)`) as a list of `n` ints."""
+    if isinstance(v, int):
+        return [v] * n
+    v = [int(x) for x in v]
+    if len(v) != n:
+        raise _NoOp(f"{v} needs {n} entries")
+    return v
+
+
+def _conv(m, dims):
+    if m.padding_mode != "zeros":
+        raise _NoOp(f"padding_mode `{m.padding_mode}` (only zeros)")
+    kernel, stride, dilation = _pair(m.kernel_size, dims), _pair(m.stride, dims), _pair(m.dilation, dims)
+    if m.padding == "valid":
+        padding = [0] * dims
+    elif m.padding == "same":
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        if any(t % 2 for t in total) or any(s != 1 for s in stride):
+            raise _NoOp("padding `same` with an even window (asymmetric padding)")
+        padding = [t // 2 for t in total]
+    else:
+        padding = _pair(m.padding, dims)
+    return {
+        "op": f"conv{dims}d",
+        "in_channels": m.in_channels,
+        "out_channels": m.out_channels,
+        "kernel": kernel,
+        "stride": stride,
+        "padding": padding,
+        "dilation": dilation,
+        "groups": m.groups,
+        "bias": m.bias is not None,
+    }
+
+
+def _batch_norm(m, dims):
+    if m.momentum is None:
+        raise _NoOp("momentum=None (a cumulative average) is not supported")
+    if not m.track_running_stats:
+        raise _NoOp("track_running_stats=False is not supported")
+    return {"op": f"batch_norm{dims}d", "num_features": m.num_features, "eps": m.eps, "momentum": m.momentum, "affine": m.affine}
+
+
+def _pool(
+    kind,
+    dims,
+    kernel,
+    stride,
+    padding,
+    dilation=1,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+    return_indices=False,
+):
+    if ceil_mode:
+        raise _NoOp("ceil_mode=True is not supported")
+    if _pair(dilation, dims) != [1] * dims:
+        raise _NoOp("dilation other than 1 is not supported")
+    if not count_include_pad and _pair(padding, dims) != [0] * dims:
+        raise _NoOp("count_include_pad=False with padding is not supported")
+    if divisor_override is not None or return_indices:
+        raise _NoOp("divisor_override and return_indices are not supported")
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
+    return {
+        "op": f"{kind}_pool{dims}d",
+        "kernel": _pair(kernel, dims),
+        "stride": _pair(stride, dims),
+        "padding": _pair(padding, dims),
+    }
+
+
+def _adaptive(dims, output_size):
+    size = _pair(output_size, dims) if not (isinstance(output_size, (tuple, list)) and None in output_size) else None
+    if size is None:
+        raise _NoOp("output_size with None entries is not supported")
+    return (
+        {"op": "adaptive_avg_pool1d", "output_size": size[0]} if dims == 1 else {"op": "adaptive_avg_pool2d", "output_size": size}
+    )
+
+
+def _dim(dim, what):
+    if dim is None:
+        raise _NoOp(f"{what} without dim is not supported")
+    return int(dim)
+
+
+def _module_table(nn):
+    """`nn.Module` class -> function of the module giving its op."""
+    return {
+        nn.Linear: lambda m: {
+            "op": "linear",
+            "in_features": m.in_features,
+            "out_features": m.out_features,
+            "bias": m.bias is not None,
+        },
+        nn.Conv1d: lambda m: _conv(m, 1),
+        nn.Conv2d: lambda m: _conv(m, 2),
+        nn.BatchNorm1d: lambda m: _batch_norm(m, 1),
+        nn.BatchNorm2d: lambda m: _batch_norm(m, 2),
+        nn.ReLU: lambda m: {"op": "relu"},
+        nn.ReLU6: lambda m: {"op": "relu6"},
+        nn.LeakyReLU: lambda m: {"op": "leaky_relu", "negative_slope": m.negative_slope},
+        nn.Sigmoid: lambda m: {"op": "sigmoid"},
+        nn.Tanh: lambda m: {"op": "tanh"},
+        nn.SELU: lambda m: {"op": "selu"},
+        nn.GELU: lambda m: {"op": "gelu", "tanh": m.approximate == "tanh"},
+        nn.Softmax: lambda m: {"op": "softmax", "dim": _dim(m.dim, "Softmax")},
+        nn.LogSoftmax: lambda m: {"op": "log_softmax", "dim": _dim(m.dim, "LogSoftmax")},
+        nn.MaxPool1d: lambda m: _pool(
+            "max", 1, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices
+        ),
+        nn.MaxPool2d: lambda m: _pool(
+            "max", 2, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, return_indices=m.return_indices
+        ),
+        nn.AvgPool1d: lambda m: _pool("avg", 1, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode, m.count_include_pad),
+        nn.AvgPool2d: lambda m: _pool(
+            "avg", 2, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode, m.count_include_pad, m.divisor_override
+        ),
+        nn.AdaptiveAvgPool1d: lambda m: _adaptive(1, m.output_size),
+        nn.AdaptiveAvgPool2d: lambda m: _adaptive(2, m.output_size),
+        nn.Flatten: lambda m: {"op": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim},
+        nn.Dropout: lambda m: {"op": "dropout", "p": m.p},
+        nn.Identity: lambda m: _ALIAS,
+    }
+
+
+class _Call:
+    """The arguments of one fx call: positional `args` and `kwargs`, read by position or name."""
+
+    def __init__(self, node, skip=0):
+        self.node, self.args, self.kwargs = node, node.args[skip:], dict(node.kwargs)
+
+    def get(self, i, name, default=None):
+        if i is not None and i < len(self.args):
+            return self.args[i]
+        return self.kwargs.get(name, default)
+
+
+def _is_node(v):
+    return type(v).__name__ == "Node" and hasattr(v, "op")
+
+
+class _Scalar:
+    """A number operand (`x * 2.0`): a constant the graph reads with a `get_attr` node."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _scalar(v, op):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _NoOp(f"operand {v!r} is neither a tensor nor a number; mase-rs {op} takes tensors")
+    return _Scalar(float(v))
+
+
+def _binary(name):
+    def op(call):
+        a, b = call.get(0, "input"), call.get(1, "other")
+        if name in ("add", "sub") and call.get(2, "alpha", 1) != 1:
+            raise _NoOp("alpha other than 1 is not supported")
+        if name == "div" and call.get(2, "rounding_mode") is not None:
+            raise _NoOp("rounding_mode is not supported")
+        ins = [v if _is_node(v) else _scalar(v, name) for v in (a, b)]
+        if not any(_is_node(v) for v in ins):
+            raise _NoOp("no tensor operand")
+        return {"op": name}, ins
+
+    return op
+
+
+def _unary(op_json):
+    return lambda call: (dict(op_json), [call.get(0, "input")])
+
+
+def _shape_args(call, skip):
+    """The target shape of `view`/`reshape` (from argument `skip` on: ints, size nodes, or one
+    tuple of them) as mase-rs dims, and the nodes the dims read."""
+    rest = call.args[skip:] if len(call.args) > skip else [call.kwargs.get("shape", call.kwargs.get("size"))]
+    if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+        rest = list(rest[0])
+    dims, extra = [], []
+    for d in rest:
+        if _is_node(d):
+            extra.append(d)
+            dims.append({"input": len(extra)})
+        elif isinstance(d, int):
+            dims.append({"const": d})
+        else:
+            raise _NoOp(f"shape entry {d!r} is neither an int nor x.size(d)")
+    return dims, extra
+
+
+def _view(call, skip=1):
+    dims, extra = _shape_args(call, skip)
+    return {"op": "reshape", "shape": dims}, [call.args[0], *extra]
+
+
+def _flatten(call, default_start):
+    return {"op": "flatten", "start_dim": call.get(1, "start_dim", default_start), "end_dim": call.get(2, "end_dim", -1)}, [
+        call.get(0, "input")
+    ]
+
+
+def _permute(call):
+    dims = call.args[1:] if len(call.args) > 1 else [call.kwargs["dims"]]
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = list(dims[0])
+    return {"op": "permute", "dims": [int(d) for d in dims]}, [call.args[0]]
+
+
+def _clamp(call):
+    lo, hi = call.get(1, "min"), call.get(2, "max")
+    if _is_node(lo) or _is_node(hi):
+        raise _NoOp("tensor bounds are not supported")
+    lo = -3.4028234663852886e38 if lo is None else float(lo)
+    hi = 3.4028234663852886e38 if hi is None else float(hi)
+    return {"op": "clip", "min": lo, "max": hi}, [call.get(0, "input")]
+
+
+def _cat(call):
+    tensors = call.get(0, "tensors")
+    if not isinstance(tensors, (tuple, list)) or not all(_is_node(t) for t in tensors):
+        raise _NoOp("cat of anything but a list of tensors")
+    return {"op": "concat", "dim": int(call.get(1, "dim", 0))}, list(tensors)
+
+
+def _pad(call):
+    pad = list(call.get(1, "pad"))
+    if call.get(2, "mode", "constant") != "constant":
+        raise _NoOp(f"mode `{call.get(2, 'mode')}` (only constant)")
+    if len(pad) % 2 or any(p < 0 for p in pad):
+        raise _NoOp(f"pad {pad} (non-negative pairs only)")
+    # F.pad lists (begin, end) pairs from the last dimension backwards.
+    pairs = [pad[i : i + 2] for i in range(0, len(pad), 2)][::-1]
+    value = call.get(3, "value", 0.0)
+    return {"op": "pad", "begin": [p[0] for p in pairs], "end": [p[1] for p in pairs], "value": float(value or 0.0)}, [
+        call.get(0, "input")
+    ]
+
+
+def _dropout(call):
+    # `F.dropout(x, p, training=False)` as traced is the identity.
+    if call.get(2, "training", True) is False:
+        return _ALIAS, [call.get(0, "input")]
+    return {"op": "dropout", "p": float(call.get(1, "p", 0.5))}, [call.get(0, "input")]
+
+
+def _fn_pool(kind, dims):
+    def op(call):
+        c = call
+        if kind == "max":
+            spec = _pool(
+                "max",
+                dims,
+                c.get(1, "kernel_size"),
+                c.get(2, "stride"),
+                c.get(3, "padding", 0),
+                c.get(4, "dilation", 1),
+                c.get(5, "ceil_mode", False),
+                return_indices=c.get(6, "return_indices", False),
+            )
+        else:
+            spec = _pool(
+                "avg",
+                dims,
+                c.get(1, "kernel_size"),
+                c.get(2, "stride"),
+                c.get(3, "padding", 0),
+                1,
+                c.get(4, "ceil_mode", False),
+                c.get(5, "count_include_pad", True),
+                c.get(6, "divisor_override"),
+            )
+        return spec, [c.get(0, "input")]
+
+    return op
+
+
+def _function_table(torch):
+    """fx `call_function` target -> function of the call giving `(op, input nodes)`."""
+    F = torch.nn.functional
+    t = {
+        operator.add: _binary("add"),
+        torch.add: _binary("add"),
+        operator.sub: _binary("sub"),
+        torch.sub: _binary("sub"),
+        operator.mul: _binary("mul"),
+        torch.mul: _binary("mul"),
+        operator.truediv: _binary("div"),
+        torch.div: _binary("div"),
+        operator.matmul: _binary("mat_mul"),
+        torch.matmul: _binary("mat_mul"),
+        operator.pow: _binary("pow"),
+        torch.pow: _binary("pow"),
+        torch.sqrt: _unary({"op": "sqrt"}),
+        F.relu: _unary({"op": "relu"}),
+        torch.relu: _unary({"op": "relu"}),
+        F.relu6: _unary({"op": "relu6"}),
+        torch.sigmoid: _unary({"op": "sigmoid"}),
+        F.sigmoid: _unary({"op": "sigmoid"}),
+        torch.tanh: _unary({"op": "tanh"}),
+        F.tanh: _unary({"op": "tanh"}),
+        F.selu: _unary({"op": "selu"}),
+        torch.selu: _unary({"op": "selu"}),
+        F.gelu: lambda c: ({"op": "gelu", "tanh": c.get(1, "approximate", "none") == "tanh"}, [c.get(0, "input")]),
+        F.leaky_relu: lambda c: (
+            {"op": "leaky_relu", "negative_slope": float(c.get(1, "negative_slope", 0.01))},
+            [c.get(0, "input")],
+        ),
+        F.softmax: lambda c: ({"op": "softmax", "dim": _dim(c.get(1, "dim"), "softmax")}, [c.get(0, "input")]),
+        torch.softmax: lambda c: ({"op": "softmax", "dim": _dim(c.get(1, "dim"), "softmax")}, [c.get(0, "input")]),
+        F.log_softmax: lambda c: ({"op": "log_softmax", "dim": _dim(c.get(1, "dim"), "log_softmax")}, [c.get(0, "input")]),
+        torch.log_softmax: lambda c: ({"op": "log_softmax", "dim": _dim(c.get(1, "dim"), "log_softmax")}, [c.get(0, "input")]),
+        F.dropout: _dropout,
+        torch.flatten: lambda c: _flatten(c, 0),
+        torch.reshape: lambda c: _view(c),
+        torch.transpose: lambda c: (
+            {"op": "transpose", "dim0": int(c.get(1, "dim0")), "dim1": int(c.get(2, "dim1"))},
+            [c.get(0, "input")],
+        ),
+        torch.permute: _permute,
+        torch.cat: _cat,
+        torch.concat: _cat,
+        torch.clamp: _clamp,
+        torch.clip: _clamp,
+        F.pad: _pad,
+        F.max_pool1d: _fn_pool("max", 1),
+        F.max_pool2d: _fn_pool("max", 2),
+        F.avg_pool1d: _fn_pool("avg", 1),
+        F.avg_pool2d: _fn_pool("avg", 2),
+        F.adaptive_avg_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size")), [c.get(0, "input")]),
+        F.adaptive_avg_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size")), [c.get(0, "input")]),
+    }
+    return t
+
+
+_METHODS = {
+    "relu": _unary({"op": "relu"}),
+    "sigmoid": _unary({"op": "sigmoid"}),
+    "tanh": _unary({"op": "tanh"}),
+    "sqrt": _unary({"op": "sqrt"}),
+    "softmax": lambda c: ({"op": "softmax", "dim": _dim(c.get(1, "dim"), "softmax")}, [c.args[0]]),
+    "log_softmax": lambda c: ({"op": "log_softmax", "dim": _dim(c.get(1, "dim"), "log_softmax")}, [c.args[0]]),
+    "flatten": lambda c: _flatten(c, 0),
+    "view": _view,
+    "reshape": _view,
+    "permute": _permute,
+    "transpose": lambda c: ({"op": "transpose", "dim0": int(c.get(1, "dim0")), "dim1": int(c.get(2, "dim1"))}, [c.args[0]]),
+    "size": lambda c: ({"op": "size", "dim": _dim(c.get(1, "dim"), "size()")}, [c.args[0]]),
+    "add": _binary("add"),
+    "sub": _binary("sub"),
+    "mul": _binary("mul"),
+    "div": _binary("div"),
+    "matmul": _binary("mat_mul"),
+    "pow": _binary("pow"),
+    "clamp": _clamp,
+    "clip": _clamp,
+    "contiguous": lambda c: (_ALIAS, [c.args[0]]),
+}
+
+
+def _qualified(target):
+    from torch.fx.node import _get_qualified_name
+
+    name = _get_qualified_name(target)
+    return "operator." + name[len("_operator.") :] if name.startswith("_operator.") else name
+
+
+def trace(module, concrete_args=None):
+    """`module` as a `torch.fx.GraphModule` (traced with `torch.fx.symbolic_trace`, or as
+    given when it already is one)."""
+    import torch.fx
+
+    if isinstance(module, torch.fx.GraphModule):
+        return module
+    try:
+        return torch.fx.symbolic_trace(module, concrete_args=concrete_args)
+    except Exception as e:  # torch.fx raises many kinds (TraceError, TypeError, ...)
+        line = " ".join(str(e).split())
+        raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
+
+
+def _attribute(gm, target):
+    """The attribute at the dotted path `target` of `gm` (a `get_attr` node's value)."""
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def node_records(gm):
+    """The fx nodes of `gm` as mase-rs node records, the `get_attr` targets that are
+    parameters, and the number operands (`x * 2.0`) as constants: each becomes a `get_attr`
+    node `<reader>_const` (not trained) before the node that reads it. Raises one `ValueError`
+    listing every node without a mase-rs op."""
+    import torch
+    import torch.nn as nn
+
+    modules, functions = _module_table(nn), _function_table(torch)
+    records, failures, alias, trainable, constants = [], [], {}, [], {}
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != 1:
+        raise ValueError(
+            f"MaseGraph: forward takes {len(placeholders)} inputs ({', '.join(placeholders)}); mase-rs models take one tensor"
+        )
+
+    def name_of(v):
+        return alias.get(v.name, v.name)
+
+    for node in gm.graph.nodes:
+        target = node.target if isinstance(node.target, str) else _qualified(node.target)
+        try:
+            if node.op == "placeholder":
+                op, ins = {"op": "input"}, []
+            elif node.op == "output":
+                out = node.args[0]
+                if not _is_node(out):
+                    raise _NoOp(f"the forward returns {type(out).__name__}; mase-rs models return one tensor")
+                op, ins = {"op": "output"}, [out]
+            elif node.op == "get_attr":
+                value = _attribute(gm, node.target)
+                if not isinstance(value, torch.Tensor):
+                    raise _NoOp(f"attribute `{node.target}` is a {type(value).__name__}, not a tensor")
+                if isinstance(value, nn.Parameter) and value.requires_grad:
+                    trainable.append(node.target)
+                op, ins = {"op": "constant"}, []
+            elif node.op == "call_module":
+                m = gm.get_submodule(node.target)
+                make = modules.get(type(m))
+                if make is None:
+                    raise _NoOp(f"module {type(m).__name__} has no mase-rs op")
+                op, ins = make(m), [node.args[0]]
+                if len(node.args) != 1 or node.kwargs:
+                    raise _NoOp(f"module {type(m).__name__} called with {len(node.args)} arguments")
+            elif node.op == "call_function":
+                make = functions.get(node.target)
+                if make is None:
+                    raise _NoOp("no mase-rs op")
+                op, ins = make(_Call(node))
+            elif node.op == "call_method":
+                make = _METHODS.get(node.target)
+                if make is None:
+                    raise _NoOp("no mase-rs op")
+                op, ins = make(_Call(node))
+            else:
+                raise _NoOp(f"fx op `{node.op}`")
+            if not all(_is_node(i) or isinstance(i, _Scalar) for i in ins):
+                raise _NoOp("an input that is not a tensor of the graph")
+        except _NoOp as e:
+            failures.append(f"{node.name} ({target}: {e})")
+            continue
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            failures.append(f"{node.name} ({target}: arguments {node.args!r}: {e})")
+            continue
+        if op == _ALIAS:
+            alias[node.name] = name_of(ins[0])
+            continue
+        names = []
+        for i in ins:
+            if isinstance(i, _Scalar):
+                # Named after its reader, as the ONNX import names folded constants.
+                const = f"{node.name}_const"
+                constants[const] = np.array(i.value, dtype=np.float32)
+                records.append({"name": const, "kind": "get_attr", "target": const, "inputs": [], "op": {"op": "constant"}})
+                names.append(const)
+            else:
+                names.append(name_of(i))
+        records.append({"name": node.name, "kind": node.op, "target": target, "inputs": names, "op": op})
+    if failures:
+        raise ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
+    return records, trainable, constants
+
+
+def _state_arrays(gm):
+    """The float tensors of `gm`'s state dict (and its `get_attr` tensors) as float32 numpy
+    arrays; entries of other types (`num_batches_tracked`) are not weights mase-rs holds."""
+    import torch
+
+    out = OrderedDict()
+    for k, v in gm.state_dict(keep_vars=False).items():
+        if torch.is_tensor(v) and v.is_floating_point():
+            out[k] = v.detach().to("cpu", torch.float32).contiguous().numpy()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.target not in out:
+            out[node.target] = _attribute(gm, node.target).detach().to("cpu", torch.float32).contiguous().numpy()
+    return out
+
+
+class TorchSource:
+    """What a graph traced from a `torch.nn.Module` keeps of the module: the fx `GraphModule`
+    (whose submodules are the user's), the state-dict entries mase-rs does not hold (in the
+    module's key order), and how many batches each batch norm has seen (`num_batches_tracked`)."""
+
+    def __init__(self, gm, keys, extra, bn_batches):
+        self.gm, self.keys, self.extra, self.bn_batches = gm, keys, extra, bn_batches
+
+    def copy(self):
+        return TorchSource(self.gm, list(self.keys), {k: v.clone() for k, v in self.extra.items()}, dict(self.bn_batches))
+
+    def batches_run(self, n):
+        """Records `n` batches run in train mode (batch norm counts them)."""
+        for k in self.bn_batches:
+            self.bn_batches[k] += n
+
+    def state_dict(self, native_state):
+        """The module's state dict with mase-rs's weights, as torch tensors."""
+        import torch
+
+        out = OrderedDict()
+        for k in self.keys:
+            if k in native_state:
+                out[k] = torch.from_numpy(native_state[k])
+            elif k in self.bn_batches:
+                out[k] = torch.tensor(self.bn_batches[k], dtype=torch.int64)
+            else:
+                out[k] = self.extra[k].clone()
+        return out
+
+    def split(self, state):
+        """Takes the entries of a state dict mase-rs does not hold; returns the others."""
+        rest = {}
+        for k, v in state.items():
+            if k in self.bn_batches:
+                self.bn_batches[k] = int(v)
+            elif k in self.extra:
+                self.extra[k] = v.detach().clone() if hasattr(v, "detach") else v
+            else:
+                rest[k] = v
+        return rest
+
+    def submodule(self, target, native_state):
+        """The user's submodule at `target`, holding the graph's current weights."""
+        import torch
+
+        m = self.gm.get_submodule(target)
+        prefix = target + "."
+        own = {k[len(prefix) :]: torch.from_numpy(v) for k, v in native_state.items() if k.startswith(prefix)}
+        if own:
+            with torch.no_grad():
+                for name, t in own.items():
+                    getattr(m, name).copy_(t)
+        return m
+
+
+def module_from_op(op, weights):
+    """A new `torch.nn` module for a mase-rs module op (`{"op": "linear", ...}`, as
+    `node.module` holds it) with `weights` (its own state-dict entries, `weight`, `bias`, ...).
+
+    >>> import numpy as np
+    >>> m = module_from_op({"op": "linear", "in_features": 2, "out_features": 1, "bias": False},
+    ...                    {"weight": np.ones((1, 2), np.float32)})
+    >>> m, m.weight.tolist()
+    (Linear(in_features=2, out_features=1, bias=False), [[1.0, 1.0]])
+    """
+    import torch
+    import torch.nn as nn
+
+    kind = op["op"]
+
+    def conv(cls):
+        return cls(
+            op["in_channels"],
+            op["out_channels"],
+            op["kernel"],
+            op["stride"],
+            op["padding"],
+            op["dilation"],
+            op["groups"],
+            op["bias"],
+        )
+
+    def pool(cls, **kw):
+        return cls(op["kernel"], op["stride"], op["padding"], **kw)
+
+    makers = {
+        "linear": lambda: nn.Linear(op["in_features"], op["out_features"], op["bias"]),
+        "conv1d": lambda: conv(nn.Conv1d),
+        "conv2d": lambda: conv(nn.Conv2d),
+        "batch_norm1d": lambda: nn.BatchNorm1d(op["num_features"], op["eps"], op["momentum"], op["affine"]),
+        "batch_norm2d": lambda: nn.BatchNorm2d(op["num_features"], op["eps"], op["momentum"], op["affine"]),
+        "relu": nn.ReLU,
+        "relu6": nn.ReLU6,
+        "leaky_relu": lambda: nn.LeakyReLU(op["negative_slope"]),
+        "sigmoid": nn.Sigmoid,
+        "tanh": nn.Tanh,
+        "selu": nn.SELU,
+        "gelu": lambda: nn.GELU("tanh" if op["tanh"] else "none"),
+        "softmax": lambda: nn.Softmax(op["dim"]),
+        "log_softmax": lambda: nn.LogSoftmax(op["dim"]),
+        "max_pool1d": lambda: pool(nn.MaxPool1d),
+        "max_pool2d": lambda: pool(nn.MaxPool2d),
+        "avg_pool1d": lambda: pool(nn.AvgPool1d),
+        "avg_pool2d": lambda: pool(nn.AvgPool2d),
+        "adaptive_avg_pool1d": lambda: nn.AdaptiveAvgPool1d(op["output_size"]),
+        "adaptive_avg_pool2d": lambda: nn.AdaptiveAvgPool2d(tuple(op["output_size"])),
+        "flatten": lambda: nn.Flatten(op["start_dim"], op["end_dim"]),
+        "dropout": lambda: nn.Dropout(op["p"]),
+    }
+    if kind not in makers:
+        raise ValueError(f"module_from_op: mase-rs op `{kind}` is not a torch.nn module")
+    m = makers[kind]()
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(m, name).copy_(torch.from_numpy(np.asarray(value)))
+    return m
+
+
+def from_module(module, sample_shape=None, concrete_args=None):
+    """Traces `module` and builds its mase-rs graph: returns `(NativeGraph, TorchSource)`.
+
+    `sample_shape` (one sample's shape, without the batch), when given, checks the shapes of
+    every node now; otherwise the first forward does."""
+    gm = trace(module, concrete_args)
+    records, trainable, constants = node_records(gm)
+    state = _state_arrays(gm)
+    clash = sorted(set(constants) & set(state))
+    if clash:
+        raise ValueError(f"MaseGraph: the module has attributes named like mase-rs's constants: {', '.join(clash)}")
+    state.update(constants)
+    label = type(module).__name__
+    native = _native.NativeGraph.from_traced(
+        label,
+        json.dumps({"nodes": records, "trainable_constants": trainable}),
+        dict(state),
+        None if sample_shape is None else [int(d) for d in sample_shape],
+    )
+    held = set(native.state_dict())
+    # The module's own state dict: fx leaves out modules the forward never calls, which
+    # `module.load_state_dict` still expects.
+    full = module.state_dict()
+    keys = list(full)
+    bn_batches = {
+        k: int(v)
+        for k, v in full.items()
+        if k.endswith(".num_batches_tracked") and k[: -len(".num_batches_tracked")] + ".running_mean" in held
+    }
+    extra = {k: v.detach().clone() for k, v in full.items() if k not in held and k not in bn_batches}
+    return native, TorchSource(gm, keys, extra, bn_batches)
+
+
+__all__ = ["TorchSource", "from_module", "module_from_op", "node_records", "trace"]
