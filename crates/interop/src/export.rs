@@ -13,7 +13,7 @@ use crate::onnx::proto::{
 use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
 use crate::{InteropError, Result};
-use mase_ir::{ArgMeta, Graph, Node, NodeId, NodeKind, Op, ParamStore, QuantFormat, Tensor, ValueInfo};
+use mase_ir::{ArgMeta, ConvSpec, Graph, Node, NodeId, NodeKind, NodeQuant, NormSpec, Op, ParamStore, QuantFormat, Tensor, ValueInfo};
 use std::path::Path;
 
 /// The opset exports use.
@@ -149,132 +149,82 @@ impl Ex<'_> {
         a.iter().zip(b).map(|(x, y)| (x == y).then_some(*x)).collect()
     }
 
+    /// Exports one node: its inputs through their `data_in` quantizers, the ONNX nodes of its op,
+    /// then its value through the `data_out` quantizer.
     fn node(&mut self, id: NodeId) -> Result<()> {
         let g = self.g;
         let n = g.node(id);
         let q = n.quant.as_ref().filter(|q| q.is_active());
-        let name = n.name.clone();
-        // Inputs, each through its data_in quantizer.
+        let ins = self.quantized_inputs(n, q)?;
+        let data_out = q.and_then(|q| q.data_out.as_ref());
+        let out = if data_out.is_some() { format!("{}_float", n.name) } else { n.name.clone() };
+        match self.op(id, q, &ins, &out)? {
+            Emitted::Value => {
+                self.names[id.0] = match data_out {
+                    Some(f) => self.quantized(n, out, Some(f), &format!("/{}/output_quant", n.name))?,
+                    None => out,
+                }
+            }
+            Emitted::Initializer(init) => self.names[id.0] = init,
+            Emitted::Folded => {}
+        }
+        Ok(())
+    }
+
+    /// The ONNX names of a node's inputs, each through its `data_in` quantizer.
+    fn quantized_inputs(&mut self, n: &Node, q: Option<&NodeQuant>) -> Result<Vec<String>> {
         let mut ins = Vec::with_capacity(n.inputs.len());
         for (k, u) in n.inputs.iter().enumerate() {
             let v = self.names[u.0].clone();
             let fmt = q.and_then(|q| q.data_in.get(k)).and_then(Option::as_ref);
-            ins.push(self.quantized(n, v, fmt, &format!("/{name}/input_quant_{k}"))?);
+            ins.push(self.quantized(n, v, fmt, &format!("/{}/input_quant_{k}", n.name))?);
         }
-        let data_out = q.and_then(|q| q.data_out.as_ref());
-        let out = if data_out.is_some() { format!("{name}_float") } else { name.clone() };
+        Ok(ins)
+    }
+
+    /// The parameter `{target}.{which}` (`weight`, `bias`) as an initializer, through its quantizer.
+    fn quantized_param(&mut self, n: &Node, which: &str, fmt: Option<&QuantFormat>) -> Result<String> {
+        let pname = format!("{}.{which}", n.target);
+        let t = self.param(n, &pname)?;
+        let init = self.init(&pname, &t);
+        self.quantized(n, init, fmt, &format!("/{}/{which}_quant", n.target))
+    }
+
+    /// The ONNX nodes of a node's op, reading `ins` and writing `out`.
+    fn op(&mut self, id: NodeId, q: Option<&NodeQuant>, ins: &[String], out: &str) -> Result<Emitted> {
+        let g = self.g;
+        let n = g.node(id);
+        let name = n.name.as_str();
         let x = ins.first().cloned().unwrap_or_default();
-        let key = if n.kind == NodeKind::CallModule { n.target.clone() } else { n.name.clone() };
-        let on = |op: &str| format!("/{key}/{op}");
+        let key = if n.kind == NodeKind::CallModule { n.target.as_str() } else { name };
+        let on = |op: &str| onnx_name(key, op);
         match &n.op {
             Op::Input => {}
             Op::Output => {}
             Op::Constant => {
                 let t = self.param(n, &n.target)?;
-                let init = self.init(&n.target, &t);
-                self.names[id.0] = init;
-                return Ok(());
+                return Ok(Emitted::Initializer(self.init(&n.target, &t)));
             }
-            Op::Linear { bias, .. } => {
-                let w = self.param(n, &format!("{}.weight", n.target))?;
-                let wname = self.init(&format!("{}.weight", n.target), &w);
-                let wq = self.quantized(n, wname, q.and_then(|q| q.weight.as_ref()), &format!("/{}/weight_quant", n.target))?;
-                let mut b = None;
-                if *bias {
-                    let t = self.param(n, &format!("{}.bias", n.target))?;
-                    let bname = self.init(&format!("{}.bias", n.target), &t);
-                    b = Some(self.quantized(n, bname, q.and_then(|q| q.bias.as_ref()), &format!("/{}/bias_quant", n.target))?);
-                }
-                if self.shapes[n.inputs[0].0][0].len() == 2 {
-                    let mut i = vec![x, wq];
-                    i.extend(b);
-                    self.add(on("Gemm"), "Gemm", i, out.clone(), vec![a_float("alpha", 1.0), a_float("beta", 1.0), a_int("transB", 1)]);
-                } else {
-                    let wt = format!("{}.weight_t", n.target);
-                    self.add(on("Transpose"), "Transpose", vec![wq], wt.clone(), vec![a_ints("perm", &[1, 0])]);
-                    match b {
-                        Some(b) => {
-                            let mm = format!("{name}_matmul");
-                            self.add(on("MatMul"), "MatMul", vec![x, wt], mm.clone(), vec![]);
-                            self.add(on("Add"), "Add", vec![mm, b], out.clone(), vec![]);
-                        }
-                        None => self.add(on("MatMul"), "MatMul", vec![x, wt], out.clone(), vec![]),
-                    }
-                }
-            }
-            Op::Conv1d(c) | Op::Conv2d(c) => {
-                let w = self.param(n, &format!("{}.weight", n.target))?;
-                let wname = self.init(&format!("{}.weight", n.target), &w);
-                let mut i = vec![x, self.quantized(n, wname, q.and_then(|q| q.weight.as_ref()), &format!("/{}/weight_quant", n.target))?];
-                if c.bias {
-                    let t = self.param(n, &format!("{}.bias", n.target))?;
-                    let bname = self.init(&format!("{}.bias", n.target), &t);
-                    i.push(self.quantized(n, bname, q.and_then(|q| q.bias.as_ref()), &format!("/{}/bias_quant", n.target))?);
-                }
-                let pads: Vec<usize> = c.padding.iter().chain(&c.padding).copied().collect();
-                let attrs = vec![
-                    a_ints("kernel_shape", &c.kernel),
-                    a_ints("strides", &c.stride),
-                    a_ints("pads", &pads),
-                    a_ints("dilations", &c.dilation),
-                    a_int("group", c.groups as i64),
-                ];
-                self.add(on("Conv"), "Conv", i, out.clone(), attrs);
-            }
-            Op::BatchNorm1d(s) | Op::BatchNorm2d(s) => {
-                let c = s.num_features;
-                let p = |k: &str| format!("{}.{k}", n.target);
-                let (w, b) = if s.affine {
-                    (self.param(n, &p("weight"))?, self.param(n, &p("bias"))?)
-                } else {
-                    (Tensor::full(vec![c], 1.0), Tensor::zeros(vec![c]))
-                };
-                let (m, v) = (self.param(n, &p("running_mean"))?, self.param(n, &p("running_var"))?);
-                let i = vec![
-                    x,
-                    self.init(&p("weight"), &w),
-                    self.init(&p("bias"), &b),
-                    self.init(&p("running_mean"), &m),
-                    self.init(&p("running_var"), &v),
-                ];
-                self.add(
-                    on("BatchNormalization"),
-                    "BatchNormalization",
-                    i,
-                    out.clone(),
-                    vec![a_float("epsilon", s.eps), a_float("momentum", 1.0 - s.momentum)],
-                );
-            }
-            Op::Relu => self.add(on("Relu"), "Relu", vec![x], out.clone(), vec![]),
-            Op::Sigmoid => self.add(on("Sigmoid"), "Sigmoid", vec![x], out.clone(), vec![]),
-            Op::Tanh => self.add(on("Tanh"), "Tanh", vec![x], out.clone(), vec![]),
-            Op::Sqrt => self.add(on("Sqrt"), "Sqrt", vec![x], out.clone(), vec![]),
-            Op::Selu => {
-                self.add(on("Selu"), "Selu", vec![x], out.clone(), vec![a_float("alpha", 1.673_263_2), a_float("gamma", 1.050_701)])
-            }
+            Op::Linear { bias, .. } => self.linear(n, q, x, *bias, out, key)?,
+            Op::Conv1d(c) | Op::Conv2d(c) => self.conv(n, q, x, c, out, key)?,
+            Op::BatchNorm1d(s) | Op::BatchNorm2d(s) => self.batch_norm(n, x, s, out, key)?,
+            Op::Relu => self.add(on("Relu"), "Relu", vec![x], out.into(), vec![]),
+            Op::Sigmoid => self.add(on("Sigmoid"), "Sigmoid", vec![x], out.into(), vec![]),
+            Op::Tanh => self.add(on("Tanh"), "Tanh", vec![x], out.into(), vec![]),
+            Op::Sqrt => self.add(on("Sqrt"), "Sqrt", vec![x], out.into(), vec![]),
+            Op::Selu => self.add(on("Selu"), "Selu", vec![x], out.into(), vec![a_float("alpha", 1.673_263_2), a_float("gamma", 1.050_701)]),
             Op::LeakyRelu { negative_slope } => {
-                self.add(on("LeakyRelu"), "LeakyRelu", vec![x], out.clone(), vec![a_float("alpha", *negative_slope)])
+                self.add(on("LeakyRelu"), "LeakyRelu", vec![x], out.into(), vec![a_float("alpha", *negative_slope)])
             }
             Op::Relu6 | Op::Clip { .. } => {
                 let (lo, hi) = if let Op::Clip { min, max } = n.op { (min, max) } else { (0.0, 6.0) };
                 let lo = self.init(&format!("{name}.min"), &Tensor::scalar(lo));
                 let hi = self.init(&format!("{name}.max"), &Tensor::scalar(hi));
-                self.add(on("Clip"), "Clip", vec![x, lo, hi], out.clone(), vec![]);
+                self.add(on("Clip"), "Clip", vec![x, lo, hi], out.into(), vec![]);
             }
-            Op::Gelu { tanh: false } => {
-                // 0.5 x (1 + erf(x / sqrt 2)), as torch.onnx writes GELU before opset 20.
-                let s2 = self.init(&format!("{name}.sqrt2"), &Tensor::scalar(std::f32::consts::SQRT_2));
-                let one = self.init(&format!("{name}.one"), &Tensor::scalar(1.0));
-                let half = self.init(&format!("{name}.half"), &Tensor::scalar(0.5));
-                let v = |s: &str| format!("{name}_{s}");
-                self.add(on("Div"), "Div", vec![x.clone(), s2], v("div"), vec![]);
-                self.add(on("Erf"), "Erf", vec![v("div")], v("erf"), vec![]);
-                self.add(on("Add"), "Add", vec![v("erf"), one], v("add"), vec![]);
-                self.add(on("Mul"), "Mul", vec![x, v("add")], v("mul"), vec![]);
-                self.add(on("Mul_1"), "Mul", vec![v("mul"), half], out.clone(), vec![]);
-            }
-            Op::Softmax { dim } => self.add(on("Softmax"), "Softmax", vec![x], out.clone(), vec![a_int("axis", *dim)]),
-            Op::LogSoftmax { dim } => self.add(on("LogSoftmax"), "LogSoftmax", vec![x], out.clone(), vec![a_int("axis", *dim)]),
+            Op::Gelu { tanh: false } => self.gelu_erf(name, x, out, key),
+            Op::Softmax { dim } => self.add(on("Softmax"), "Softmax", vec![x], out.into(), vec![a_int("axis", *dim)]),
+            Op::LogSoftmax { dim } => self.add(on("LogSoftmax"), "LogSoftmax", vec![x], out.into(), vec![a_int("axis", *dim)]),
             Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
                 let max = matches!(n.op, Op::MaxPool1d(_) | Op::MaxPool2d(_));
                 let pads: Vec<usize> = p.padding.iter().chain(&p.padding).copied().collect();
@@ -283,37 +233,10 @@ impl Ex<'_> {
                 if !max {
                     attrs.push(a_int("count_include_pad", 1));
                 }
-                self.add(on(op), op, vec![x], out.clone(), attrs);
+                self.add(on(op), op, vec![x], out.into(), attrs);
             }
-            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => {
-                let (i, o) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[id.0][0].clone());
-                if o[2..].iter().all(|&v| v == 1) {
-                    self.add(on("GlobalAveragePool"), "GlobalAveragePool", vec![x], out.clone(), vec![]);
-                } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
-                    let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
-                    self.add(
-                        on("AveragePool"),
-                        "AveragePool",
-                        vec![x],
-                        out.clone(),
-                        vec![a_ints("kernel_shape", &k), a_ints("strides", &k)],
-                    );
-                } else {
-                    return Err(xerr(&name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
-                }
-            }
-            Op::Flatten { .. } | Op::Reshape { .. } => {
-                let dims = self.dims(id);
-                if dims.iter().filter(|d| d.is_none()).count() > 1 {
-                    return Err(xerr(&name, "the reshape keeps more than one batch-sized dimension"));
-                }
-                let target: Vec<i64> = dims.iter().map(|d| d.map_or(-1, |v| v as i64)).collect();
-                let sname = format!("{name}.shape");
-                if !self.inits.iter().any(|i| i.name == sname) {
-                    self.inits.push(i64_proto(&sname, &[target.len()], &target));
-                }
-                self.add(on("Reshape"), "Reshape", vec![x, sname], out.clone(), vec![]);
-            }
+            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => self.adaptive_avg_pool(id, x, out, key)?,
+            Op::Flatten { .. } | Op::Reshape { .. } => self.reshape(id, x, out, key)?,
             Op::Transpose { .. } | Op::Permute { .. } => {
                 let rank = self.shapes[n.inputs[0].0][0].len();
                 let norm = |d: i64| if d < 0 { (d + rank as i64) as usize } else { d as usize };
@@ -326,13 +249,13 @@ impl Ex<'_> {
                     Op::Permute { dims } => dims.iter().map(|&d| norm(d)).collect(),
                     _ => unreachable!("this arm is entered for Transpose and Permute only"),
                 };
-                self.add(on("Transpose"), "Transpose", vec![x], out.clone(), vec![a_ints("perm", &perm)]);
+                self.add(on("Transpose"), "Transpose", vec![x], out.into(), vec![a_ints("perm", &perm)]);
             }
             Op::Size { .. } => {
                 if g.users(id).iter().any(|&u| !matches!(g.node(u).op, Op::Reshape { .. })) {
-                    return Err(xerr(&name, "a size used other than by a reshape has no ONNX equivalent here"));
+                    return Err(xerr(name, "a size used other than by a reshape has no ONNX equivalent here"));
                 }
-                return Ok(());
+                return Ok(Emitted::Folded);
             }
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow | Op::MatMul => {
                 let op = match n.op {
@@ -344,33 +267,161 @@ impl Ex<'_> {
                     Op::MatMul => "MatMul",
                     _ => unreachable!("this arm is entered for Add, Sub, Mul, Div, Pow and MatMul only"),
                 };
-                self.add(on(op), op, ins.clone(), out.clone(), vec![]);
+                self.add(on(op), op, ins.to_vec(), out.into(), vec![]);
             }
-            Op::Dropout { .. } => self.add(on("Dropout"), "Dropout", vec![x], out.clone(), vec![]),
-            Op::Concat { dim } => self.add(on("Concat"), "Concat", ins.clone(), out.clone(), vec![a_int("axis", *dim)]),
-            Op::Pad { begin, end, value } => {
-                let rank = self.shapes[n.inputs[0].0][0].len();
-                let lead = rank - begin.len();
-                let mut pads = vec![0i64; 2 * rank];
-                for (k, (b, e)) in begin.iter().zip(end).enumerate() {
-                    pads[lead + k] = *b as i64;
-                    pads[rank + lead + k] = *e as i64;
-                }
-                let pname = format!("{name}.pads");
-                self.inits.push(i64_proto(&pname, &[pads.len()], &pads));
-                let vname = self.init(&format!("{name}.value"), &Tensor::scalar(*value));
-                self.add(on("Pad"), "Pad", vec![x, pname, vname], out.clone(), vec![]);
-            }
+            Op::Dropout { .. } => self.add(on("Dropout"), "Dropout", vec![x], out.into(), vec![]),
+            Op::Concat { dim } => self.add(on("Concat"), "Concat", ins.to_vec(), out.into(), vec![a_int("axis", *dim)]),
+            Op::Pad { begin, end, value } => self.pad(id, x, begin, end, *value, out, key),
             // GELU's tanh approximation has no ONNX operator before opset 20.
-            other @ Op::Gelu { tanh: true } => return Err(xerr(&name, format!("op `{}` has no ONNX export", other.mase_op()))),
+            other @ Op::Gelu { tanh: true } => return Err(xerr(name, format!("op `{}` has no ONNX export", other.mase_op()))),
         }
-        let final_name = match data_out {
-            Some(f) => self.quantized(n, out, Some(f), &format!("/{name}/output_quant"))?,
-            None => out,
-        };
-        self.names[id.0] = final_name;
+        Ok(Emitted::Value)
+    }
+
+    /// `Gemm` for a 2-D input; `Transpose` of the weight, `MatMul` and `Add` for higher ranks.
+    fn linear(&mut self, n: &Node, q: Option<&NodeQuant>, x: String, bias: bool, out: &str, key: &str) -> Result<()> {
+        let wq = self.quantized_param(n, "weight", q.and_then(|q| q.weight.as_ref()))?;
+        let b = if bias { Some(self.quantized_param(n, "bias", q.and_then(|q| q.bias.as_ref()))?) } else { None };
+        if self.shapes[n.inputs[0].0][0].len() == 2 {
+            let mut i = vec![x, wq];
+            i.extend(b);
+            let attrs = vec![a_float("alpha", 1.0), a_float("beta", 1.0), a_int("transB", 1)];
+            self.add(onnx_name(key, "Gemm"), "Gemm", i, out.into(), attrs);
+            return Ok(());
+        }
+        let wt = format!("{}.weight_t", n.target);
+        self.add(onnx_name(key, "Transpose"), "Transpose", vec![wq], wt.clone(), vec![a_ints("perm", &[1, 0])]);
+        match b {
+            Some(b) => {
+                let mm = format!("{}_matmul", n.name);
+                self.add(onnx_name(key, "MatMul"), "MatMul", vec![x, wt], mm.clone(), vec![]);
+                self.add(onnx_name(key, "Add"), "Add", vec![mm, b], out.into(), vec![]);
+            }
+            None => self.add(onnx_name(key, "MatMul"), "MatMul", vec![x, wt], out.into(), vec![]),
+        }
         Ok(())
     }
+
+    fn conv(&mut self, n: &Node, q: Option<&NodeQuant>, x: String, c: &ConvSpec, out: &str, key: &str) -> Result<()> {
+        let mut i = vec![x, self.quantized_param(n, "weight", q.and_then(|q| q.weight.as_ref()))?];
+        if c.bias {
+            i.push(self.quantized_param(n, "bias", q.and_then(|q| q.bias.as_ref()))?);
+        }
+        let pads: Vec<usize> = c.padding.iter().chain(&c.padding).copied().collect();
+        let attrs = vec![
+            a_ints("kernel_shape", &c.kernel),
+            a_ints("strides", &c.stride),
+            a_ints("pads", &pads),
+            a_ints("dilations", &c.dilation),
+            a_int("group", c.groups as i64),
+        ];
+        self.add(onnx_name(key, "Conv"), "Conv", i, out.into(), attrs);
+        Ok(())
+    }
+
+    /// `BatchNormalization`; a norm without affine parameters gets a weight of ones and a bias of
+    /// zeros, and PyTorch's momentum becomes ONNX's (`1 - momentum`).
+    fn batch_norm(&mut self, n: &Node, x: String, s: &NormSpec, out: &str, key: &str) -> Result<()> {
+        let c = s.num_features;
+        let p = |k: &str| format!("{}.{k}", n.target);
+        let (w, b) = if s.affine {
+            (self.param(n, &p("weight"))?, self.param(n, &p("bias"))?)
+        } else {
+            (Tensor::full(vec![c], 1.0), Tensor::zeros(vec![c]))
+        };
+        let (m, v) = (self.param(n, &p("running_mean"))?, self.param(n, &p("running_var"))?);
+        let i = vec![
+            x,
+            self.init(&p("weight"), &w),
+            self.init(&p("bias"), &b),
+            self.init(&p("running_mean"), &m),
+            self.init(&p("running_var"), &v),
+        ];
+        let attrs = vec![a_float("epsilon", s.eps), a_float("momentum", 1.0 - s.momentum)];
+        self.add(onnx_name(key, "BatchNormalization"), "BatchNormalization", i, out.into(), attrs);
+        Ok(())
+    }
+
+    /// `0.5 x (1 + erf(x / sqrt 2))`, as torch.onnx writes GELU before opset 20.
+    fn gelu_erf(&mut self, name: &str, x: String, out: &str, key: &str) {
+        let s2 = self.init(&format!("{name}.sqrt2"), &Tensor::scalar(std::f32::consts::SQRT_2));
+        let one = self.init(&format!("{name}.one"), &Tensor::scalar(1.0));
+        let half = self.init(&format!("{name}.half"), &Tensor::scalar(0.5));
+        let v = |s: &str| format!("{name}_{s}");
+        let on = |op: &str| onnx_name(key, op);
+        self.add(on("Div"), "Div", vec![x.clone(), s2], v("div"), vec![]);
+        self.add(on("Erf"), "Erf", vec![v("div")], v("erf"), vec![]);
+        self.add(on("Add"), "Add", vec![v("erf"), one], v("add"), vec![]);
+        self.add(on("Mul"), "Mul", vec![x, v("add")], v("mul"), vec![]);
+        self.add(on("Mul_1"), "Mul", vec![v("mul"), half], out.into(), vec![]);
+    }
+
+    /// `GlobalAveragePool` to size 1, `AveragePool` to a size that divides the input's.
+    fn adaptive_avg_pool(&mut self, id: NodeId, x: String, out: &str, key: &str) -> Result<()> {
+        let g = self.g;
+        let n = g.node(id);
+        let (i, o) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[id.0][0].clone());
+        if o[2..].iter().all(|&v| v == 1) {
+            self.add(onnx_name(key, "GlobalAveragePool"), "GlobalAveragePool", vec![x], out.into(), vec![]);
+        } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
+            let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
+            let attrs = vec![a_ints("kernel_shape", &k), a_ints("strides", &k)];
+            self.add(onnx_name(key, "AveragePool"), "AveragePool", vec![x], out.into(), attrs);
+        } else {
+            return Err(xerr(&n.name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
+        }
+        Ok(())
+    }
+
+    /// `Reshape` to the node's output shape, with `-1` for the batch.
+    fn reshape(&mut self, id: NodeId, x: String, out: &str, key: &str) -> Result<()> {
+        let g = self.g;
+        let name = &g.node(id).name;
+        let dims = self.dims(id);
+        if dims.iter().filter(|d| d.is_none()).count() > 1 {
+            return Err(xerr(name, "the reshape keeps more than one batch-sized dimension"));
+        }
+        let target: Vec<i64> = dims.iter().map(|d| d.map_or(-1, |v| v as i64)).collect();
+        let sname = format!("{name}.shape");
+        if !self.inits.iter().any(|i| i.name == sname) {
+            self.inits.push(i64_proto(&sname, &[target.len()], &target));
+        }
+        self.add(onnx_name(key, "Reshape"), "Reshape", vec![x, sname], out.into(), vec![]);
+        Ok(())
+    }
+
+    /// `Pad` with ONNX's pads (all begins, then all ends, over every dimension).
+    #[allow(clippy::too_many_arguments)]
+    fn pad(&mut self, id: NodeId, x: String, begin: &[usize], end: &[usize], value: f32, out: &str, key: &str) {
+        let g = self.g;
+        let n = g.node(id);
+        let rank = self.shapes[n.inputs[0].0][0].len();
+        let lead = rank - begin.len();
+        let mut pads = vec![0i64; 2 * rank];
+        for (k, (b, e)) in begin.iter().zip(end).enumerate() {
+            pads[lead + k] = *b as i64;
+            pads[rank + lead + k] = *e as i64;
+        }
+        let pname = format!("{}.pads", n.name);
+        self.inits.push(i64_proto(&pname, &[pads.len()], &pads));
+        let vname = self.init(&format!("{}.value", n.name), &Tensor::scalar(value));
+        self.add(onnx_name(key, "Pad"), "Pad", vec![x, pname, vname], out.into(), vec![]);
+    }
+}
+
+/// What exporting a node's op produced.
+enum Emitted {
+    /// ONNX nodes that write the node's value.
+    Value,
+    /// No ONNX node: the value is this initializer (a constant).
+    Initializer(String),
+    /// Nothing: the value is folded into its users (a size read by a reshape).
+    Folded,
+}
+
+/// PyTorch's name of an ONNX node: the module path or node name, then the op (`/seq_blocks.2/Gemm`).
+fn onnx_name(key: &str, op: &str) -> String {
+    format!("/{key}/{op}")
 }
 
 /// Exports a graph and its parameters as an ONNX model.

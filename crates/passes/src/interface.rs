@@ -45,16 +45,27 @@ fn to_toml(v: &Value) -> toml::Value {
     }
 }
 
-fn from_toml(v: &toml::Value) -> Value {
+/// A TOML value as JSON, each string through `string`: a metadata file reads `"NA"` as `None`
+/// ([`na_as_null`]), pass arguments keep their strings. A datetime becomes its text, a non-finite
+/// float `null`.
+pub fn toml_to_json(v: &toml::Value, string: &dyn Fn(&str) -> Value) -> Value {
     match v {
-        toml::Value::String(s) if s == "NA" => Value::Null,
-        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::String(s) => string(s),
         toml::Value::Integer(i) => Value::from(*i),
         toml::Value::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.iter().map(from_toml).collect()),
-        toml::Value::Table(t) => Value::Object(t.iter().map(|(k, x)| (k.clone(), from_toml(x))).collect()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(|x| toml_to_json(x, string)).collect()),
+        toml::Value::Table(t) => Value::Object(t.iter().map(|(k, x)| (k.clone(), toml_to_json(x, string))).collect()),
+    }
+}
+
+/// MASE's reading of a metadata file's strings: `"NA"` is `None`.
+pub fn na_as_null(s: &str) -> Value {
+    if s == "NA" {
+        Value::Null
+    } else {
+        Value::String(s.to_string())
     }
 }
 
@@ -97,7 +108,7 @@ pub fn load_node_meta_param(graph: &mut Graph, ctx: &mut PassContext, args: &Loa
     let mut loaded = 0;
     for (name, v) in &table {
         let id = graph.find(name).ok_or_else(|| PassError::UnknownNode { pass: PASS.into(), node: name.clone() })?;
-        let v = from_toml(v);
+        let v = toml_to_json(v, &na_as_null);
         let bad = |what: &str, e: String| PassError::file(&path, format!("node `{name}`: bad {what}: {e}"));
         let common: CommonMeta = serde_json::from_value(v.get("common").cloned().unwrap_or(json!({"args": {}, "results": {}})))
             .map_err(|e| bad("common", e.to_string()))?;

@@ -42,20 +42,20 @@ pub(crate) fn entry_config<'a>(key: &str, v: &'a Value) -> std::result::Result<&
 }
 
 /// The ops a pass can change, and the words its errors use for them.
-pub(crate) struct Changeable {
+pub(crate) struct ChangeableOps {
     /// The `mase_op` names of the ops.
     pub ops: &'static [&'static str],
     /// What a type key outside `ops` names (`ops`, `layers`).
-    pub noun: &'static str,
+    pub key_noun: &'static str,
     /// What the pass does to a node (`quantized`, `widened`).
-    pub done: &'static str,
+    pub action_done: &'static str,
     /// The heading of the list of `ops` (`quantizable`, `widenable`).
-    pub able: &'static str,
+    pub list_heading: &'static str,
 }
 
-impl Changeable {
+impl ChangeableOps {
     fn list(&self) -> String {
-        format!("{}: {}", self.able, self.ops.join(", "))
+        format!("{}: {}", self.list_heading, self.ops.join(", "))
     }
 }
 
@@ -66,7 +66,7 @@ pub(crate) struct Keyed<'a, C> {
     selector: Selector,
     entries: &'a IndexMap<String, C>,
     default: Option<&'a C>,
-    changeable: &'a Changeable,
+    changeable: &'a ChangeableOps,
 }
 
 /// The entry that applies to one node.
@@ -88,7 +88,7 @@ impl<'a, C> Keyed<'a, C> {
         by: By,
         entries: &'a IndexMap<String, C>,
         default: Option<&'a C>,
-        changeable: &'a Changeable,
+        changeable: &'a ChangeableOps,
     ) -> Result<(Keyed<'a, C>, Vec<String>)> {
         let keys: Vec<String> = entries.keys().cloned().collect();
         let selector = Selector::new(pass, by, &keys)?;
@@ -97,7 +97,7 @@ impl<'a, C> Keyed<'a, C> {
                 return Err(PassError::Config {
                     pass: pass.into(),
                     key: k.clone(),
-                    reason: format!("`{k}` {} cannot be {} ({})", changeable.noun, changeable.done, changeable.list()),
+                    reason: format!("`{k}` {} cannot be {} ({})", changeable.key_noun, changeable.action_done, changeable.list()),
                 });
             }
         }
@@ -117,7 +117,7 @@ impl<'a, C> Keyed<'a, C> {
                 return Err(PassError::Node {
                     pass: self.pass.into(),
                     node: k.to_string(),
-                    reason: format!("a `{op}` node cannot be {} ({})", self.changeable.done, self.changeable.list()),
+                    reason: format!("a `{op}` node cannot be {} ({})", self.changeable.action_done, self.changeable.list()),
                 });
             }
             return Ok(None);

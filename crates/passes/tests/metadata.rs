@@ -7,19 +7,22 @@ use mase_ir::{ArgMeta, TensorMeta};
 use mase_passes::{run_pass, PassError};
 use serde_json::{json, Value};
 
-fn tensor(g: &mase_ir::Graph, node: &str, table: &str, key: &str) -> TensorMeta {
+/// The entry `key` of a node's common `args` or `results`.
+fn entry<'g>(g: &'g mase_ir::Graph, node: &str, table: &str, key: &str) -> Option<&'g ArgMeta> {
     let n = g.node(g.require(node).unwrap());
     let t = if table == "args" { &n.meta.common.args } else { &n.meta.common.results };
-    match t.get(key) {
+    t.get(key)
+}
+
+fn tensor(g: &mase_ir::Graph, node: &str, table: &str, key: &str) -> TensorMeta {
+    match entry(g, node, table, key) {
         Some(ArgMeta::Tensor(m)) => m.clone(),
         other => panic!("{node}.{table}.{key}: {other:?}"),
     }
 }
 
 fn config(g: &mase_ir::Graph, node: &str, table: &str, key: &str) -> Value {
-    let n = g.node(g.require(node).unwrap());
-    let t = if table == "args" { &n.meta.common.args } else { &n.meta.common.results };
-    match t.get(key) {
+    match entry(g, node, table, key) {
         Some(ArgMeta::Config(v)) => v.clone(),
         other => panic!("{node}.{table}.{key}: {other:?}"),
     }

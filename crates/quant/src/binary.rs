@@ -9,22 +9,17 @@
 //!
 //! Row means are summed in `f64`, in index order.
 
-use crate::registry::{any_shape, on_grid_elementwise, FormatImpl, Reach, Scope};
+use crate::registry::{on_grid_elementwise, Reach, Scope};
 use crate::round::clamp_nan;
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "binary",
-    doc: "stochastic, bipolar: bipolar x >= 0 ? 1 : -1; else (x > 0) * mean|x| per index of dim 0; stochastic on p = clamp((x + 1) / 2, 0, 1)",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "binary";
+pub(crate) const DOC: &str =
+    "stochastic, bipolar: bipolar x >= 0 ? 1 : -1; else (x > 0) * mean|x| per index of dim 0; stochastic on p = clamp((x + 1) / 2, 0, 1)";
+pub(crate) use crate::registry::any_shape as validate_shape;
 
 fn spec(fmt: &QuantFormat) -> (bool, bool) {
     match *fmt {
@@ -35,12 +30,12 @@ fn spec(fmt: &QuantFormat) -> (bool, bool) {
 
 /// Bipolar binary looks at each value alone and, when stochastic, draws one number per value;
 /// the zero-scaled form scales by a mean over each index of the first dimension and draws none.
-fn scope(fmt: &QuantFormat) -> Scope {
+pub(crate) fn scope(fmt: &QuantFormat) -> Scope {
     let (stochastic, bipolar) = spec(fmt);
     Scope { reach: if bipolar { Reach::Value } else { Reach::Row }, random: stochastic && bipolar }
 }
 
-fn validate(_fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(_fmt: &QuantFormat) -> Result<()> {
     Ok(())
 }
 
@@ -68,7 +63,7 @@ fn zero_scaled(x: &[f32], out: &mut [f32], n: usize, f: impl Fn(f32) -> f32) {
     }
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng: &mut Rng) {
     let n = row_len(shape, x.len());
     match spec(fmt) {
         (false, true) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = if v >= 0.0 { 1.0 } else { -1.0 }),
@@ -78,7 +73,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng: &
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng: &mut Rng) {
     let (stochastic, bipolar) = spec(fmt);
     let n = row_len(shape, x.len());
     let values: Vec<f32> = if stochastic { x.iter().map(|&v| ((v + 1.0) / 2.0).clamp(0.0, 1.0)).collect() } else { x.to_vec() };
@@ -104,7 +99,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], rng
 }
 
 /// Bipolar: ±1. Zero-scaled: 0 or a positive scale, i.e. any non-negative finite value.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     match spec(fmt) {
         (_, true) => v == 1.0 || v == -1.0,
         (_, false) => v.is_finite() && v >= 0.0,
@@ -112,7 +107,7 @@ fn representable(fmt: &QuantFormat, v: f32) -> bool {
 }
 
 /// Zero-scaled rows must hold one positive value besides zeros.
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     if spec(fmt).1 {
         return on_grid_elementwise(fmt, x, shape);
     }

@@ -3,21 +3,14 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::int_quant::validate_param;
-use crate::registry::{FormatImpl, Reach, Scope};
+use crate::registry::{Reach, Scope};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, Tensor};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "bipolar_quant",
-    doc: "scale: (x >= 0 ? 1 : -1) * scale (QONNX BipolarQuant)",
-    validate,
-    validate_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "bipolar_quant";
+pub(crate) const DOC: &str = "scale: (x >= 0 ? 1 : -1) * scale (QONNX BipolarQuant)";
 
 fn spec(fmt: &QuantFormat) -> &Tensor {
     match fmt {
@@ -27,20 +20,20 @@ fn spec(fmt: &QuantFormat) -> &Tensor {
 }
 
 /// Per value with a per-tensor scale; a per-channel one ties values to positions.
-fn scope(fmt: &QuantFormat) -> Scope {
+pub(crate) fn scope(fmt: &QuantFormat) -> Scope {
     let reach = if spec(fmt).numel() == 1 { Reach::Value } else { Reach::Tensor };
     Scope { reach, random: false }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     validate_param("bipolar_quant", "scale", spec(fmt), true)
 }
 
-fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
+pub(crate) fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
     check("bipolar_quant", "scale", spec(fmt), shape)
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let s = spec(fmt);
     map_runs(&s.shape, shape, x, out, |v, k| {
         let y = if v >= 0.0 { 1.0 } else { -1.0 };
@@ -48,7 +41,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
     });
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let s = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
         let y_int = if v >= 0.0 { 1.0 } else { -1.0 };
@@ -57,11 +50,11 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
 }
 
 /// `±scale` for some channel's scale.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     spec(fmt).data.iter().any(|&s| v == s || v == -s)
 }
 
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let s = spec(fmt);
     (0..x.len())
         .filter(|&i| {

@@ -9,22 +9,15 @@
 
 use crate::block::{reference_blocks, run_blocks, validate_block_size, Blocking};
 use crate::error::param;
-use crate::registry::{any_shape, tensor_scope, FormatImpl};
 use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "block_fp",
-    doc: "width, exponent_width, exponent_bias, block_size: shared e = ceil(log2 max|x|) per block, s * 2^e * round(|x| / 2^e * 2^(w-1)) / 2^(w-1)",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope: tensor_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "block_fp";
+pub(crate) const DOC: &str = "width, exponent_width, exponent_bias, block_size: shared e = ceil(log2 max|x|) per block, s * 2^e * round(|x| / 2^e * 2^(w-1)) / 2^(w-1)";
+pub(crate) use crate::registry::{any_shape as validate_shape, tensor_scope as scope};
 
 struct Spec<'a> {
     m: i64,
@@ -44,7 +37,7 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
     }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::BlockFp { width, exponent_width, exponent_bias, block_size, .. } = fmt else {
         unreachable!("block_fp called with {}", fmt.type_name())
     };
@@ -75,7 +68,7 @@ fn one(v: f32, e: Option<i64>, shift: f32) -> f32 {
     s * p * (mi / shift)
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     let shift = exp2i(f.m);
@@ -83,7 +76,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
     run_blocks(&bl, x, out, |m| (!m.is_nan()).then(|| ceil_log2(m).clamp(lo, hi)), |v, e| one(v, e, shift));
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
@@ -115,7 +108,7 @@ fn fits(v: f32, e: i64, m: i64) -> bool {
 }
 
 /// Representable as a block of its own: on the grid of some exponent in range.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     v.is_finite() && fits(v, finest_exponent(v.abs(), &f), f.m)
 }
@@ -132,7 +125,7 @@ fn finest_exponent(pmax: f32, f: &Spec<'_>) -> i64 {
     e.clamp(f.e_min, f.e_max)
 }
 
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     let mut bad = Vec::new();

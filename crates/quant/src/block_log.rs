@@ -9,22 +9,16 @@
 
 use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::log::{log_one, log_reference, log_representable, validate_width};
-use crate::registry::{any_shape, tensor_scope, FormatImpl};
 use crate::round::{ceil_log2, exp2i, exponent_range};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "block_log",
-    doc: "width, exponent_bias_width, block_size: log format with bias clamp(2^(w-1) - 1 - ceil(log2 max|x|), 0, 2^ebw - 1) per block",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope: tensor_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "block_log";
+pub(crate) const DOC: &str =
+    "width, exponent_bias_width, block_size: log format with bias clamp(2^(w-1) - 1 - ceil(log2 max|x|), 0, 2^ebw - 1) per block";
+pub(crate) use crate::registry::{any_shape as validate_shape, tensor_scope as scope};
 
 struct Spec<'a> {
     width: u32,
@@ -65,7 +59,7 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
     }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::BlockLog { width, exponent_bias_width, block_size, .. } = fmt else {
         unreachable!("block_log called with {}", fmt.type_name())
     };
@@ -74,7 +68,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     validate_block_size("block_log", block_size)
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     run_blocks(
@@ -95,7 +89,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
     );
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     reference_blocks(&bl, x, out, |v, pmax| {
@@ -111,7 +105,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
 }
 
 /// Representable as a block of its own: `±2^e` for some bias.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     let (lo, _) = f.range(f.bias_max);
     let (_, hi) = f.range(0);
@@ -119,7 +113,7 @@ fn representable(fmt: &QuantFormat, v: f32) -> bool {
 }
 
 /// A block is on the grid when one bias represents all of its values ([`on_grid_shared_bias`]).
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     on_grid_shared_bias(&bl, x, f.bias_max, |m| f.bias(m), |v, bias| f.fits(v, bias))

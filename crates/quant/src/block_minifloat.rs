@@ -10,23 +10,16 @@
 use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::minifloat_denorm::validate_mini;
 use crate::minifloat_ieee::{ieee_one, ieee_reference, ieee_representable};
-use crate::registry::{any_shape, tensor_scope, FormatImpl};
 use crate::round::{exp2i, exponent_range, floor_log2};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "block_minifloat",
-    doc:
-        "width, exponent_width, exponent_bias_width, block_size: minifloat_ieee with bias clamp(floor(log2 max|x|), 0, 2^ebw - 1) per block",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope: tensor_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "block_minifloat";
+pub(crate) const DOC: &str =
+    "width, exponent_width, exponent_bias_width, block_size: minifloat_ieee with bias clamp(floor(log2 max|x|), 0, 2^ebw - 1) per block";
+pub(crate) use crate::registry::{any_shape as validate_shape, tensor_scope as scope};
 
 struct Spec<'a> {
     m: i64,
@@ -67,7 +60,7 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
     }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::BlockMinifloat { width, exponent_width, exponent_bias_width, block_size, .. } = fmt else {
         unreachable!("block_minifloat called with {}", fmt.type_name())
     };
@@ -76,7 +69,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     validate_block_size("block_minifloat", block_size)
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     let shift = exp2i(f.m);
@@ -93,7 +86,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
     );
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     reference_blocks(&bl, x, out, |v, pmax| {
@@ -108,13 +101,13 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
 }
 
 /// Representable as a block of its own: some bias in `[0, 2^ebw - 1]` represents it.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     (0..=f.bias_max).any(|b| f.fits(v, b))
 }
 
 /// A block is on the grid when one bias represents all of its values ([`on_grid_shared_bias`]).
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     let bl = Blocking::new(shape, f.block, f.skip);
     on_grid_shared_bias(&bl, x, f.bias_max, |m| f.bias(m), |v, bias| f.fits(v, bias))

@@ -15,22 +15,15 @@
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
 use crate::int_quant::validate_param;
-use crate::registry::{FormatImpl, Reach, Scope};
+use crate::registry::{Reach, Scope};
 use crate::round::{exp2i, floor_log2, rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "float_quant",
-    doc: "scale, exponent_bitwidth, mantissa_bitwidth, exponent_bias, max_val, ...: 2^es * round(x / 2^es), es = max(floor(log2|x|) - M, 1 - bias - M), clamped (QONNX FloatQuant)",
-    validate,
-    validate_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "float_quant";
+pub(crate) const DOC: &str = "scale, exponent_bitwidth, mantissa_bitwidth, exponent_bias, max_val, ...: 2^es * round(x / 2^es), es = max(floor(log2|x|) - M, 1 - bias - M), clamped (QONNX FloatQuant)";
 
 struct Spec<'a> {
     scale: &'a Tensor,
@@ -76,12 +69,12 @@ fn spec(fmt: &QuantFormat) -> Spec<'_> {
 }
 
 /// Per value with a per-tensor scale; a per-channel one ties values to positions.
-fn scope(fmt: &QuantFormat) -> Scope {
+pub(crate) fn scope(fmt: &QuantFormat) -> Scope {
     let reach = if spec(fmt).scale.numel() == 1 { Reach::Value } else { Reach::Tensor };
     Scope { reach, random: false }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::FloatQuant {
         scale,
         exponent_bitwidth: e,
@@ -123,7 +116,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     validate_param("float_quant", "scale", scale, true)
 }
 
-fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
+pub(crate) fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
     check("float_quant", "scale", spec(fmt).scale, shape)
 }
 
@@ -162,13 +155,13 @@ fn one(v: f32, s: f32, f: &Spec<'_>, round: impl Fn(f32) -> f32) -> f32 {
     xq * s
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let s = &f.scale.data;
     with_rounding!(f.mode, |round| map_runs(&f.scale.shape, shape, x, out, |v, k| one(v, s[k], &f, round)))
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
         let scale = value_at(f.scale, shape, i);
@@ -204,7 +197,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
 /// scale: a finite grid value, or ±inf for a non-saturating format with infinities. The grid does
 /// not depend on the rounding mode, and nearest rounding finds a grid point again even where
 /// `v / scale` is off by a rounding step.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     fits(v, &f, f.scale.data.iter().copied())
 }
@@ -216,7 +209,7 @@ fn fits(v: f32, f: &Spec<'_>, mut scales: impl Iterator<Item = f32>) -> bool {
     v.is_finite() && scales.any(|s| one(v, s, f, rne) == v)
 }
 
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     (0..x.len())
         .filter(|&i| {

@@ -13,22 +13,16 @@
 
 use crate::bcast::{check, map_runs, value_at};
 use crate::error::param;
-use crate::registry::{FormatImpl, Reach, Scope};
+use crate::registry::{Reach, Scope};
 use crate::round::{rne, round_mode, with_rounding};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng, RoundingMode, Tensor};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "int_quant",
-    doc: "scale, zero_point, bit_width, signed, narrow, rounding_mode: (round(clamp(x / s + z, min, max)) - z) * s (QONNX IntQuant)",
-    validate,
-    validate_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "int_quant";
+pub(crate) const DOC: &str =
+    "scale, zero_point, bit_width, signed, narrow, rounding_mode: (round(clamp(x / s + z, min, max)) - z) * s (QONNX IntQuant)";
 
 struct Spec<'a> {
     scale: &'a Tensor,
@@ -88,13 +82,13 @@ pub(crate) fn validate_param(format: &'static str, field: &'static str, t: &Tens
 }
 
 /// Per value with a per-tensor scale; a per-channel one ties values to positions.
-fn scope(fmt: &QuantFormat) -> Scope {
+pub(crate) fn scope(fmt: &QuantFormat) -> Scope {
     let s = spec(fmt);
     let reach = if s.scale.numel() == 1 && s.zp.numel() == 1 { Reach::Value } else { Reach::Tensor };
     Scope { reach, random: false }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::IntQuant { scale, zero_point, bit_width, .. } = fmt else { unreachable!("int_quant called with {}", fmt.type_name()) };
     if !(bit_width.fract() == 0.0 && (1.0..=32.0).contains(bit_width)) {
         return Err(param("int_quant", "bit_width", bit_width, "must be an integer between 1 and 32"));
@@ -103,7 +97,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     validate_param("int_quant", "zero_point", zero_point, false)
 }
 
-fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
+pub(crate) fn validate_shape(fmt: &QuantFormat, shape: &[usize]) -> Result<()> {
     let f = spec(fmt);
     check("int_quant", "scale", f.scale, shape)?;
     check("int_quant", "zero_point", f.zp, shape)
@@ -139,12 +133,12 @@ fn run(f: &Spec<'_>, x: &[f32], shape: &[usize], out: &mut [f32], round: impl Fn
     }
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     with_rounding!(f.mode, |round| run(&f, x, shape, out, round))
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     for (i, &v) in x.iter().enumerate() {
         let scale = value_at(f.scale, shape, i);
@@ -182,12 +176,12 @@ fn pairs<'a>(f: &'a Spec<'a>) -> Box<dyn Iterator<Item = (f32, f32)> + 'a> {
 /// channel's scale and zero point. The outputs are float computations, so "on the grid" means
 /// "re-quantizing finds the same grid point"; nearest rounding does so even where `v / scale`
 /// is off by a rounding step, whatever the node's own rounding mode.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     v.is_finite() && pairs(&f).any(|(s, z)| one(v, s, z, &f, rne) == v)
 }
 
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     let f = spec(fmt);
     (0..x.len())
         .filter(|&i| {

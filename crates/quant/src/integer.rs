@@ -5,22 +5,15 @@
 //! Bounds are taken in `f32`, so above 24 bits `hi` is rounded as PyTorch rounds it.
 
 use crate::error::param;
-use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{clamp_nan, exp2i, rne};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "integer",
-    doc: "width, frac_width, signed: clamp(round_half_even(x * 2^frac), lo, hi) / 2^frac",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid: on_grid_elementwise,
-    scope: value_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "integer";
+pub(crate) const DOC: &str = "width, frac_width, signed: clamp(round_half_even(x * 2^frac), lo, hi) / 2^frac";
+pub(crate) use crate::registry::{any_shape as validate_shape, on_grid_elementwise as on_grid, value_scope as scope};
 
 /// A fixed-point format: `width` bits of which `frac_width` lie after the binary point. The
 /// integer executor works on its codes (`round(x * 2^frac)`, clamped).
@@ -83,7 +76,7 @@ fn bounds(f: Fixed) -> (f32, f32) {
     (f.lo() as f32, f.hi() as f32)
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let f = spec(fmt);
     if !(1..=32).contains(&f.width) {
         return Err(param("integer", "width", f.width, "must be between 1 and 32"));
@@ -99,7 +92,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     Ok(())
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let (lo, hi) = bounds(f);
     let (s, inv) = (exp2i(f.frac_width as i64), exp2i(-(f.frac_width as i64)));
@@ -109,7 +102,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = spec(fmt);
     let (lo, hi) = bounds(f);
     let scale = 2f32.powi(f.frac_width);
@@ -119,7 +112,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _r
 }
 
 /// `v * 2^frac` is an integer inside the bounds.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = spec(fmt);
     let (lo, hi) = bounds(f);
     let t = v as f64 * 2f64.powi(f.frac_width);

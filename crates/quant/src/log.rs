@@ -7,22 +7,15 @@
 //! Zero maps to `2^e_min`; NaN stays NaN; ±inf saturate to `±2^e_max`.
 
 use crate::error::param;
-use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{exp2i, exponent_range, floor_log2, round_log2, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "log",
-    doc: "width, exponent_bias: sign(x) * 2^clamp(round(log2 |x|), -bias, 2^(width-1) - 1 - bias)",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid: on_grid_elementwise,
-    scope: value_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "log";
+pub(crate) const DOC: &str = "width, exponent_bias: sign(x) * 2^clamp(round(log2 |x|), -bias, 2^(width-1) - 1 - bias)";
+pub(crate) use crate::registry::{any_shape as validate_shape, on_grid_elementwise as on_grid, value_scope as scope};
 
 /// The exponent range: the exponent field is all but the sign bit.
 fn spec(fmt: &QuantFormat) -> (i64, i64) {
@@ -40,7 +33,7 @@ pub(crate) fn validate_width(format: &'static str, width: u32) -> Result<()> {
     Ok(())
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     let QuantFormat::Log { width, exponent_bias } = *fmt else { unreachable!("log called with {}", fmt.type_name()) };
     validate_width("log", width)?;
     if let Some(b) = exponent_bias {
@@ -88,7 +81,7 @@ fn offset(e_min: i64) -> f32 {
     (0.1 * 2f64.powi(e_min as i32)) as f32
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let (e_min, e_max) = spec(fmt);
     let t = offset(e_min);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -96,7 +89,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let (e_min, e_max) = spec(fmt);
     let t = offset(e_min);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -104,7 +97,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _r
     }
 }
 
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let (e_min, e_max) = spec(fmt);
     log_representable(v, e_min, e_max)
 }

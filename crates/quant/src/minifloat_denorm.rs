@@ -10,22 +10,17 @@
 //! ±inf saturate to `±2^e_max (1 - 2^-M)` (MASE's mask arithmetic turns them into NaN).
 
 use crate::error::param;
-use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
 use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "minifloat_denorm",
-    doc: "width, exponent_width, exponent_bias: s * 2^e * clamp(round(|x| / 2^e * 2^M), 0, 2^M - 1) / 2^M, e = ceil(log2 |x|)",
-    validate: validate_minifloat,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid: on_grid_elementwise,
-    scope: value_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "minifloat_denorm";
+pub(crate) const DOC: &str =
+    "width, exponent_width, exponent_bias: s * 2^e * clamp(round(|x| / 2^e * 2^M), 0, 2^M - 1) / 2^M, e = ceil(log2 |x|)";
+pub(crate) use self::validate_minifloat as validate;
+pub(crate) use crate::registry::{any_shape as validate_shape, on_grid_elementwise as on_grid, value_scope as scope};
 
 /// Mantissa bits and exponent range of a minifloat (this module's and `minifloat_ieee`'s).
 #[derive(Clone, Copy, Debug)]
@@ -104,7 +99,7 @@ fn one(v: f32, f: Mini, shift: f32) -> f32 {
     s * p * (mi / shift)
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = Mini::of(fmt);
     let shift = exp2i(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -112,7 +107,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = Mini::of(fmt);
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(f.m);
@@ -131,7 +126,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _r
 }
 
 /// `|v| <= 1e-8` (passed through), or `v = ±mi * 2^(e - M)` with `mi < 2^M` and `e` in range.
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = Mini::of(fmt);
     if !v.is_finite() {
         return false;

@@ -9,22 +9,17 @@
 //! ```
 //! `|x| <= 1e-8` passes through; large values saturate at `2^e_max (2 - 2^-M)`; NaN stays NaN.
 
-use crate::minifloat_denorm::{lowest_bit_exponent, validate_minifloat, Mini};
-use crate::registry::{any_shape, on_grid_elementwise, value_scope, FormatImpl};
+use crate::minifloat_denorm::{lowest_bit_exponent, Mini};
 use crate::round::{clamp_nan, close_to_zero, exp2i, floor_log2, rne, sign};
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "minifloat_ieee",
-    doc: "width, exponent_width, exponent_bias: IEEE-like s * 2^e * (1 + mi / 2^M), subnormals at e = -bias, saturating",
-    validate: validate_minifloat,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid: on_grid_elementwise,
-    scope: value_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "minifloat_ieee";
+pub(crate) const DOC: &str =
+    "width, exponent_width, exponent_bias: IEEE-like s * 2^e * (1 + mi / 2^M), subnormals at e = -bias, saturating";
+pub(crate) use crate::minifloat_denorm::validate_minifloat as validate;
+pub(crate) use crate::registry::{any_shape as validate_shape, on_grid_elementwise as on_grid, value_scope as scope};
 
 /// One value with mantissa bits `m` (`shift = 2^m`) and exponent range `[e_min, e_max]`; shared
 /// with block minifloat, whose bias (and so range) is per block.
@@ -85,7 +80,7 @@ pub(crate) fn ieee_representable(v: f32, m: i64, e_min: i64, e_max: i64) -> bool
     e > e_min && e <= e_max && lowest_bit_exponent(a) >= e - m
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = Mini::of(fmt);
     let shift = exp2i(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -93,14 +88,14 @@ fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng:
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let f = Mini::of(fmt);
     for (o, &v) in out.iter_mut().zip(x) {
         *o = ieee_reference(v, f.e_min, f.e_max, f.m);
     }
 }
 
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     let f = Mini::of(fmt);
     ieee_representable(v, f.m, f.e_min, f.e_max)
 }

@@ -1,5 +1,5 @@
-//! The table of number formats. Each format is one module that exports a [`FormatImpl`]; the table
-//! below lists them, and the public functions of the crate find a format's entry by the
+//! The table of number formats. Each format is one module whose items make a [`FormatImpl`]
+//! (`format_entry!`); the table below lists them, and the public functions of the crate find a format's entry by the
 //! `type_name` of its [`QuantFormat`] variant. Adding a format is one new module and one line here
 //! (doc/how-to-add-a-quantizer.md).
 
@@ -66,20 +66,40 @@ pub(crate) fn tensor_scope(_fmt: &QuantFormat) -> Scope {
     Scope { reach: Reach::Tensor, random: false }
 }
 
+/// The entry of a format module. Every format module defines the items this reads: `NAME`, `DOC`
+/// and the functions `validate`, `validate_shape`, `kernel`, `reference`, `representable`,
+/// `on_grid` and `scope` (a shared one, such as [`any_shape`], imported under that name), so a
+/// module that leaves one out stops the build here.
+macro_rules! format_entry {
+    ($module:ident) => {
+        FormatImpl {
+            name: crate::$module::NAME,
+            doc: crate::$module::DOC,
+            validate: crate::$module::validate,
+            validate_shape: crate::$module::validate_shape,
+            quantize: crate::$module::kernel,
+            reference: crate::$module::reference,
+            representable: crate::$module::representable,
+            on_grid: crate::$module::on_grid,
+            scope: crate::$module::scope,
+        }
+    };
+}
+
 /// Every format, in the order of `QuantFormat`'s variants.
 pub(crate) const FORMATS: &[FormatImpl] = &[
-    crate::integer::FORMAT,
-    crate::minifloat_denorm::FORMAT,
-    crate::minifloat_ieee::FORMAT,
-    crate::log::FORMAT,
-    crate::block_fp::FORMAT,
-    crate::block_minifloat::FORMAT,
-    crate::block_log::FORMAT,
-    crate::binary::FORMAT,
-    crate::ternary::FORMAT,
-    crate::int_quant::FORMAT,
-    crate::bipolar_quant::FORMAT,
-    crate::float_quant::FORMAT,
+    format_entry!(integer),
+    format_entry!(minifloat_denorm),
+    format_entry!(minifloat_ieee),
+    format_entry!(log),
+    format_entry!(block_fp),
+    format_entry!(block_minifloat),
+    format_entry!(block_log),
+    format_entry!(binary),
+    format_entry!(ternary),
+    format_entry!(int_quant),
+    format_entry!(bipolar_quant),
+    format_entry!(float_quant),
 ];
 
 /// The entry of a format.

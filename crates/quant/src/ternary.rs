@@ -12,21 +12,16 @@
 
 use crate::binary::row_len;
 use crate::error::param;
-use crate::registry::{any_shape, on_grid_elementwise, row_scope, FormatImpl};
+use crate::registry::on_grid_elementwise;
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
-pub(crate) const FORMAT: FormatImpl = FormatImpl {
-    name: "ternary",
-    doc: "scaling_factor, threshold: 1 / 0 / -1 around ±δ (threshold, or 0.75 * mean|x| per index of dim 0), times mean|x| above δ when scaled",
-    validate,
-    validate_shape: any_shape,
-    quantize: kernel,
-    reference,
-    representable,
-    on_grid,
-    scope: row_scope,
-};
+/// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
+/// below (shared ones imported under the names the registry reads).
+pub(crate) const NAME: &str = "ternary";
+pub(crate) const DOC: &str =
+    "scaling_factor, threshold: 1 / 0 / -1 around ±δ (threshold, or 0.75 * mean|x| per index of dim 0), times mean|x| above δ when scaled";
+pub(crate) use crate::registry::{any_shape as validate_shape, row_scope as scope};
 
 fn spec(fmt: &QuantFormat) -> (bool, Option<f32>) {
     match *fmt {
@@ -35,7 +30,7 @@ fn spec(fmt: &QuantFormat) -> (bool, Option<f32>) {
     }
 }
 
-fn validate(fmt: &QuantFormat) -> Result<()> {
+pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
     if let (_, Some(t)) = spec(fmt) {
         if !(t.is_finite() && t >= 0.0) {
             return Err(param("ternary", "threshold", t, "must be a finite number >= 0"));
@@ -44,7 +39,7 @@ fn validate(fmt: &QuantFormat) -> Result<()> {
     Ok(())
 }
 
-fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let (scaled, threshold) = spec(fmt);
     let n = row_len(shape, x.len());
     for (xr, or) in x.chunks(n).zip(out.chunks_mut(n)) {
@@ -72,7 +67,7 @@ fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: 
     }
 }
 
-fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
+pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
     let (scaled, threshold) = spec(fmt);
     let n = row_len(shape, x.len());
     for row in 0..x.len().div_ceil(n) {
@@ -109,7 +104,7 @@ fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rn
 }
 
 /// Unscaled: -1, 0 or 1. Scaled: any finite value (0 or ±α for some α).
-fn representable(fmt: &QuantFormat, v: f32) -> bool {
+pub(crate) fn representable(fmt: &QuantFormat, v: f32) -> bool {
     match spec(fmt) {
         (false, _) => v == 0.0 || v == 1.0 || v == -1.0,
         (true, _) => v.is_finite(),
@@ -117,7 +112,7 @@ fn representable(fmt: &QuantFormat, v: f32) -> bool {
 }
 
 /// Scaled rows must hold one magnitude besides zeros.
-fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn on_grid(fmt: &QuantFormat, x: &[f32], shape: &[usize]) -> Vec<usize> {
     if !spec(fmt).0 {
         return on_grid_elementwise(fmt, x, shape);
     }

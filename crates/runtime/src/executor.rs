@@ -1,7 +1,7 @@
 //! The executor: a graph and its parameters compiled into plans, run forward and backward.
 
 use crate::infer::{self, Locality, ReplicaSource, Replicas};
-use crate::kernels::{Accum, Bwd, Fwd, Kern};
+use crate::kernels::{Accum, Bwd, Fwd, NodeKernel};
 use crate::loss::{cross_entropy, StepStats};
 use crate::optim::Optimizer;
 use crate::plan::Plan;
@@ -393,7 +393,7 @@ impl Executor {
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let train = mode == Mode::Train;
         for (i, kern) in kerns.iter_mut().enumerate() {
-            if matches!(kern, Kern::Nop) {
+            if matches!(kern, NodeKernel::Nop) {
                 continue;
             }
             // Quantized nodes read quantized copies of their inputs and parameters.

@@ -11,7 +11,7 @@ use crate::kernels::norm::{BatchNorm, NormSlots};
 use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
 use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
-use crate::kernels::Kern;
+use crate::kernels::NodeKernel;
 use crate::slots::ParamSlot;
 use crate::topo::{is_alias, Topo};
 use crate::{Result, RuntimeError};
@@ -26,7 +26,7 @@ pub(crate) struct Plan {
     pub vals: Vec<Vec<f32>>,
     /// Gradient buffers by storage, allocated at the first training step.
     pub grads: Vec<Vec<f32>>,
-    pub kerns: Vec<Kern>,
+    pub kerns: Vec<NodeKernel>,
     /// Whether the last forward on this plan ran in training mode (backward needs it).
     pub trained: bool,
     /// Why this shape cannot run in training mode, if it cannot.
@@ -89,25 +89,25 @@ impl Plan {
 
 /// The kernel of one node for concrete shapes. Shape inference has already checked every shape,
 /// so this only reads sizes.
-fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], threads: usize) -> Kern {
+fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], threads: usize) -> NodeKernel {
     let x = ins.first().copied().unwrap_or(&[]);
     let numel = |s: &[usize]| s.iter().product::<usize>();
-    let act = |k| Kern::Act(Activation::new(k));
+    let act = |k| NodeKernel::Act(Activation::new(k));
     let pool_geom = |p| PoolGeom::new(p, x, out);
     match &node.op {
-        Op::Input | Op::Output | Op::Flatten { .. } | Op::Reshape { .. } | Op::Size { .. } => Kern::Nop,
-        Op::Constant => Kern::Constant(Constant::new(slots[0])),
+        Op::Input | Op::Output | Op::Flatten { .. } | Op::Reshape { .. } | Op::Size { .. } => NodeKernel::Nop,
+        Op::Constant => NodeKernel::Constant(Constant::new(slots[0])),
         Op::Linear { in_features, out_features, bias } => {
-            Kern::Linear(Linear::new(numel(x), *in_features, *out_features, slots[0], bias.then(|| slots[1])))
+            NodeKernel::Linear(Linear::new(numel(x), *in_features, *out_features, slots[0], bias.then(|| slots[1])))
         }
-        Op::Conv1d(c) | Op::Conv2d(c) => Kern::Conv(Conv::new(ConvGeom::new(c, x, out), slots[0], c.bias.then(|| slots[1]), threads)),
+        Op::Conv1d(c) | Op::Conv2d(c) => NodeKernel::Conv(Conv::new(ConvGeom::new(c, x, out), slots[0], c.bias.then(|| slots[1]), threads)),
         Op::BatchNorm1d(n) | Op::BatchNorm2d(n) => {
             let s = if n.affine {
                 NormSlots { weight: Some(slots[0]), bias: Some(slots[1]), running_mean: slots[2], running_var: slots[3] }
             } else {
                 NormSlots { weight: None, bias: None, running_mean: slots[0], running_var: slots[1] }
             };
-            Kern::BatchNorm(BatchNorm::new(n, x, s))
+            NodeKernel::BatchNorm(BatchNorm::new(n, x, s))
         }
         Op::Relu => act(ActKind::Relu),
         Op::Relu6 => act(ActKind::Relu6),
@@ -116,27 +116,27 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Tanh => act(ActKind::Tanh),
         Op::Selu => act(ActKind::Selu),
         Op::Gelu { tanh } => act(if *tanh { ActKind::GeluTanh } else { ActKind::Gelu }),
-        Op::Softmax { dim: d } => Kern::Softmax(Softmax::new(x, dim(*d, x.len()), false)),
-        Op::LogSoftmax { dim: d } => Kern::Softmax(Softmax::new(x, dim(*d, x.len()), true)),
-        Op::MaxPool1d(p) | Op::MaxPool2d(p) => Kern::MaxPool(MaxPool::new(pool_geom(p))),
-        Op::AvgPool1d(p) | Op::AvgPool2d(p) => Kern::AvgPool(AvgPool::new(pool_geom(p))),
-        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Kern::AdaptiveAvgPool(AdaptiveAvgPool::new(x, out)),
+        Op::Softmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), false)),
+        Op::LogSoftmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), true)),
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) => NodeKernel::MaxPool(MaxPool::new(pool_geom(p))),
+        Op::AvgPool1d(p) | Op::AvgPool2d(p) => NodeKernel::AvgPool(AvgPool::new(pool_geom(p))),
+        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => NodeKernel::AdaptiveAvgPool(AdaptiveAvgPool::new(x, out)),
         Op::Transpose { dim0, dim1 } => {
             let mut perm: Vec<usize> = (0..x.len()).collect();
             perm.swap(dim(*dim0, x.len()), dim(*dim1, x.len()));
-            Kern::Permute(Permute::new(x, &perm))
+            NodeKernel::Permute(Permute::new(x, &perm))
         }
-        Op::Permute { dims } => Kern::Permute(Permute::new(x, &dims.iter().map(|&d| dim(d, x.len())).collect::<Vec<_>>())),
-        Op::Add => Kern::Binary(Binary::new(BinOp::Add, ins[0], ins[1], out)),
-        Op::Sub => Kern::Binary(Binary::new(BinOp::Sub, ins[0], ins[1], out)),
-        Op::Mul => Kern::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
-        Op::MatMul => Kern::MatMul(MatMul::new(ins[0], ins[1], out)),
-        Op::Dropout { p } => Kern::Dropout(Dropout::new(*p, numel(out))),
-        Op::Div => Kern::Binary(Binary::new(BinOp::Div, ins[0], ins[1], out)),
-        Op::Pow => Kern::Binary(Binary::new(BinOp::Pow, ins[0], ins[1], out)),
+        Op::Permute { dims } => NodeKernel::Permute(Permute::new(x, &dims.iter().map(|&d| dim(d, x.len())).collect::<Vec<_>>())),
+        Op::Add => NodeKernel::Binary(Binary::new(BinOp::Add, ins[0], ins[1], out)),
+        Op::Sub => NodeKernel::Binary(Binary::new(BinOp::Sub, ins[0], ins[1], out)),
+        Op::Mul => NodeKernel::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
+        Op::MatMul => NodeKernel::MatMul(MatMul::new(ins[0], ins[1], out)),
+        Op::Dropout { p } => NodeKernel::Dropout(Dropout::new(*p, numel(out))),
+        Op::Div => NodeKernel::Binary(Binary::new(BinOp::Div, ins[0], ins[1], out)),
+        Op::Pow => NodeKernel::Binary(Binary::new(BinOp::Pow, ins[0], ins[1], out)),
         Op::Sqrt => act(ActKind::Sqrt),
         Op::Clip { min, max } => act(ActKind::Clip(*min, *max)),
-        Op::Concat { dim: d } => Kern::Concat(Concat::new(ins, out, dim(*d, out.len()))),
-        Op::Pad { begin, value, .. } => Kern::Pad(Pad::new(x, out, begin, *value)),
+        Op::Concat { dim: d } => NodeKernel::Concat(Concat::new(ins, out, dim(*d, out.len()))),
+        Op::Pad { begin, value, .. } => NodeKernel::Pad(Pad::new(x, out, begin, *value)),
     }
 }

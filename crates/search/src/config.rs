@@ -137,12 +137,17 @@ fn table<'a>(v: Option<&'a Value>, at: &str) -> Result<Option<&'a Map<String, Va
 }
 
 fn check_keys(m: &Map<String, Value>, at: &str, allowed: &[&str]) -> Result<()> {
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(SearchError::config(format!("{at}.{k}"), format!("unknown key (expected one of: {})", allowed.join(", "))));
-        }
+    reject_unknown_keys(m, at, allowed, &format!("unknown key (expected one of: {})", allowed.join(", ")))
+}
+
+/// Fails on the first key of the table `m` (found at `at`) that `allowed` does not list, with the
+/// error at `{at}.{key}` and the reason `reason`. Shared by the config, runner, sampler and space
+/// tables, whose reasons word the allowed keys each their own way.
+pub(crate) fn reject_unknown_keys(m: &Map<String, Value>, at: &str, allowed: &[&str], reason: &str) -> Result<()> {
+    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(SearchError::config(format!("{at}.{k}"), reason)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn uint(v: &Value, at: &str) -> Result<u64> {
@@ -166,179 +171,18 @@ impl SearchConfig {
             &["name", "eval_mode", "sw_runner", "hw_runner", "setup", "metrics", "constraints", "sampler_options"],
         )?;
         let mut warnings = Vec::new();
-        match get(strategy, "name").map(|v| v.as_str()) {
-            None | Some(Some("optuna")) | Some(Some("mase")) => {}
-            Some(other) => {
-                return Err(SearchError::config(
-                    "search.strategy.name",
-                    format!(
-                        "{} is not a strategy: `optuna` (MASE's name; the samplers are built in) is the only one",
-                        other.map_or("a non-string".into(), |s| format!("`{s}`"))
-                    ),
-                ))
-            }
-        }
-        let eval_mode = match get(strategy, "eval_mode") {
-            None => true,
-            Some(v) => v.as_bool().ok_or_else(|| SearchError::config("search.strategy.eval_mode", "must be true or false"))?,
-        };
-        if !eval_mode {
-            warnings.push(
-                "search.strategy.eval_mode = false: candidates are still evaluated in evaluation mode (batch norm uses running statistics)"
-                    .into(),
-            );
-        }
-        let runners = |key: &str| -> Result<Vec<(String, Value)>> {
-            Ok(table(get(strategy, key), &format!("search.strategy.{key}"))?
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default())
-        };
-        let sw_runners = runners("sw_runner")?;
-        let hw_runners = runners("hw_runner")?;
-
-        let setup_at = "search.strategy.setup";
-        let s = table(get(strategy, "setup"), setup_at)?
-            .ok_or_else(|| SearchError::config(setup_at, "missing: give at least `sampler` and `sum_scaled_metrics`"))?;
-        check_keys(
-            s,
-            setup_at,
-            &[
-                "n_jobs",
-                "n_trials",
-                "timeout",
-                "sampler",
-                "sum_scaled_metrics",
-                "direction",
-                "seed",
-                "pkl_ckpt",
-                "save_every_n_trials",
-                "model_parallel",
-                "runner_style",
-            ],
-        )?;
-        for ignored in ["pkl_ckpt", "save_every_n_trials", "model_parallel", "runner_style"] {
-            if s.contains_key(ignored) {
-                warnings.push(format!("{setup_at}.{ignored} is ignored: every trial is committed to the study database as it finishes"));
-            }
-        }
-        let n_jobs = match s.get("n_jobs") {
-            None => 1,
-            Some(v) => match v.as_i64() {
-                Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                // Each job is an OS thread; spawning many thousands fails, and a failed spawn
-                // of a scoped thread panics.
-                Some(n) if (1..=MAX_JOBS as i64).contains(&n) => n as usize,
-                _ => {
-                    return Err(SearchError::config(
-                        format!("{setup_at}.n_jobs"),
-                        format!("must be an integer from 1 to {MAX_JOBS} or -1 (all cores), got {v}"),
-                    ))
-                }
-            },
-        };
-        let n_trials = match s.get("n_trials") {
-            None => 20,
-            Some(v) => uint(v, &format!("{setup_at}.n_trials"))? as usize,
-        };
-        let timeout = match s.get("timeout") {
-            None => None,
-            Some(v) => Some(v.as_f64().filter(|t| *t > 0.0).ok_or_else(|| {
-                SearchError::config(format!("{setup_at}.timeout"), format!("must be a positive number of seconds, got {v}"))
-            })?),
-        };
-        let sampler = s
-            .get("sampler")
-            .ok_or_else(|| {
-                let known: Vec<&str> = crate::sampler::SAMPLERS.iter().map(|(names, _, _)| names[0]).collect();
-                SearchError::config(format!("{setup_at}.sampler"), format!("missing: one of {}", known.join(", ")))
-            })?
-            .as_str()
-            .ok_or_else(|| SearchError::config(format!("{setup_at}.sampler"), "must be a string"))?
-            .to_string();
-        let seed = s.get("seed").map(|v| uint(v, &format!("{setup_at}.seed"))).transpose()?;
-        let sum = s
-            .get("sum_scaled_metrics")
-            .ok_or_else(|| {
-                SearchError::config(
-                    format!("{setup_at}.sum_scaled_metrics"),
-                    "missing (MASE requires it): true for one summed objective, false for one objective per metric",
-                )
-            })?
-            .as_bool()
-            .ok_or_else(|| SearchError::config(format!("{setup_at}.sum_scaled_metrics"), "must be true or false"))?;
-        let parse_dir = |v: &Value, at: &str| -> Result<Direction> {
-            v.as_str()
-                .and_then(Direction::parse)
-                .ok_or_else(|| SearchError::config(at, format!("must be \"maximize\" or \"minimize\", got {v}")))
-        };
-        let sum_scaled = if sum {
-            let d = s
-                .get("direction")
-                .ok_or_else(|| SearchError::config(format!("{setup_at}.direction"), "missing: a summed objective needs a direction"))?;
-            Some(parse_dir(d, &format!("{setup_at}.direction"))?)
-        } else {
-            if s.contains_key("direction") {
-                warnings
-                    .push(format!("{setup_at}.direction is ignored when sum_scaled_metrics = false (each metric has its own direction)"));
-            }
-            None
-        };
-
-        let metrics_at = "search.strategy.metrics";
-        let mt = table(get(strategy, "metrics"), metrics_at)?
-            .ok_or_else(|| SearchError::config(metrics_at, "missing: name at least one metric"))?;
-        if mt.is_empty() {
-            return Err(SearchError::config(metrics_at, "empty: name at least one metric"));
-        }
-        let mut metrics = Vec::new();
-        for (name, v) in mt {
-            let at = format!("{metrics_at}.{name}");
-            let m = table(Some(v), &at)?.ok_or_else(|| SearchError::config(&at, "must be a table"))?;
-            check_keys(m, &at, &["scale", "direction"])?;
-            let scale = match m.get("scale") {
-                None => 1.0,
-                Some(x) => x
-                    .as_f64()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| SearchError::config(format!("{at}.scale"), format!("must be a number, got {x}")))?,
-            };
-            let direction = match m.get("direction") {
-                Some(d) => parse_dir(d, &format!("{at}.direction"))?,
-                None if sum => Direction::Maximize,
-                None => {
-                    return Err(SearchError::config(
-                        format!("{at}.direction"),
-                        "missing: each metric needs a direction when sum_scaled_metrics = false",
-                    ))
-                }
-            };
-            metrics.push(MetricSpec { name: name.clone(), scale, direction });
-        }
-
-        let mut constraints = Vec::new();
-        if let Some(c) = table(get(strategy, "constraints"), "search.strategy.constraints")? {
-            for (name, v) in c {
-                let at = format!("search.strategy.constraints.{name}");
-                let m = table(Some(v), &at)?.ok_or_else(|| SearchError::config(&at, "must be a table such as { min = 0.9 }"))?;
-                check_keys(m, &at, &["min", "max"])?;
-                let bound = |k: &str| -> Result<Option<f64>> {
-                    m.get(k)
-                        .map(|x| x.as_f64().ok_or_else(|| SearchError::config(format!("{at}.{k}"), format!("must be a number, got {x}"))))
-                        .transpose()
-                };
-                let (min, max) = (bound("min")?, bound("max")?);
-                if min.is_none() && max.is_none() {
-                    return Err(SearchError::config(&at, "give `min`, `max` or both"));
-                }
-                constraints.push(Constraint { metric: name.clone(), min, max });
-            }
-        }
-
+        check_strategy_name(strategy)?;
+        let eval_mode = parse_eval_mode(strategy, &mut warnings)?;
+        let sw_runners = runner_tables(strategy, "sw_runner")?;
+        let hw_runners = runner_tables(strategy, "hw_runner")?;
+        let (setup, sum_scaled) = parse_setup(strategy, &mut warnings)?;
+        let metrics = parse_metrics(strategy, sum_scaled.is_some())?;
+        let constraints = parse_constraints(strategy)?;
         Ok(SearchConfig {
             space,
             sw_runners,
             hw_runners,
-            setup: Setup { n_jobs, n_trials, timeout, sampler, seed },
+            setup,
             objective: Objective::new(metrics, sum_scaled, constraints),
             sampler_options: get(strategy, "sampler_options").cloned().unwrap_or(Value::Null),
             eval_mode,
@@ -352,4 +196,191 @@ impl SearchConfig {
         let v = serde_json::to_value(search).map_err(|e| SearchError::config("search", e.to_string()))?;
         SearchConfig::parse(&v)
     }
+}
+
+/// `search.strategy.name`: absent, or MASE's `optuna` (or `mase`).
+fn check_strategy_name(strategy: &Map<String, Value>) -> Result<()> {
+    match get(strategy, "name").map(|v| v.as_str()) {
+        None | Some(Some("optuna")) | Some(Some("mase")) => Ok(()),
+        Some(other) => Err(SearchError::config(
+            "search.strategy.name",
+            format!(
+                "{} is not a strategy: `optuna` (MASE's name; the samplers are built in) is the only one",
+                other.map_or("a non-string".into(), |s| format!("`{s}`"))
+            ),
+        )),
+    }
+}
+
+/// `search.strategy.eval_mode` (default true); false is accepted with a warning.
+fn parse_eval_mode(strategy: &Map<String, Value>, warnings: &mut Vec<String>) -> Result<bool> {
+    let eval_mode = match get(strategy, "eval_mode") {
+        None => true,
+        Some(v) => v.as_bool().ok_or_else(|| SearchError::config("search.strategy.eval_mode", "must be true or false"))?,
+    };
+    if !eval_mode {
+        warnings.push(
+            "search.strategy.eval_mode = false: candidates are still evaluated in evaluation mode (batch norm uses running statistics)"
+                .into(),
+        );
+    }
+    Ok(eval_mode)
+}
+
+/// The runner tables under `search.strategy.{key}`, in file order.
+fn runner_tables(strategy: &Map<String, Value>, key: &str) -> Result<Vec<(String, Value)>> {
+    Ok(table(get(strategy, key), &format!("search.strategy.{key}"))?
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default())
+}
+
+fn parse_direction(v: &Value, at: &str) -> Result<Direction> {
+    v.as_str().and_then(Direction::parse).ok_or_else(|| SearchError::config(at, format!("must be \"maximize\" or \"minimize\", got {v}")))
+}
+
+/// `[search.strategy.setup]`, and the direction of the summed objective (`None`: one objective
+/// per metric).
+fn parse_setup(strategy: &Map<String, Value>, warnings: &mut Vec<String>) -> Result<(Setup, Option<Direction>)> {
+    let setup_at = "search.strategy.setup";
+    let s = table(get(strategy, "setup"), setup_at)?
+        .ok_or_else(|| SearchError::config(setup_at, "missing: give at least `sampler` and `sum_scaled_metrics`"))?;
+    check_keys(
+        s,
+        setup_at,
+        &[
+            "n_jobs",
+            "n_trials",
+            "timeout",
+            "sampler",
+            "sum_scaled_metrics",
+            "direction",
+            "seed",
+            "pkl_ckpt",
+            "save_every_n_trials",
+            "model_parallel",
+            "runner_style",
+        ],
+    )?;
+    for ignored in ["pkl_ckpt", "save_every_n_trials", "model_parallel", "runner_style"] {
+        if s.contains_key(ignored) {
+            warnings.push(format!("{setup_at}.{ignored} is ignored: every trial is committed to the study database as it finishes"));
+        }
+    }
+    let n_jobs = match s.get("n_jobs") {
+        None => 1,
+        Some(v) => match v.as_i64() {
+            Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // Each job is an OS thread; spawning many thousands fails, and a failed spawn
+            // of a scoped thread panics.
+            Some(n) if (1..=MAX_JOBS as i64).contains(&n) => n as usize,
+            _ => {
+                return Err(SearchError::config(
+                    format!("{setup_at}.n_jobs"),
+                    format!("must be an integer from 1 to {MAX_JOBS} or -1 (all cores), got {v}"),
+                ))
+            }
+        },
+    };
+    let n_trials = match s.get("n_trials") {
+        None => 20,
+        Some(v) => uint(v, &format!("{setup_at}.n_trials"))? as usize,
+    };
+    let timeout =
+        match s.get("timeout") {
+            None => None,
+            Some(v) => Some(v.as_f64().filter(|t| *t > 0.0).ok_or_else(|| {
+                SearchError::config(format!("{setup_at}.timeout"), format!("must be a positive number of seconds, got {v}"))
+            })?),
+        };
+    let sampler = s
+        .get("sampler")
+        .ok_or_else(|| {
+            let known: Vec<&str> = crate::sampler::SAMPLERS.iter().map(|(names, _, _)| names[0]).collect();
+            SearchError::config(format!("{setup_at}.sampler"), format!("missing: one of {}", known.join(", ")))
+        })?
+        .as_str()
+        .ok_or_else(|| SearchError::config(format!("{setup_at}.sampler"), "must be a string"))?
+        .to_string();
+    let seed = s.get("seed").map(|v| uint(v, &format!("{setup_at}.seed"))).transpose()?;
+    let sum = s
+        .get("sum_scaled_metrics")
+        .ok_or_else(|| {
+            SearchError::config(
+                format!("{setup_at}.sum_scaled_metrics"),
+                "missing (MASE requires it): true for one summed objective, false for one objective per metric",
+            )
+        })?
+        .as_bool()
+        .ok_or_else(|| SearchError::config(format!("{setup_at}.sum_scaled_metrics"), "must be true or false"))?;
+    let sum_scaled = if sum {
+        let d = s
+            .get("direction")
+            .ok_or_else(|| SearchError::config(format!("{setup_at}.direction"), "missing: a summed objective needs a direction"))?;
+        Some(parse_direction(d, &format!("{setup_at}.direction"))?)
+    } else {
+        if s.contains_key("direction") {
+            warnings.push(format!("{setup_at}.direction is ignored when sum_scaled_metrics = false (each metric has its own direction)"));
+        }
+        None
+    };
+    Ok((Setup { n_jobs, n_trials, timeout, sampler, seed }, sum_scaled))
+}
+
+/// `[search.strategy.metrics.*]`; a metric's direction may be left out of a summed objective
+/// (`sum`), where it defaults to maximize.
+fn parse_metrics(strategy: &Map<String, Value>, sum: bool) -> Result<Vec<MetricSpec>> {
+    let metrics_at = "search.strategy.metrics";
+    let mt =
+        table(get(strategy, "metrics"), metrics_at)?.ok_or_else(|| SearchError::config(metrics_at, "missing: name at least one metric"))?;
+    if mt.is_empty() {
+        return Err(SearchError::config(metrics_at, "empty: name at least one metric"));
+    }
+    let mut metrics = Vec::new();
+    for (name, v) in mt {
+        let at = format!("{metrics_at}.{name}");
+        let m = table(Some(v), &at)?.ok_or_else(|| SearchError::config(&at, "must be a table"))?;
+        check_keys(m, &at, &["scale", "direction"])?;
+        let scale = match m.get("scale") {
+            None => 1.0,
+            Some(x) => x
+                .as_f64()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| SearchError::config(format!("{at}.scale"), format!("must be a number, got {x}")))?,
+        };
+        let direction = match m.get("direction") {
+            Some(d) => parse_direction(d, &format!("{at}.direction"))?,
+            None if sum => Direction::Maximize,
+            None => {
+                return Err(SearchError::config(
+                    format!("{at}.direction"),
+                    "missing: each metric needs a direction when sum_scaled_metrics = false",
+                ))
+            }
+        };
+        metrics.push(MetricSpec { name: name.clone(), scale, direction });
+    }
+    Ok(metrics)
+}
+
+/// `[search.strategy.constraints.*]`: bounds on metrics.
+fn parse_constraints(strategy: &Map<String, Value>) -> Result<Vec<Constraint>> {
+    let mut constraints = Vec::new();
+    if let Some(c) = table(get(strategy, "constraints"), "search.strategy.constraints")? {
+        for (name, v) in c {
+            let at = format!("search.strategy.constraints.{name}");
+            let m = table(Some(v), &at)?.ok_or_else(|| SearchError::config(&at, "must be a table such as { min = 0.9 }"))?;
+            check_keys(m, &at, &["min", "max"])?;
+            let bound = |k: &str| -> Result<Option<f64>> {
+                m.get(k)
+                    .map(|x| x.as_f64().ok_or_else(|| SearchError::config(format!("{at}.{k}"), format!("must be a number, got {x}"))))
+                    .transpose()
+            };
+            let (min, max) = (bound("min")?, bound("max")?);
+            if min.is_none() && max.is_none() {
+                return Err(SearchError::config(&at, "give `min`, `max` or both"));
+            }
+            constraints.push(Constraint { metric: name.clone(), min, max });
+        }
+    }
+    Ok(constraints)
 }

@@ -45,11 +45,11 @@ pub mod math;
 pub mod objective;
 mod param;
 pub mod pareto;
-mod plan;
 pub mod plot;
 pub mod report;
 pub mod runner;
 pub mod sampler;
+mod setup;
 pub mod space;
 pub mod storage;
 pub mod study;
@@ -59,9 +59,9 @@ pub use config::{SearchConfig, Setup, StorageConfig};
 pub use error::{Result, SearchError};
 pub use objective::{Constraint, MetricSpec, Objective};
 pub use param::{Direction, ParamDef, ParamKind};
-pub use plan::{check_search_config, plan, SearchPlan};
 pub use runner::{build_runners, Runner, RunnerEnv, Stage};
 pub use sampler::{build_sampler, share_sampler_options, Sampler, SamplerOptions};
+pub use setup::{assemble_search, check_search_config, SearchSetup};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
 pub use storage::{
     open_storage, ConnectOptions, MemoryStorage, OpenMode, PgEnv, PostgresStorage, SqliteStorage, SslMode, Storage, StorageUrl,

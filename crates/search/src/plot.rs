@@ -3,6 +3,8 @@
 //! Text is drawn with DejaVu Sans, shipped in `assets/` with its licence, so plots render the
 //! same on a machine without fonts.
 
+use crate::objective::Objective;
+use crate::trial::TrialRecord;
 use crate::{Result, SearchError};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -288,3 +290,44 @@ pub fn plot_panels(stem: &Path, title: &str, panels: &[Panel]) -> Result<Vec<Pat
 
 /// The size of one panel of [`plot_panels`].
 const PANEL_SIZE: (u32, u32) = (560, 460);
+
+/// The charts of one study: the titles and the best-so-far curve (the hypervolume so far for
+/// several objectives) with its axis label.
+#[derive(Clone, Debug)]
+pub struct StudyCharts<'a> {
+    pub best_so_far_title: &'a str,
+    pub pareto_title: &'a str,
+    pub curve_label: &'a str,
+    pub curve: Series,
+}
+
+/// Writes the charts of one study in `dir`: `best_so_far.{png,svg}` with the curve and, for two
+/// objectives, `pareto.{png,svg}` with every feasible complete trial and the `front` marked.
+/// Returns the files written.
+pub fn plot_study(
+    dir: &Path,
+    charts: &StudyCharts<'_>,
+    trials: &[TrialRecord],
+    front: &[&TrialRecord],
+    objective: &Objective,
+) -> Result<Vec<PathBuf>> {
+    let mut files =
+        plot_best_so_far(&dir.join("best_so_far"), charts.best_so_far_title, charts.curve_label, std::slice::from_ref(&charts.curve))?;
+    let names = objective.value_names();
+    if names.len() == 2 {
+        // A stored trial may hold fewer values than the objective (a study file written by hand
+        // or by another version); such a trial is left out of the plot.
+        let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
+        let all: Vec<(f64, f64)> = trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
+        let front: Vec<(f64, f64)> = front.iter().filter_map(|t| pt(t)).collect();
+        files.extend(plot_pareto(
+            &dir.join("pareto"),
+            charts.pareto_title,
+            &format!("{} (scaled)", names[0]),
+            &format!("{} (scaled)", names[1]),
+            &all,
+            &front,
+        )?);
+    }
+    Ok(files)
+}

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use mase_ir::Rng;
 use mase_search::compare::{self, SamplerRuns, SeedRun};
-use mase_search::plot::{plot_bands, plot_best_so_far, plot_pareto, BandSeries, Series};
+use mase_search::plot::{plot_bands, plot_study, BandSeries, Series, StudyCharts};
 use mase_search::report::{best_json, best_so_far, common_reference, hypervolume_so_far, write_atomic, write_reports};
 use mase_search::{
     best_trials, open_storage, run_study, share_sampler_options, BaseModel, Observer, OpenMode, PassesQuantizer, RunnerEnv, SqliteStorage,
@@ -73,16 +73,16 @@ pub fn run(args: &SearchArgs) -> Result<()> {
     let mut objective = None;
     for (k, sampler) in comparison.samplers.iter().enumerate() {
         let search = comparison.config_of(&search, k, sampler.as_deref());
-        let plan = mase_search::plan(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
+        let assembled = mase_search::assemble_search(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
         if k == 0 {
-            for w in &plan.config.warnings {
+            for w in &assembled.config.warnings {
                 human.warn(w);
             }
         }
-        let sampler_name = plan.sampler.name();
+        let sampler_name = assembled.sampler.name();
         let mut runs = Vec::new();
         for seed_override in &comparison.seeds {
-            let seed = seed_override.or(plan.config.setup.seed).unwrap_or(s.seed);
+            let seed = seed_override.or(assembled.config.setup.seed).unwrap_or(s.seed);
             let (name, dir) = match (comparison.compare, seed_override) {
                 (false, _) => (base_name.clone(), out_dir.clone()),
                 (true, None) => (format!("{base_name}-{sampler_name}"), out_dir.join("compare").join(sampler_name)),
@@ -98,13 +98,14 @@ pub fn run(args: &SearchArgs) -> Result<()> {
                     (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
                 }
             };
-            let study = StudyRun { plan: &plan, name: &name, dir: &dir, seed, label: &label, threads: s.threads, storage: &storage_cfg };
+            let study =
+                StudyRun { assembled: &assembled, name: &name, dir: &dir, seed, label: &label, threads: s.threads, storage: &storage_cfg };
             let (result, trials) = run_one_study(&study, store, mode, &human, &mut files)?;
             results.push(result);
             runs.push((seed, name, trials));
         }
         studies.push((sampler_name.to_string(), runs));
-        objective = Some(plan.config.objective.clone());
+        objective = Some(assembled.config.objective.clone());
     }
     if comparison.compare {
         let Some(objective) = objective else { bail!("no sampler to compare") };
@@ -191,7 +192,7 @@ struct Comparison {
     /// `None`: the configured seed.
     seeds: Vec<Option<u64>>,
     /// Each compared sampler's share of `sampler_options` (the configured sampler alone gets it
-    /// from the plan).
+    /// from the assembled search).
     sampler_options: Option<Vec<Value>>,
 }
 
@@ -238,7 +239,7 @@ impl Comparison {
 
 /// One study of a search: what to run and where its reports go.
 struct StudyRun<'a> {
-    plan: &'a mase_search::SearchPlan,
+    assembled: &'a mase_search::SearchSetup,
     name: &'a str,
     dir: &'a Path,
     seed: u64,
@@ -256,12 +257,12 @@ fn run_one_study(
     human: &Human,
     files: &mut Vec<PathBuf>,
 ) -> Result<(Value, Vec<TrialRecord>)> {
-    let (plan, cfg, label, dir) = (study.plan, &study.plan.config, study.label, study.dir);
+    let (assembled, cfg, label, dir) = (study.assembled, &study.assembled.config, study.label, study.dir);
     human.info(format!(
         "Searching `{}` of model '{label}' with the {} sampler: {} parameters, {} trials, {} job(s); study `{}` in {}{}",
-        plan.space.name(),
-        plan.sampler.name(),
-        plan.space.params().len(),
+        assembled.space.name(),
+        assembled.sampler.name(),
+        assembled.space.params().len(),
         cfg.setup.n_trials,
         cfg.setup.n_jobs,
         study.name,
@@ -274,10 +275,10 @@ fn run_one_study(
     }
     let setup = mase_search::StudySetup {
         name: study.name.to_string(),
-        space: plan.space.as_ref(),
-        sampler: plan.sampler.as_ref(),
+        space: assembled.space.as_ref(),
+        sampler: assembled.sampler.as_ref(),
         objective: &cfg.objective,
-        runners: &plan.runners,
+        runners: &assembled.runners,
         n_trials: cfg.setup.n_trials,
         n_jobs: cfg.setup.n_jobs,
         timeout: cfg.setup.timeout.map(Duration::from_secs_f64),
@@ -306,13 +307,13 @@ fn run_one_study(
         StopReason::Timeout => human.info("The search stopped at its timeout"),
         StopReason::Completed => {}
     }
-    write_reports(dir, &out.trials, &cfg.objective, plan.space.params())?;
+    write_reports(dir, &out.trials, &cfg.objective, assembled.space.params())?;
     let best = best_trials(&out.trials, &cfg.objective);
     print_best(human, &best);
     files.extend(study_plots(study, &out.trials, &best)?);
     let complete = out.trials.iter().filter(|t| t.state == mase_search::TrialState::Complete).count();
     let result = json!({
-        "sampler": plan.sampler.name(),
+        "sampler": assembled.sampler.name(),
         "seed": study.seed,
         "study": study.name,
         "trials": out.trials.len(),
@@ -329,31 +330,15 @@ fn run_one_study(
 /// Plots of one study: the best value so far (hypervolume for several objectives) and, for two
 /// objectives, the Pareto scatter.
 fn study_plots(study: &StudyRun<'_>, trials: &[TrialRecord], best: &[&TrialRecord]) -> Result<Vec<PathBuf>> {
-    let (plan, cfg, label, dir) = (study.plan, &study.plan.config, study.label, study.dir);
-    let names = cfg.objective.value_names();
-    let curve = curve(trials, &cfg.objective, &[trials]);
-    let mut files = plot_best_so_far(
-        &dir.join("best_so_far"),
-        &format!("{} ({})", label, plan.sampler.name()),
-        &curve_label(&cfg.objective),
-        &[Series { label: plan.sampler.name().into(), points: curve }],
-    )?;
-    if names.len() == 2 {
-        // A stored trial may hold fewer values than the objective (a study file written by hand
-        // or by another version); such a trial is left out of the plot.
-        let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
-        let all: Vec<(f64, f64)> = trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
-        let front: Vec<(f64, f64)> = best.iter().filter_map(|t| pt(t)).collect();
-        files.extend(plot_pareto(
-            &dir.join("pareto"),
-            &format!("{label}: Pareto front"),
-            &format!("{} (scaled)", names[0]),
-            &format!("{} (scaled)", names[1]),
-            &all,
-            &front,
-        )?);
-    }
-    Ok(files)
+    let (assembled, cfg, label, dir) = (study.assembled, &study.assembled.config, study.label, study.dir);
+    let sampler = assembled.sampler.name();
+    let charts = StudyCharts {
+        best_so_far_title: &format!("{label} ({sampler})"),
+        pareto_title: &format!("{label}: Pareto front"),
+        curve_label: &curve_label(&cfg.objective),
+        curve: Series { label: sampler.into(), points: curve(trials, &cfg.objective, &[trials]) },
+    };
+    Ok(plot_study(dir, &charts, trials, best, &cfg.objective)?)
 }
 
 /// The comparison of samplers: `<stem>.{png,svg}` with each sampler's mean best-so-far curve

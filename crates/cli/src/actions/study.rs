@@ -6,7 +6,7 @@ use crate::actions::search::{curve, curve_label, print_best};
 use crate::args::{StudyAction, StudyArgs, StudyCopyArgs, StudyDeleteArgs, StudyExportArgs, StudySelectArgs, StudyStoreArgs};
 use crate::output::Human;
 use anyhow::{bail, Result};
-use mase_search::plot::{plot_best_so_far, plot_pareto, Series};
+use mase_search::plot::{plot_study, Series, StudyCharts};
 use mase_search::report::{best_json, log_json, trials_csv, write_atomic};
 use mase_search::{
     best_trials, check_trials, objective_from_spec, open_storage, params_from_spec, ConnectOptions, Objective, Storage, StorageUrl,
@@ -231,27 +231,13 @@ fn export(a: &StudyExportArgs) -> Result<()> {
 /// The charts `ch search` draws: best so far (hypervolume for several objectives) and, for two
 /// objectives, the Pareto scatter.
 fn plots(dir: &Path, s: &Loaded) -> Result<Vec<PathBuf>> {
-    let mut files = plot_best_so_far(
-        &dir.join("best_so_far"),
-        &format!("study {}", s.name),
-        &curve_label(&s.objective),
-        &[Series { label: s.name.clone(), points: curve(&s.trials, &s.objective, &[&s.trials]) }],
-    )?;
-    let names = s.objective.value_names();
-    if names.len() == 2 {
-        let pt = |t: &TrialRecord| t.values.as_ref().and_then(|v| Some((*v.first()?, *v.get(1)?)));
-        let all: Vec<(f64, f64)> = s.trials.iter().filter(|t| t.is_feasible_complete()).filter_map(pt).collect();
-        let front: Vec<(f64, f64)> = best_trials(&s.trials, &s.objective).into_iter().filter_map(pt).collect();
-        files.extend(plot_pareto(
-            &dir.join("pareto"),
-            &format!("study {}: Pareto front", s.name),
-            &format!("{} (scaled)", names[0]),
-            &format!("{} (scaled)", names[1]),
-            &all,
-            &front,
-        )?);
-    }
-    Ok(files)
+    let charts = StudyCharts {
+        best_so_far_title: &format!("study {}", s.name),
+        pareto_title: &format!("study {}: Pareto front", s.name),
+        curve_label: &curve_label(&s.objective),
+        curve: Series { label: s.name.clone(), points: curve(&s.trials, &s.objective, &[&s.trials]) },
+    };
+    Ok(plot_study(dir, &charts, &s.trials, &best_trials(&s.trials, &s.objective), &s.objective)?)
 }
 
 fn copy(a: &StudyCopyArgs) -> Result<()> {

@@ -105,17 +105,9 @@ pub(crate) fn context(s: &Settings, p: &mut Prepared, out_dir: PathBuf) -> PassC
     ctx
 }
 
-/// TOML arguments as the JSON the pass registry takes.
+/// TOML arguments as the JSON the pass registry takes (every string kept).
 pub(crate) fn toml_to_json(v: &toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => Value::Object(t.iter().map(|(k, x)| (k.clone(), toml_to_json(x))).collect()),
-    }
+    mase_passes::interface::toml_to_json(v, &|s| Value::String(s.to_string()))
 }
 
 /// Runs a pass, turning its error into one line that names it.

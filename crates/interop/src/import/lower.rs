@@ -1,6 +1,6 @@
 //! One ONNX node at a time into IR nodes, constants or shapes.
 
-use super::value::{Dim, Dyn, Val};
+use super::value::{Computed, Dim, Val};
 use super::{base_name, Importer};
 use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::Const;
@@ -72,7 +72,7 @@ impl Importer {
     /// Imports one ONNX node.
     pub(crate) fn node(&mut self, n: &NodeProto) -> Result<()> {
         let out = self.lower(n).map_err(|e| self.explain_moved_batch(n, e))?;
-        if matches!(out, Val::Const(_) | Val::Sym { .. }) && n.op_type != "Constant" {
+        if matches!(out, Val::Const(_) | Val::Shape { .. }) && n.op_type != "Constant" {
             *self.folded.entry(n.op_type.clone()).or_default() += 1;
         }
         let first = n.output.first().filter(|o| !o.is_empty()).ok_or_else(|| err(n, "the node has no output"))?;
@@ -128,9 +128,9 @@ impl Importer {
         }
     }
 
-    pub(crate) fn req_dyn(&self, n: &NodeProto, k: usize) -> Result<Dyn> {
+    pub(crate) fn req_dyn(&self, n: &NodeProto, k: usize) -> Result<Computed> {
         match self.req(n, k)? {
-            Val::Dyn(d) => Ok(d),
+            Val::Computed(d) => Ok(d),
             v => Err(err(n, format!("input {k} must be a computed tensor, it is {}", v.kind()))),
         }
     }
@@ -138,15 +138,15 @@ impl Importer {
     /// The IR node of a value used as an operand, and the format it carries.
     pub(crate) fn operand(&mut self, n: &NodeProto, v: Val) -> Result<(NodeId, Option<QuantFormat>)> {
         match v {
-            Val::Dyn(d) => Ok((d.id, d.quant)),
+            Val::Computed(d) => Ok((d.id, d.quant)),
             Val::Const(c) => Ok((self.const_node(n, &c), None)),
-            Val::QConst(c, f) => Ok((self.const_node(n, &c), Some(f))),
-            Val::Sym { .. } => Err(err(n, "a shape computed from the batch size is used as data, which is not supported")),
+            Val::QuantConst(c, f) => Ok((self.const_node(n, &c), Some(f))),
+            Val::Shape { .. } => Err(err(n, "a shape computed from the batch size is used as data, which is not supported")),
         }
     }
 
     /// Emits a parameter-free op (a function, method or parameter-free module) on `ins`.
-    pub(crate) fn call(&mut self, n: &NodeProto, op: Op, ins: Vec<Val>) -> Result<Dyn> {
+    pub(crate) fn call(&mut self, n: &NodeProto, op: Op, ins: Vec<Val>) -> Result<Computed> {
         let mut ids = Vec::with_capacity(ins.len());
         let mut data_in = Vec::with_capacity(ins.len());
         for v in ins {
@@ -164,7 +164,7 @@ impl Importer {
         ids: &[NodeId],
         data_in: Vec<Option<QuantFormat>>,
         suffix: &str,
-    ) -> Result<Dyn> {
+    ) -> Result<Computed> {
         let name = format!("{}{suffix}", base_name(n));
         let id = match fx_target(&op) {
             Some((kind, target)) => self.emit(n, &name, kind, target, op, ids, data_in)?,
@@ -178,7 +178,7 @@ impl Importer {
 
     /// A data-moving op (reshape, permute, pad) whose input's quantizer, when per-tensor, moves to
     /// its output so that the next computing node applies it.
-    pub(crate) fn moving(&mut self, n: &NodeProto, op: Op, x: Dyn, suffix: &str) -> Result<Dyn> {
+    pub(crate) fn moving(&mut self, n: &NodeProto, op: Op, x: Computed, suffix: &str) -> Result<Computed> {
         let (carry, data_in) = match &x.quant {
             Some(q) if qonnx::per_tensor(q) => (Some(q.clone()), vec![None]),
             q => (None, vec![q.clone()]),
@@ -188,7 +188,7 @@ impl Importer {
         Ok(d)
     }
 
-    pub(crate) fn call_vals(&mut self, n: &NodeProto, op: Op, ins: Vec<Val>, suffix: &str) -> Result<Dyn> {
+    pub(crate) fn call_vals(&mut self, n: &NodeProto, op: Op, ins: Vec<Val>, suffix: &str) -> Result<Computed> {
         let mut ids = Vec::new();
         let mut data_in = Vec::new();
         for v in ins {

@@ -24,7 +24,7 @@ use crate::{InteropError, Result, UnsupportedOp};
 use mase_ir::{Graph, NodeId, NodeKind, NodeQuant, Op, ParamStore, QuantFormat, TensorMeta, ValueInfo};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use value::{Dim, Dyn, Val};
+use value::{Computed, Dim, Val};
 
 /// What happens to quantizers on weights.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -215,7 +215,7 @@ impl Importer {
             }
         };
         let d = match self.value(&out.name)? {
-            Val::Dyn(d) => d,
+            Val::Computed(d) => d,
             other => {
                 return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) })
             }
@@ -288,7 +288,7 @@ impl Importer {
         };
         self.probes.push([probe(PROBES[0]), probe(PROBES[1])]);
         let shape = std::iter::once(Dim::Batch).chain(sample.iter().map(|&v| Dim::Fixed(v as i64))).collect();
-        self.vals.insert(input.name.clone(), Val::Dyn(Dyn { id, shape, quant: None }));
+        self.vals.insert(input.name.clone(), Val::Computed(Computed { id, shape, quant: None }));
         Ok(sample)
     }
 
@@ -308,7 +308,7 @@ impl Importer {
     }
 
     /// The shape of an IR node's value, from its probes.
-    pub fn dyn_of(&self, id: NodeId) -> Result<Dyn> {
+    pub fn dyn_of(&self, id: NodeId) -> Result<Computed> {
         let [a, b] = &self.probes[id.0];
         let (a, b) = (a.shape(), b.shape());
         let mut shape = Vec::with_capacity(a.len());
@@ -326,7 +326,7 @@ impl Importer {
                 ));
             });
         }
-        Ok(Dyn { id, shape, quant: None })
+        Ok(Computed { id, shape, quant: None })
     }
 
     /// Adds an IR node and infers its shapes. `data_in` are the formats of its inputs (quantized

@@ -15,7 +15,7 @@ pub(crate) enum Dim {
 
 /// A tensor computed by the graph.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Dyn {
+pub(crate) struct Computed {
     pub id: NodeId,
     pub shape: Vec<Dim>,
     /// A QONNX quantizer applied to the value and not yet attached to a node: its consumers get
@@ -23,7 +23,7 @@ pub(crate) struct Dyn {
     pub quant: Option<QuantFormat>,
 }
 
-impl Dyn {
+impl Computed {
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -40,12 +40,12 @@ impl Dyn {
 /// An ONNX value during import.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Val {
-    Dyn(Dyn),
+    Computed(Computed),
     Const(Const),
     /// A constant with a quantizer on it (a QONNX weight).
-    QConst(Const, QuantFormat),
+    QuantConst(Const, QuantFormat),
     /// A 1-D integer tensor (or a scalar) holding shape entries, some of them the batch size.
-    Sym {
+    Shape {
         dims: Vec<Dim>,
         scalar: bool,
     },
@@ -53,21 +53,21 @@ pub(crate) enum Val {
 
 impl Val {
     /// A symbolic shape, or a plain integer constant when no entry is the batch size.
-    pub fn sym(dims: Vec<Dim>, scalar: bool) -> Val {
+    pub fn shape(dims: Vec<Dim>, scalar: bool) -> Val {
         if dims.iter().all(|d| matches!(d, Dim::Fixed(_))) {
             let v: Vec<i64> = dims.iter().map(|d| if let Dim::Fixed(v) = d { *v } else { 0 }).collect();
             let shape = if scalar { vec![] } else { vec![v.len()] };
             return Val::Const(Const::ints(shape, v));
         }
-        Val::Sym { dims, scalar }
+        Val::Shape { dims, scalar }
     }
 
     pub fn kind(&self) -> &'static str {
         match self {
-            Val::Dyn(_) => "a computed tensor",
+            Val::Computed(_) => "a computed tensor",
             Val::Const(_) => "a constant",
-            Val::QConst(..) => "a quantized constant",
-            Val::Sym { .. } => "a shape",
+            Val::QuantConst(..) => "a quantized constant",
+            Val::Shape { .. } => "a shape",
         }
     }
 }

@@ -43,7 +43,7 @@
 //! the old fan-in. Tensors whose shape does not change are kept as they are.
 
 use super::resize::copy_into_leading_block;
-use crate::keyed::{entry_config, parse_by, Changeable, Keyed};
+use crate::keyed::{entry_config, parse_by, ChangeableOps, Keyed};
 use crate::metadata::common::refresh;
 use crate::select::{type_key, By};
 use crate::table::{Table, TableFormat};
@@ -59,7 +59,8 @@ const PASS: &str = "channel_multiplier";
 pub const WIDENABLE_OPS: &[&str] = &["linear", "conv1d", "conv2d"];
 
 /// The nodes this pass can change, and the words its errors use for them.
-const WIDENABLE: Changeable = Changeable { ops: WIDENABLE_OPS, noun: "layers", done: "widened", able: "widenable" };
+const WIDENABLE: ChangeableOps =
+    ChangeableOps { ops: WIDENABLE_OPS, key_noun: "layers", action_done: "widened", list_heading: "widenable" };
 
 /// The stream of the context's seed that new tensors are drawn from.
 const INIT_STREAM: u64 = 0xC4A2;
@@ -211,7 +212,7 @@ pub struct Widened {
 
 /// What a config asks of one node.
 #[derive(Clone, Copy, Debug)]
-struct Plan {
+struct NodeWidening {
     mode: WidenMode,
     multiplier: Option<usize>,
 }
@@ -221,12 +222,12 @@ fn node_err(node: &str, reason: impl Into<String>) -> PassError {
 }
 
 /// The config of every node, by id.
-fn plans(graph: &Graph, args: &ChannelArgs) -> Result<(Vec<Option<Plan>>, Vec<String>)> {
+fn node_widenings(graph: &Graph, args: &ChannelArgs) -> Result<(Vec<Option<NodeWidening>>, Vec<String>)> {
     let (keyed, warnings) = Keyed::new(PASS, graph, args.by, &args.entries, args.default.as_ref(), &WIDENABLE)?;
     let mut out = Vec::with_capacity(graph.len());
     for node in graph.nodes() {
         let cfg = keyed.pick(node)?.map(|p| p.config);
-        out.push(cfg.and_then(|c| c.mode.map(|mode| Plan { mode, multiplier: c.channel_multiplier })));
+        out.push(cfg.and_then(|c| c.mode.map(|mode| NodeWidening { mode, multiplier: c.channel_multiplier })));
     }
     Ok((out, warnings))
 }
@@ -251,7 +252,7 @@ fn origin(graph: &Graph, widened_by: Option<NodeId>) -> String {
 /// constants. This is the whole transform except the new tensors, and is cheap: a search space
 /// checks its choices with it before any trial.
 pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sample_shape: &[usize]) -> Result<WidenedOps> {
-    let (plans, warnings) = plans(graph, args)?;
+    let (widenings, warnings) = node_widenings(graph, args)?;
     let consts = |name: &str| params.get(name).map(|t| t.shape.clone());
     let mut probe = vec![PROBE_BATCH];
     probe.extend(sample_shape);
@@ -278,12 +279,12 @@ pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
         }
         let ins: Vec<ValueInfo> = node.inputs.iter().map(|i| new[i.0].clone()).collect();
         let src = node.inputs.iter().find_map(|i| widened_by[i.0]);
-        let plan = plans[id.0];
+        let widening = widenings[id.0];
         let mut op = node.op.clone();
         let mut src_out = src;
         // The input width a layer sees now, checked against what its config says of its input.
         let take_input = |old_in: usize, new_in: usize| -> Result<()> {
-            let Some(p) = plan.filter(|p| p.mode.takes_widened_input()) else { return Ok(()) };
+            let Some(p) = widening.filter(|p| p.mode.takes_widened_input()) else { return Ok(()) };
             let Some(s) = src else {
                 let producer = node.inputs.first().map(|i| graph.node(*i).name.as_str()).unwrap_or("?");
                 return Err(node_err(
@@ -311,8 +312,8 @@ pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
             }
             Ok(())
         };
-        let out_mult = plan.filter(|p| p.mode.widens_output()).and_then(|p| p.multiplier);
-        if (plan.is_some() || ins.iter().zip(&node.inputs).any(|(v, i)| *v != old[i.0]))
+        let out_mult = widening.filter(|p| p.mode.widens_output()).and_then(|p| p.multiplier);
+        if (widening.is_some() || ins.iter().zip(&node.inputs).any(|(v, i)| *v != old[i.0]))
             && calls.get(node.target.as_str()).copied().unwrap_or(0) > 1
         {
             return Err(node_err(name, format!("module `{}` is called by several nodes; a shared module cannot be widened", node.target)));
@@ -393,21 +394,21 @@ pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
         new.push(value);
         widened_by.push(src_out);
     }
-    Ok(WidenedOps { ops: new_ops, plans, warnings })
+    Ok(WidenedOps { ops: new_ops, widenings, warnings })
 }
 
 /// The result of [`widened_ops`]: one op per node, and what the config asked of each node.
 #[derive(Clone, Debug)]
 pub struct WidenedOps {
     pub ops: Vec<Op>,
-    plans: Vec<Option<Plan>>,
+    widenings: Vec<Option<NodeWidening>>,
     pub warnings: Vec<String>,
 }
 
 /// Widens `graph` as `args` say. `sample_shape` is the shape of one input sample; new tensors
 /// come from `seed`. The inputs are not modified; on an error nothing is built.
 pub fn widen_graph(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sample_shape: &[usize], seed: u64) -> Result<Widened> {
-    let WidenedOps { ops: new_ops, plans, warnings } = widened_ops(graph, params, args, sample_shape)?;
+    let WidenedOps { ops: new_ops, widenings, warnings } = widened_ops(graph, params, args, sample_shape)?;
     let mut out_graph = graph.clone();
     let mut out_params = params.clone();
     let mut changes = Vec::new();
@@ -421,8 +422,8 @@ pub fn widen_graph(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
         changes.push(LayerChange {
             node: node.name.clone(),
             mase_op: type_key(node),
-            mode: plans[id.0].map(|p| p.mode),
-            channel_multiplier: plans[id.0].filter(|p| p.mode.widens_output()).and_then(|p| p.multiplier),
+            mode: widenings[id.0].map(|p| p.mode),
+            channel_multiplier: widenings[id.0].filter(|p| p.mode.widens_output()).and_then(|p| p.multiplier),
             before: repr(&node.op),
             after: repr(&op),
         });

@@ -25,7 +25,7 @@ pub mod config;
 pub mod summary;
 pub mod verify;
 
-use crate::keyed::{entry_config, parse_by, Changeable, Keyed};
+use crate::keyed::{entry_config, parse_by, ChangeableOps, Keyed};
 use crate::metadata::common::refresh;
 use crate::select::By;
 use crate::table::{Table, TableFormat};
@@ -83,7 +83,8 @@ pub struct NodeChoice {
 }
 
 /// The nodes `quantize` can change, and the words its errors use for them.
-const QUANTIZABLE: Changeable = Changeable { ops: &QUANTIZABLE_OPS, noun: "ops", done: "quantized", able: "quantizable" };
+const QUANTIZABLE: ChangeableOps =
+    ChangeableOps { ops: &QUANTIZABLE_OPS, key_noun: "ops", action_done: "quantized", list_heading: "quantizable" };
 
 /// Sets `node.quant` on every node the arguments select, without a context: the transform that
 /// search and other callers reuse. Metadata is not touched (the pass refreshes it). On an error
@@ -160,42 +161,18 @@ pub fn explain_table(choices: &[NodeChoice]) -> Table {
     let mut t = Table::new(["Node name", "Mase op", "Selected by", "Format", "data_in", "weight", "bias", "data_out"]);
     let fmt = |f: Option<&mase_ir::QuantFormat>| f.map_or("-".to_string(), describe);
     for c in choices {
-        let row = match &c.quant {
-            None => vec![
-                c.node.clone(),
-                c.mase_op.clone(),
-                c.selected_by.clone(),
-                "NA (float)".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ],
-            Some(q) if q.bypass => vec![
-                c.node.clone(),
-                c.mase_op.clone(),
-                c.selected_by.clone(),
-                "bypass (float)".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ],
+        // The format's name, then its data_in, weight, bias and data_out formats.
+        let formats: [String; 5] = match &c.quant {
+            None => ["NA (float)".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+            Some(q) if q.bypass => ["bypass (float)".into(), "-".into(), "-".into(), "-".into(), "-".into()],
             Some(q) => {
                 let name = c.config.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 let ins: Vec<String> = q.data_in.iter().map(|f| fmt(f.as_ref())).collect();
-                vec![
-                    c.node.clone(),
-                    c.mase_op.clone(),
-                    c.selected_by.clone(),
-                    name,
-                    ins.join("; "),
-                    fmt(q.weight.as_ref()),
-                    fmt(q.bias.as_ref()),
-                    fmt(q.data_out.as_ref()),
-                ]
+                [name, ins.join("; "), fmt(q.weight.as_ref()), fmt(q.bias.as_ref()), fmt(q.data_out.as_ref())]
             }
         };
+        let mut row = vec![c.node.clone(), c.mase_op.clone(), c.selected_by.clone()];
+        row.extend(formats);
         t.push(row);
     }
     t

@@ -35,7 +35,7 @@ mod ops;
 
 use crate::executor::{Executor, Mode};
 use crate::kernels::conv::ConvGeom;
-use crate::kernels::{Fwd, Kern};
+use crate::kernels::{Fwd, NodeKernel};
 use crate::plan::Plan;
 use crate::{ExecOptions, Result, RuntimeError};
 use codes::{bits_used, requant, Codes};
@@ -225,7 +225,7 @@ impl Executor {
         let mut ints: Vec<Option<IntVal>> = (0..vals.len()).map(|_| None).collect();
         let mut report = IntegerReport::default();
         for (i, kern) in kerns.iter_mut().enumerate() {
-            if matches!(kern, Kern::Nop) {
+            if matches!(kern, NodeKernel::Nop) {
                 continue;
             }
             let node = self.graph.node(mase_ir::NodeId(i));

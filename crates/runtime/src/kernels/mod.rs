@@ -3,7 +3,7 @@
 //! A kernel is a struct holding the geometry of one node for one batch shape (sizes, strides,
 //! parameter slot indices) and the workspaces it keeps between forward and backward (batch
 //! statistics, pooling argmax, dropout masks, im2col columns). The plan builds one per node;
-//! [`Kern`] dispatches to them with one `match` per node per step.
+//! [`NodeKernel`] dispatches to them with one `match` per node per step.
 
 pub(crate) mod activation;
 pub(crate) mod conv;
@@ -131,30 +131,30 @@ macro_rules! kernels {
     ($($variant:ident($ty:ty)),* $(,)?) => {
         /// The kernel of one node. `Nop` is for nodes whose value is another node's buffer
         /// (output, flatten, view) or a shape integer (size), and for the graph input.
-        pub(crate) enum Kern {
+        pub(crate) enum NodeKernel {
             Nop,
             $($variant($ty)),*
         }
 
-        impl Kern {
+        impl NodeKernel {
             pub fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
                 match self {
-                    Kern::Nop => {}
-                    $(Kern::$variant(k) => k.forward(cx, y)),*
+                    NodeKernel::Nop => {}
+                    $(NodeKernel::$variant(k) => k.forward(cx, y)),*
                 }
             }
 
             pub fn backward_params(&mut self, cx: &mut Bwd<'_>) {
                 match self {
-                    Kern::Nop => {}
-                    $(Kern::$variant(k) => k.backward_params(cx)),*
+                    NodeKernel::Nop => {}
+                    $(NodeKernel::$variant(k) => k.backward_params(cx)),*
                 }
             }
 
             pub fn backward_input(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {
                 match self {
-                    Kern::Nop => {}
-                    $(Kern::$variant(k) => k.backward_input(cx, i, dx, acc)),*
+                    NodeKernel::Nop => {}
+                    $(NodeKernel::$variant(k) => k.backward_input(cx, i, dx, acc)),*
                 }
             }
         }

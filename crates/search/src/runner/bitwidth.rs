@@ -9,7 +9,7 @@
 //! quantizable nodes, per sample. `memory_density = compare_to / average_bitwidth`.
 
 use crate::runner::cost::bits;
-use crate::runner::{runner_table, RunContext, Runner, RunnerEnv, Stage};
+use crate::runner::{runner_table, FixedRunner, RunContext, Runner, RunnerEnv, RunnerInfo, Stage};
 use crate::space::{Candidate, QUANTIZEABLE_OPS};
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
@@ -61,20 +61,14 @@ pub fn weight_bitwidth(graph: &Graph, params: &ParamStore) -> f64 {
     }
 }
 
-impl Runner for AverageBitwidth {
-    fn name(&self) -> &'static str {
-        "average_bitwidth"
-    }
+impl FixedRunner for AverageBitwidth {
+    const INFO: RunnerInfo = RunnerInfo {
+        name: "average_bitwidth",
+        stage: Stage::Hardware,
+        reports: &["average_bitwidth", "activation_bitwidth", "memory_density"],
+    };
 
-    fn stage(&self) -> Stage {
-        Stage::Hardware
-    }
-
-    fn reports(&self) -> Vec<&'static str> {
-        vec!["average_bitwidth", "activation_bitwidth", "memory_density"]
-    }
-
-    fn run(&self, cand: &mut Candidate, _cx: &RunContext) -> Result<Metrics> {
+    fn measure(&self, cand: &mut Candidate, _cx: &RunContext) -> Result<Metrics> {
         let w = weight_bitwidth(&cand.graph, &cand.params);
         // Activations: every data input of a quantizable node, sized for one sample.
         let mut shape = vec![1];

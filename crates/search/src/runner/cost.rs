@@ -7,7 +7,7 @@
 //! bypassed, else 32 (float). BitOPs are `MACs x input bits x weight bits` for linear, conv and
 //! matmul and `operations x input bits` for the other ops.
 
-use crate::runner::{batches, positive, runner_table, RunContext, Runner, RunnerEnv, Stage};
+use crate::runner::{batches, positive, runner_table, FixedRunner, RunContext, Runner, RunnerEnv, RunnerInfo, Stage};
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
@@ -117,20 +117,10 @@ pub(crate) fn build_latency(cfg: &Value, env: &RunnerEnv) -> Result<Box<dyn Runn
     Ok(Box::new(Latency { batch, repeats }))
 }
 
-impl Runner for Latency {
-    fn name(&self) -> &'static str {
-        "latency"
-    }
+impl FixedRunner for Latency {
+    const INFO: RunnerInfo = RunnerInfo { name: "latency", stage: Stage::Hardware, reports: &["latency_ms"] };
 
-    fn stage(&self) -> Stage {
-        Stage::Hardware
-    }
-
-    fn reports(&self) -> Vec<&'static str> {
-        vec!["latency_ms"]
-    }
-
-    fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
+    fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
         let mut exec = Executor::new(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: 0 })?;
         // The first forward compiles the plan; it is not timed.
         exec.forward(&self.batch.x, &self.batch.shape, Mode::Eval)?;

@@ -7,7 +7,7 @@
 //! as MASE's `MeanMetric`. Both spellings of the loader key work (`dataloader`, which MASE
 //! reads, and `data_loader`, which its example configs write and it ignores).
 
-use crate::runner::{batches, positive, runner_table, split, Batch, RunContext, Runner, RunnerEnv, Stage};
+use crate::runner::{batches, positive, runner_table, split, Batch, FixedRunner, RunContext, Runner, RunnerEnv, RunnerInfo, Stage};
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
@@ -36,20 +36,10 @@ pub(crate) fn build(cfg: &Value, env: &RunnerEnv) -> Result<Box<dyn Runner>> {
     Ok(Box::new(BasicEvaluation { batches: batches(data, samples, batch_size), samples, seed: env.seed }))
 }
 
-impl Runner for BasicEvaluation {
-    fn name(&self) -> &'static str {
-        "basic_evaluation"
-    }
+impl FixedRunner for BasicEvaluation {
+    const INFO: RunnerInfo = RunnerInfo { name: "basic_evaluation", stage: Stage::Software, reports: &["loss", "accuracy"] };
 
-    fn stage(&self) -> Stage {
-        Stage::Software
-    }
-
-    fn reports(&self) -> Vec<&'static str> {
-        vec!["loss", "accuracy"]
-    }
-
-    fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
+    fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
         let mut exec = Executor::new(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed })?;
         let (mut loss, mut correct) = (0.0f64, 0usize);
         for b in &self.batches {

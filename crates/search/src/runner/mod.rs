@@ -5,7 +5,8 @@
 //! Runners run in stage order whatever the order of the TOML tables: training first (so the
 //! evaluation sees the trained weights), then the other software runners, then hardware.
 //!
-//! Adding a runner: implement [`Runner`], write a constructor with the [`RunnerBuilder`]
+//! Adding a runner: implement [`Runner`] (or, for a runner whose name, stage and metrics are
+//! fixed, [`FixedRunner`]), write a constructor with the [`RunnerBuilder`]
 //! signature, and add one line to [`SW_RUNNERS`] or [`HW_RUNNERS`] (`doc/search.md`).
 
 mod bitwidth;
@@ -15,6 +16,7 @@ mod train;
 
 pub use cost::{node_costs, NodeCost};
 
+use crate::config::reject_unknown_keys;
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
@@ -59,6 +61,42 @@ pub trait Runner: Send + Sync {
     fn reports(&self) -> Vec<&'static str>;
     /// Runs on a candidate; a training runner replaces its parameters.
     fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics>;
+}
+
+/// The name, stage and reported metrics of a [`FixedRunner`].
+#[derive(Clone, Copy, Debug)]
+pub struct RunnerInfo {
+    /// The registered name (`basic_evaluation`).
+    pub name: &'static str,
+    pub stage: Stage,
+    /// The metrics it reports.
+    pub reports: &'static [&'static str],
+}
+
+/// A runner whose name, stage and metrics never change: it states them once, as [`RunnerInfo`],
+/// and is a [`Runner`] through them.
+pub trait FixedRunner: Send + Sync {
+    const INFO: RunnerInfo;
+    /// Runs on a candidate ([`Runner::run`]).
+    fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics>;
+}
+
+impl<R: FixedRunner> Runner for R {
+    fn name(&self) -> &'static str {
+        R::INFO.name
+    }
+
+    fn stage(&self) -> Stage {
+        R::INFO.stage
+    }
+
+    fn reports(&self) -> Vec<&'static str> {
+        R::INFO.reports.to_vec()
+    }
+
+    fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
+        self.measure(cand, cx)
+    }
 }
 
 /// A runner constructor: its config table and the shared environment.
@@ -112,17 +150,13 @@ pub(crate) fn runner_table(cfg: &Value, runner: &str, kind: &str, allowed: &[&st
         Value::Null => Map::new(),
         _ => return Err(SearchError::config(format!("search.strategy.{kind}.{runner}"), "must be a table")),
     };
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(SearchError::config(
-                format!("search.strategy.{kind}.{runner}.{k}"),
-                format!(
-                    "unknown key (the {runner} runner takes: {})",
-                    if allowed.is_empty() { "no keys".into() } else { allowed.join(", ") }
-                ),
-            ));
-        }
-    }
+    let takes = if allowed.is_empty() { "no keys".into() } else { allowed.join(", ") };
+    reject_unknown_keys(
+        &m,
+        &format!("search.strategy.{kind}.{runner}"),
+        allowed,
+        &format!("unknown key (the {runner} runner takes: {takes})"),
+    )?;
     Ok(m)
 }
 

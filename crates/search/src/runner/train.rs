@@ -7,7 +7,7 @@
 //! same batches. It reports `train_loss` and `train_accuracy` of the last epoch (not `loss` /
 //! `accuracy`, which belong to the evaluation runner).
 
-use crate::runner::{positive, runner_table, RunContext, Runner, RunnerEnv, Stage};
+use crate::runner::{positive, runner_table, FixedRunner, RunContext, Runner, RunnerEnv, RunnerInfo, Stage};
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
@@ -107,20 +107,10 @@ impl BasicTrain {
     }
 }
 
-impl Runner for BasicTrain {
-    fn name(&self) -> &'static str {
-        "basic_train"
-    }
+impl FixedRunner for BasicTrain {
+    const INFO: RunnerInfo = RunnerInfo { name: "basic_train", stage: Stage::Train, reports: &["train_loss", "train_accuracy"] };
 
-    fn stage(&self) -> Stage {
-        Stage::Train
-    }
-
-    fn reports(&self) -> Vec<&'static str> {
-        vec!["train_loss", "train_accuracy"]
-    }
-
-    fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
+    fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
         let mut exec = Executor::new(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed })?;
         let mut opt = self.optimizer();
         let rng = Rng::new(self.seed);

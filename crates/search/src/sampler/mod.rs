@@ -19,6 +19,7 @@ pub use qmc::{Qmc, QmcKind};
 pub use random::RandomSampler;
 pub use tpe::Tpe;
 
+use crate::config::reject_unknown_keys;
 use crate::trial::{TrialRecord, TrialState};
 use crate::{Direction, ParamDef, Result, SearchError};
 use mase_ir::Rng;
@@ -252,17 +253,9 @@ pub(crate) fn options<'a>(options: &'a Value, sampler: &str, allowed: &[&str]) -
     let Some(m) = options.as_object() else {
         return if options.is_null() { Ok(None) } else { Err(SearchError::config("search.strategy.sampler_options", "must be a table")) };
     };
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(SearchError::config(
-                format!("search.strategy.sampler_options.{k}"),
-                format!(
-                    "not an option of the {sampler} sampler (options: {})",
-                    if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
-                ),
-            ));
-        }
-    }
+    let options = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
+    let reason = format!("not an option of the {sampler} sampler (options: {options})");
+    reject_unknown_keys(m, "search.strategy.sampler_options", allowed, &reason)?;
     Ok(Some(m))
 }
 

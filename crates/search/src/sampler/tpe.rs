@@ -74,22 +74,23 @@ pub fn default_weights(n: usize) -> Vec<f64> {
     w
 }
 
+/// Where a numerical parameter's kernels live: truncated normals on `[low, high]` (already
+/// widened by half a step for discrete ones, in log space for log-scaled ones); `step` is 1 for
+/// choice indices, 0 for reals; samples are clamped to `[grid_low, grid_high]`.
+#[derive(Clone, Copy, Debug)]
+struct Domain {
+    low: f64,
+    high: f64,
+    step: f64,
+    log: bool,
+    grid_low: f64,
+    grid_high: f64,
+}
+
 /// One parameter's Parzen estimator: mixture weights and one kernel per component.
 enum Parzen {
-    /// Discrete or continuous truncated normals on `[low, high]` (already widened by half a step
-    /// for discrete ones); `step` is 1 for choice indices, 0 for reals.
-    Numerical {
-        weights: Vec<f64>,
-        mus: Vec<f64>,
-        sigmas: Vec<f64>,
-        norms: Vec<f64>,
-        low: f64,
-        high: f64,
-        step: f64,
-        log: bool,
-        grid_low: f64,
-        grid_high: f64,
-    },
+    /// Discrete or continuous truncated normals on a [`Domain`].
+    Numerical { weights: Vec<f64>, mus: Vec<f64>, sigmas: Vec<f64>, norms: Vec<f64>, domain: Domain },
     /// One row of choice probabilities per component.
     Categorical { weights: Vec<f64>, probs: Vec<Vec<f64>> },
 }
@@ -123,27 +124,19 @@ impl Tpe {
                 Parzen::Categorical { weights: w, probs }
             }
             ParamKind::Index { choices } => {
-                self.numerical(w, obs.to_vec(), -0.5, choices as f64 - 0.5, 1.0, false, 0.0, choices as f64 - 1.0)
+                let domain =
+                    Domain { low: -0.5, high: choices as f64 - 0.5, step: 1.0, log: false, grid_low: 0.0, grid_high: choices as f64 - 1.0 };
+                self.numerical(w, obs.to_vec(), domain)
             }
             ParamKind::Float { low, high, log } => {
                 let (lo, hi, o) = if log { (low.ln(), high.ln(), obs.iter().map(|x| x.ln()).collect()) } else { (low, high, obs.to_vec()) };
-                self.numerical(w, o, lo, hi, 0.0, log, low, high)
+                self.numerical(w, o, Domain { low: lo, high: hi, step: 0.0, log, grid_low: low, grid_high: high })
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn numerical(
-        &self,
-        weights: Vec<f64>,
-        mus: Vec<f64>,
-        low: f64,
-        high: f64,
-        step: f64,
-        log: bool,
-        grid_low: f64,
-        grid_high: f64,
-    ) -> Parzen {
+    fn numerical(&self, weights: Vec<f64>, mus: Vec<f64>, domain: Domain) -> Parzen {
+        let (low, high) = (domain.low, domain.high);
         let n = mus.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
@@ -168,7 +161,7 @@ impl Tpe {
         // log(weight) minus the log mass inside [low, high] of each kernel, once per estimator.
         let norms =
             mus.iter().zip(&sigmas).zip(&weights).map(|((&mu, &s), w)| w.ln() - log_gauss_mass((low - mu) / s, (high - mu) / s)).collect();
-        Parzen::Numerical { weights, mus, sigmas, norms, low, high, step, log, grid_low, grid_high }
+        Parzen::Numerical { weights, mus, sigmas, norms, domain }
     }
 }
 
@@ -205,16 +198,17 @@ impl Parzen {
                 }
                 (row.len() - 1) as f64
             }
-            Parzen::Numerical { mus, sigmas, low, high, step, log, grid_low, grid_high, .. } => {
+            Parzen::Numerical { mus, sigmas, domain, .. } => {
+                let Domain { low, high, step, log, grid_low, grid_high } = *domain;
                 let (mu, s) = (mus[k], sigmas[k]);
                 let z = truncnorm_ppf(rng.uniform_f64(), (low - mu) / s, (high - mu) / s);
                 let x = mu + s * z;
-                if *step > 0.0 {
-                    (grid_low + ((x - grid_low) / step).round() * step).clamp(*grid_low, *grid_high)
-                } else if *log {
-                    x.exp().clamp(*grid_low, *grid_high)
+                if step > 0.0 {
+                    (grid_low + ((x - grid_low) / step).round() * step).clamp(grid_low, grid_high)
+                } else if log {
+                    x.exp().clamp(grid_low, grid_high)
                 } else {
-                    x.clamp(*grid_low, *grid_high)
+                    x.clamp(grid_low, grid_high)
                 }
             }
         }
@@ -224,7 +218,7 @@ impl Parzen {
         let w = self.weights();
         let terms: Vec<f64> = match self {
             Parzen::Categorical { probs, .. } => probs.iter().zip(w).map(|(row, wk)| wk.ln() + row[x as usize].ln()).collect(),
-            Parzen::Numerical { mus, sigmas, norms, step, log, .. } => mus
+            Parzen::Numerical { mus, sigmas, norms, domain: Domain { step, log, .. }, .. } => mus
                 .iter()
                 .zip(sigmas)
                 .zip(norms)

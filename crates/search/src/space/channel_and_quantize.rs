@@ -23,7 +23,8 @@
 //! is `{"architecture": <transform config>, "quantize": <quantize config>}`.
 
 use super::channel_multiplier::ChannelMultiplier;
-use crate::space::{check_point, mixed_precision_ptq, Candidate, Quantizer, SearchSpace, SpaceInputs};
+use crate::config::reject_unknown_keys;
+use crate::space::{by_name, check_point, mixed_precision_ptq, Candidate, Quantizer, SearchSpace, SpaceInputs};
 use crate::{ParamDef, Result, SearchError};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -46,11 +47,7 @@ fn err(reason: impl Into<String>) -> SearchError {
 pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
     let at = "search.search_space";
     let cfg = inputs.config.as_object().ok_or_else(|| SearchError::config(at, "must be a table"))?;
-    for key in cfg.keys() {
-        if !["name", "architecture", "quantize"].contains(&key.as_str()) {
-            return Err(SearchError::config(format!("{at}.{key}"), "unknown key (expected name, architecture, quantize)"));
-        }
-    }
+    reject_unknown_keys(cfg, at, &["name", "architecture", "quantize"], "unknown key (expected name, architecture, quantize)")?;
     let part =
         |k: &str| cfg.get(k).ok_or_else(|| SearchError::config(format!("{at}.{k}"), "missing: the combined space needs both tables"));
     let architecture = ChannelMultiplier::new(part("architecture")?, inputs.base.clone(), &format!("{at}.architecture"))?;
@@ -93,12 +90,7 @@ impl SearchSpace for ChannelAndQuantize {
     fn build(&self, config: &Value) -> Result<Candidate> {
         let part = |k: &str| config.get(k).ok_or_else(|| err(format!("a trial config has no `{k}` part")));
         let mut cand = self.architecture.build(part("architecture")?)?;
-        // The sampled keys of the quantize part are node names whatever its `setup.by` was.
-        let mut q = part("quantize")?.clone();
-        if let Some(m) = q.as_object_mut() {
-            m.insert("by".into(), json!("name"));
-        }
-        self.quantizer.apply(&mut cand.graph, &q).map_err(err)?;
+        self.quantizer.apply(&mut cand.graph, &by_name(part("quantize")?)).map_err(err)?;
         Ok(cand)
     }
 

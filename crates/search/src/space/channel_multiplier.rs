@@ -28,7 +28,8 @@
 //! any trial, that the first and the last choice of every list give a consistent model (an
 //! `input_only` with no widened producer is refused then, not at trial 7).
 
-use crate::flatten::{flatten, unflatten};
+use crate::config::reject_unknown_keys;
+use crate::flatten::flatten;
 use crate::space::choices::{choice_lists, SeededParams};
 use crate::space::{BaseModel, Candidate, SearchSpace, SpaceInputs};
 use crate::{ParamDef, Result, SearchError};
@@ -93,25 +94,15 @@ impl ChannelMultiplier {
     /// The space of the table `cfg`, found at `at` in the config (for error messages).
     pub(crate) fn new(cfg: &Value, base: Arc<BaseModel>, at: &str) -> Result<ChannelMultiplier> {
         let cfg = cfg.as_object().ok_or_else(|| SearchError::config(at, "must be a table"))?;
-        for key in cfg.keys() {
-            if !["name", "setup", "seed"].contains(&key.as_str()) {
-                return Err(SearchError::config(format!("{at}.{key}"), "unknown key (expected name, setup, seed)"));
-            }
-        }
+        reject_unknown_keys(cfg, at, &["name", "setup", "seed"], "unknown key (expected name, setup, seed)")?;
         let empty = Map::new();
         let setup = match cfg.get("setup") {
             None => &empty,
             Some(Value::Object(m)) => m,
             Some(other) => return Err(SearchError::config(format!("{at}.setup"), format!("must be a table, got {other}"))),
         };
-        for key in setup.keys() {
-            if !["by", "keep_weights", "input_shape", "seed", "tie"].contains(&key.as_str()) {
-                return Err(SearchError::config(
-                    format!("{at}.setup.{key}"),
-                    "unknown key (expected by, keep_weights, input_shape, seed, tie)",
-                ));
-            }
-        }
+        let allowed = ["by", "keep_weights", "input_shape", "seed", "tie"];
+        reject_unknown_keys(setup, &format!("{at}.setup"), &allowed, "unknown key (expected by, keep_weights, input_shape, seed, tie)")?;
         let shared_multiplier = match setup.get("tie") {
             None => false,
             Some(Value::String(t)) if t == "none" => false,
@@ -233,10 +224,9 @@ impl SearchSpace for ChannelMultiplier {
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        let flat = self.seeded.flat_config(NAME, point)?;
         let mut cfg = Map::new();
         cfg.insert("by".into(), json!("name"));
-        cfg.extend(unflatten(flat.iter().map(|(k, v)| (k.as_str(), v.clone()))));
+        cfg.extend(self.seeded.nested_config(NAME, point)?);
         Ok(Value::Object(cfg))
     }
 

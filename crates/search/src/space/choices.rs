@@ -10,7 +10,7 @@
 //! linear layer with `setup.tie = "type"`, every widened layer with one shared channel
 //! multiplier). [`SeededParams`] records which parameters write into which node's entry.
 
-use crate::flatten::{flatten, SEP};
+use crate::flatten::{flatten, unflatten, SEP};
 use crate::space::check_point;
 use crate::{ParamDef, ParamKind, Result, SearchError};
 use serde_json::{Map, Value};
@@ -171,6 +171,13 @@ impl SeededParams {
     /// Each choice list as its values (a tuple as a list), for a space's signature.
     pub fn choice_values(&self) -> Vec<Vec<Value>> {
         self.lists.iter().map(ChoiceList::values).collect()
+    }
+
+    /// [`SeededParams::flat_config`] as nested tables (`seq_blocks_2/config/name` becomes
+    /// `{"seq_blocks_2": {"config": {"name": ..}}}`).
+    pub fn nested_config(&self, space: &str, point: &[f64]) -> Result<Map<String, Value>> {
+        let flat = self.flat_config(space, point)?;
+        Ok(unflatten(flat.iter().map(|(k, v)| (k.as_str(), v.clone()))))
     }
 
     /// The flattened trial config of `point` (one choice index per parameter): for each node in

@@ -16,11 +16,11 @@
 //!   (width, frac_width) pairs for data_in and four for weight is 16 points whatever the number
 //!   of layers. The stored config still names every node.
 
-use crate::flatten::unflatten;
+use crate::config::reject_unknown_keys;
 use crate::space::choices::{choice_lists, ChoiceList, SeededParams};
-use crate::space::{BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
+use crate::space::{by_name, BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
 use crate::{ParamDef, Result, SearchError};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -68,19 +68,11 @@ fn na_to_null(v: &Value) -> Value {
 /// Builds the space from `[search.search_space]` (`setup.by`, `seed.<key>.config.<field> = [..]`).
 pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
     let cfg = inputs.config.as_object().ok_or_else(|| SearchError::config("search.search_space", "must be a table"))?;
-    for key in cfg.keys() {
-        if !["name", "setup", "seed"].contains(&key.as_str()) {
-            return Err(SearchError::config(format!("search.search_space.{key}"), "unknown key (expected name, setup, seed)"));
-        }
-    }
+    reject_unknown_keys(cfg, "search.search_space", &["name", "setup", "seed"], "unknown key (expected name, setup, seed)")?;
     let setup = cfg.get("setup").and_then(Value::as_object).ok_or_else(|| {
         SearchError::config("search.search_space.setup", "missing: give `by = \"name\"` or `by = \"type\"` (MASE asserts it)")
     })?;
-    for key in setup.keys() {
-        if !["by", "tie", "model_parallel"].contains(&key.as_str()) {
-            return Err(SearchError::config(format!("search.search_space.setup.{key}"), "unknown key (expected by, tie)"));
-        }
-    }
+    reject_unknown_keys(setup, "search.search_space.setup", &["by", "tie", "model_parallel"], "unknown key (expected by, tie)")?;
     let by = match setup.get("by").and_then(Value::as_str) {
         Some(b @ ("name" | "type")) => b,
         Some(other) => {
@@ -166,20 +158,14 @@ impl SearchSpace for MixedPrecisionPtq {
     }
 
     fn to_config(&self, point: &[f64]) -> Result<Value> {
-        let flat = self.seeded.flat_config(NAME, point)?;
-        let mut cfg: Map<String, Value> = unflatten(flat.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let mut cfg = self.seeded.nested_config(NAME, point)?;
         cfg.insert("default".into(), default_quantization_config());
         Ok(Value::Object(cfg))
     }
 
     fn build(&self, config: &Value) -> Result<Candidate> {
         let mut graph = self.base.graph.clone();
-        // The sampled keys are node names whatever `setup.by` was, so the config is applied by name.
-        let mut args = config.clone();
-        if let Some(m) = args.as_object_mut() {
-            m.insert("by".into(), Value::from("name"));
-        }
-        self.quantizer.apply(&mut graph, &args).map_err(err)?;
+        self.quantizer.apply(&mut graph, &by_name(config)).map_err(err)?;
         Ok(Candidate { graph, params: self.base.params.clone() })
     }
 }

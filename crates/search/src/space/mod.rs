@@ -102,6 +102,16 @@ pub(crate) fn check_point(space: &str, point: &[f64], params: &[ParamDef]) -> Re
     Ok(())
 }
 
+/// A trial's quantize config to apply by node name: the keys a space samples are node names
+/// whatever the space's `setup.by` was.
+pub(crate) fn by_name(config: &Value) -> Value {
+    let mut args = config.clone();
+    if let Some(m) = args.as_object_mut() {
+        m.insert("by".into(), Value::from("name"));
+    }
+    args
+}
+
 /// Builds the space named by `config["name"]`.
 pub fn build_space(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
     let name = inputs

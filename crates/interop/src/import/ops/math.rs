@@ -3,7 +3,7 @@
 
 use super::super::fold::{self, Bin};
 use super::super::lower::{axis, err, product};
-use super::super::value::{Dim, Dyn, Val};
+use super::super::value::{Computed, Dim, Val};
 use super::super::Importer;
 use super::Lower;
 use crate::onnx::attrs::Attrs;
@@ -37,7 +37,7 @@ pub(super) const OPS: &[(&str, Lower)] = &[
 impl Importer {
     pub(crate) fn unary(&mut self, n: &NodeProto, op: Op) -> Result<Val> {
         let x = self.req(n, 0)?;
-        Ok(Val::Dyn(self.call(n, op, vec![x])?))
+        Ok(Val::Computed(self.call(n, op, vec![x])?))
     }
 
     pub(crate) fn binary(&mut self, n: &NodeProto, bin: Bin, op: Op) -> Result<Val> {
@@ -47,26 +47,26 @@ impl Importer {
         }
         if bin == Bin::Add {
             for (k, (d, c)) in [(0, (&a, &b)), (1, (&b, &a))] {
-                if let (Val::Dyn(d), Val::Const(_) | Val::QConst(..)) = (d, c) {
+                if let (Val::Computed(d), Val::Const(_) | Val::QuantConst(..)) = (d, c) {
                     if self.fuse_bias(n, k, d, c)? {
-                        return Ok(Val::Dyn(d.clone()));
+                        return Ok(Val::Computed(d.clone()));
                     }
                 }
             }
         }
-        Ok(Val::Dyn(self.call(n, op, vec![a, b])?))
+        Ok(Val::Computed(self.call(n, op, vec![a, b])?))
     }
 
     /// Completes a bias-less linear layer with the constant added to its output, when nothing
     /// else reads that output.
-    pub(crate) fn fuse_bias(&mut self, n: &NodeProto, k: usize, d: &Dyn, c: &Val) -> Result<bool> {
+    pub(crate) fn fuse_bias(&mut self, n: &NodeProto, k: usize, d: &Computed, c: &Val) -> Result<bool> {
         let single_use = n.input.get(k).and_then(|name| self.uses.get(name)).copied() == Some(1);
         if d.quant.is_some() || !single_use || !self.fusable.contains(&d.id) {
             return Ok(false);
         }
         let (c, fmt) = match c {
             Val::Const(c) => (c, None),
-            Val::QConst(c, f) => (c, Some(f.clone())),
+            Val::QuantConst(c, f) => (c, Some(f.clone())),
             _ => return Ok(false),
         };
         let node = self.g.node(d.id);
@@ -98,7 +98,7 @@ impl Importer {
     pub(crate) fn sqrt(&mut self, n: &NodeProto) -> Result<Val> {
         match self.req(n, 0)? {
             Val::Const(c) => Ok(Val::Const(Const::float(c.shape.clone(), c.f32s().iter().map(|v| v.sqrt()).collect()))),
-            v => Ok(Val::Dyn(self.call(n, Op::Sqrt, vec![v])?)),
+            v => Ok(Val::Computed(self.call(n, Op::Sqrt, vec![v])?)),
         }
     }
 
@@ -120,7 +120,7 @@ impl Importer {
         let (lo, hi) = (lo.max(f32::MIN), hi.min(f32::MAX));
         match self.req(n, 0)? {
             Val::Const(c) => Ok(Val::Const(Const::float(c.shape.clone(), c.f32s().iter().map(|v| v.max(lo).min(hi)).collect()))),
-            v => Ok(Val::Dyn(self.call(n, Op::Clip { min: lo, max: hi }, vec![v])?)),
+            v => Ok(Val::Computed(self.call(n, Op::Clip { min: lo, max: hi }, vec![v])?)),
         }
     }
 
@@ -131,7 +131,7 @@ impl Importer {
         let a = axis(n, Attrs::new(n).int("axis", default)?, r)?;
         let mk = |d: usize| if log { Op::LogSoftmax { dim: d as i64 } } else { Op::Softmax { dim: d as i64 } };
         if self.opset >= 13 || a + 1 >= r {
-            return Ok(Val::Dyn(self.call(n, mk(a), vec![Val::Dyn(x)])?));
+            return Ok(Val::Computed(self.call(n, mk(a), vec![Val::Computed(x)])?));
         }
         // Before opset 13, softmax normalises over all dimensions from `axis` on, as one.
         let mut flat = x.shape[..a].to_vec();
@@ -143,6 +143,6 @@ impl Importer {
         let orig = x.shape.clone();
         let f = self.reshape_to(n, x, flat, "_flat")?;
         let s = self.call_ids(n, mk(a), &[f.id], vec![f.quant.clone()], "")?;
-        Ok(Val::Dyn(self.reshape_to(n, s, orig, "_unflat")?))
+        Ok(Val::Computed(self.reshape_to(n, s, orig, "_unflat")?))
     }
 }

@@ -2,7 +2,7 @@
 
 use super::super::fold::{self};
 use super::super::lower::{err, MAX_WINDOW};
-use super::super::value::{Dyn, Val};
+use super::super::value::{Computed, Val};
 use super::super::{Importer, WeightQuant};
 use super::Lower;
 use crate::onnx::attrs::Attrs;
@@ -10,7 +10,7 @@ use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::{Const, Data};
 use crate::qonnx;
 use crate::Result;
-use mase_ir::{ConvSpec, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, QuantFormat, Tensor};
+use mase_ir::{ConvSpec, NodeId, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, QuantFormat, Tensor};
 
 /// The ONNX operators of this family and their lowering.
 pub(super) const OPS: &[(&str, Lower)] = &[
@@ -29,7 +29,7 @@ impl Importer {
     pub(crate) fn weight(&self, n: &NodeProto, v: Val, what: &str) -> Result<(Const, Option<QuantFormat>)> {
         match v {
             Val::Const(c) => Ok((c, None)),
-            Val::QConst(c, f) => Ok((c, Some(f))),
+            Val::QuantConst(c, f) => Ok((c, Some(f))),
             v => Err(err(n, format!("the {what} must be a constant, it is {}", v.kind()))),
         }
     }
@@ -38,10 +38,10 @@ impl Importer {
     pub(crate) fn linear(
         &mut self,
         n: &NodeProto,
-        x: Dyn,
+        x: Computed,
         w: (Const, Option<QuantFormat>),
         b: Option<(Const, Option<QuantFormat>)>,
-    ) -> Result<Dyn> {
+    ) -> Result<Computed> {
         let (w, wq) = w;
         if w.shape.len() != 2 {
             return Err(err(n, format!("weight of shape {:?} is not a matrix", w.shape)));
@@ -52,13 +52,30 @@ impl Importer {
         let op = Op::Linear { in_features, out_features, bias: b.is_some() };
         let data_in = vec![x.quant.clone()];
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], data_in)?;
-        self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w.tensor(), wq.as_ref())?, true);
-        let mut bq = None;
-        if let Some((c, f)) = b {
-            if c.numel() != out_features {
-                return Err(err(n, format!("bias of shape {:?} does not match {out_features} outputs", c.shape)));
+        let bias = match b {
+            Some((c, _)) if c.numel() != out_features => {
+                return Err(err(n, format!("bias of shape {:?} does not match {out_features} outputs", c.shape)))
             }
-            let t = Tensor { shape: vec![out_features], data: c.f32s() };
+            Some((c, f)) => Some((Tensor { shape: vec![out_features], data: c.f32s() }, f)),
+            None => None,
+        };
+        self.module_params(n, id, &target, (w.tensor(), wq), bias)?;
+        self.dyn_of(id)
+    }
+
+    /// Stores a module's `weight` and `bias` under `target` (see [`Importer::maybe_fold`]) and
+    /// records their QONNX formats on the node `id`.
+    fn module_params(
+        &mut self,
+        n: &NodeProto,
+        id: NodeId,
+        target: &str,
+        (w, wq): (Tensor, Option<QuantFormat>),
+        bias: Option<(Tensor, Option<QuantFormat>)>,
+    ) -> Result<()> {
+        self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w, wq.as_ref())?, true);
+        let mut bq = None;
+        if let Some((t, f)) = bias {
             self.params.insert(format!("{target}.bias"), self.maybe_fold(n, t, f.as_ref())?, true);
             bq = f;
         }
@@ -67,7 +84,7 @@ impl Importer {
             q.weight = wq;
             q.bias = bq;
         }
-        self.dyn_of(id)
+        Ok(())
     }
 
     /// The parameter values to store for a weight with format `f`: the file's values, or, with
@@ -82,17 +99,17 @@ impl Importer {
     pub(crate) fn matmul(&mut self, n: &NodeProto) -> Result<Val> {
         let (a, b) = (self.req(n, 0)?, self.req(n, 1)?);
         match (&a, &b) {
-            (Val::Dyn(x), Val::Const(c) | Val::QConst(c, _)) if c.shape.len() == 2 && x.rank() >= 2 => {
+            (Val::Computed(x), Val::Const(c) | Val::QuantConst(c, _)) if c.shape.len() == 2 && x.rank() >= 2 => {
                 let (c, f) = self.weight(n, b.clone(), "weight")?;
                 let w = fold::transpose(&c, &[1, 0]);
                 let f = f.map(|f| transpose_params(&f));
                 let x = x.clone();
                 let d = self.linear(n, x, (w, f), None)?;
                 self.fusable.insert(d.id);
-                Ok(Val::Dyn(d))
+                Ok(Val::Computed(d))
             }
             (Val::Const(_), Val::Const(_)) => Err(err(n, "MatMul of two constants is not supported")),
-            _ => Ok(Val::Dyn(self.call(n, Op::MatMul, vec![a, b])?)),
+            _ => Ok(Val::Computed(self.call(n, Op::MatMul, vec![a, b])?)),
         }
     }
 
@@ -109,20 +126,20 @@ impl Importer {
         }
         let b = self.req(n, 1)?;
         let c = self.opt(n, 2)?;
-        if let Val::Dyn(_) = b {
+        if let Val::Computed(_) = b {
             // A product of two computed tensors: matmul, then the scaled addend.
             if alpha != 1.0 || beta != 1.0 {
                 return Err(err(n, "Gemm of two computed tensors with alpha or beta other than 1 is not supported"));
             }
             let b = match b {
-                Val::Dyn(d) if trans_b => Val::Dyn(self.moving(n, Op::Permute { dims: vec![1, 0] }, d, "_transpose_b")?),
+                Val::Computed(d) if trans_b => Val::Computed(self.moving(n, Op::Permute { dims: vec![1, 0] }, d, "_transpose_b")?),
                 v => v,
             };
-            let mut y = self.call(n, Op::MatMul, vec![Val::Dyn(x), b])?;
+            let mut y = self.call(n, Op::MatMul, vec![Val::Computed(x), b])?;
             if let Some(c) = c {
-                y = self.call_vals(n, Op::Add, vec![Val::Dyn(y), c], "_add")?;
+                y = self.call_vals(n, Op::Add, vec![Val::Computed(y), c], "_add")?;
             }
-            return Ok(Val::Dyn(y));
+            return Ok(Val::Computed(y));
         }
         let (w, wq) = self.weight(n, b, "B operand")?;
         if w.shape.len() != 2 {
@@ -164,14 +181,14 @@ impl Importer {
         if fusable {
             self.fusable.insert(d.id);
         }
-        Ok(Val::Dyn(d))
+        Ok(Val::Computed(d))
     }
 
     /// Begin and end paddings of each spatial dimension from `pads` / `auto_pad`.
     pub(crate) fn pads(
         &self,
         n: &NodeProto,
-        x: &Dyn,
+        x: &Computed,
         kernel: &[usize],
         strides: &[usize],
         dilations: &[usize],
@@ -212,12 +229,12 @@ impl Importer {
     pub(crate) fn split_pads(
         &mut self,
         n: &NodeProto,
-        x: Dyn,
+        x: Computed,
         begin: &[usize],
         end: &[usize],
         max_sym: &[usize],
         value: f32,
-    ) -> Result<(Dyn, Vec<usize>)> {
+    ) -> Result<(Computed, Vec<usize>)> {
         let sym: Vec<usize> = begin.iter().zip(end).zip(max_sym).map(|((b, e), m)| (*b).min(*e).min(*m)).collect();
         let eb: Vec<usize> = begin.iter().zip(&sym).map(|(b, s)| b - s).collect();
         let ee: Vec<usize> = end.iter().zip(&sym).map(|(e, s)| e - s).collect();
@@ -281,19 +298,9 @@ impl Importer {
         let target = self.module_target(n, &origins);
         let op = if dims == 1 { Op::Conv1d(spec) } else { Op::Conv2d(spec) };
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
-        self.params.insert(format!("{target}.weight"), self.maybe_fold(n, w.tensor(), wq.as_ref())?, true);
-        let mut bq = None;
-        if let Some((c, f)) = b {
-            let t = Tensor { shape: vec![c.numel()], data: c.f32s() };
-            self.params.insert(format!("{target}.bias"), self.maybe_fold(n, t, f.as_ref())?, true);
-            bq = f;
-        }
-        if wq.is_some() || bq.is_some() {
-            let q = self.g.node_mut(id).quant.get_or_insert_with(NodeQuant::default);
-            q.weight = wq;
-            q.bias = bq;
-        }
-        Ok(Val::Dyn(self.dyn_of(id)?))
+        let bias = b.map(|(c, f)| (Tensor { shape: vec![c.numel()], data: c.f32s() }, f));
+        self.module_params(n, id, &target, (w.tensor(), wq), bias)?;
+        Ok(Val::Computed(self.dyn_of(id)?))
     }
 
     pub(crate) fn pool(&mut self, n: &NodeProto, max: bool) -> Result<Val> {
@@ -344,7 +351,7 @@ impl Importer {
         };
         let q = x.quant.clone();
         let d = self.call_ids(n, op, &[x.id], vec![q], "")?;
-        Ok(Val::Dyn(d))
+        Ok(Val::Computed(d))
     }
 
     pub(crate) fn global_avg_pool(&mut self, n: &NodeProto) -> Result<Val> {
@@ -354,7 +361,7 @@ impl Importer {
             4 => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
             r => return Err(err(n, format!("input of rank {r} is not supported"))),
         };
-        Ok(Val::Dyn(self.call(n, op, vec![Val::Dyn(x)])?))
+        Ok(Val::Computed(self.call(n, op, vec![Val::Computed(x)])?))
     }
 
     pub(crate) fn batch_norm(&mut self, n: &NodeProto) -> Result<Val> {
@@ -383,7 +390,7 @@ impl Importer {
         for (p, (name, trainable)) in ps.iter().zip([("weight", true), ("bias", true), ("running_mean", false), ("running_var", false)]) {
             self.params.insert(format!("{target}.{name}"), Tensor { shape: vec![c], data: p.f32s() }, trainable);
         }
-        Ok(Val::Dyn(self.dyn_of(id)?))
+        Ok(Val::Computed(self.dyn_of(id)?))
     }
 
     pub(crate) fn dropout(&mut self, n: &NodeProto) -> Result<Val> {
@@ -401,7 +408,7 @@ impl Importer {
             return Err(err(n, format!("ratio {p} is not in [0, 1)")));
         }
         match x {
-            Val::Dyn(d) => Ok(Val::Dyn(self.moving(n, Op::Dropout { p }, d, "")?)),
+            Val::Computed(d) => Ok(Val::Computed(self.moving(n, Op::Dropout { p }, d, "")?)),
             v => Ok(v),
         }
     }

@@ -2,7 +2,7 @@
 //! their domain rather than by a table entry (`qonnx::is_quant_op`).
 
 use super::super::lower::err;
-use super::super::value::{Dyn, Val};
+use super::super::value::{Computed, Val};
 use super::super::Importer;
 use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::Const;
@@ -26,9 +26,9 @@ impl Importer {
         let refs: Vec<Option<&Const>> = consts.iter().map(Option::as_ref).collect();
         let fmt = qonnx::format_of(n, &refs)?;
         match x {
-            Val::Const(c) => Ok(Val::QConst(c, fmt)),
-            Val::Dyn(d) if d.quant.is_some() => Err(err(n, "a value quantized twice in a row is not supported")),
-            Val::Dyn(d) => Ok(Val::Dyn(Dyn { quant: Some(fmt), ..d })),
+            Val::Const(c) => Ok(Val::QuantConst(c, fmt)),
+            Val::Computed(d) if d.quant.is_some() => Err(err(n, "a value quantized twice in a row is not supported")),
+            Val::Computed(d) => Ok(Val::Computed(Computed { quant: Some(fmt), ..d })),
             v => Err(err(n, format!("quantizing {} is not supported", v.kind()))),
         }
     }

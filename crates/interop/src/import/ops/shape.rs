@@ -3,7 +3,7 @@
 
 use super::super::fold::{self};
 use super::super::lower::{axis, err, flatten_axis, product, MAX_WINDOW};
-use super::super::value::{Dim, Dyn, Val};
+use super::super::value::{Computed, Dim, Val};
 use super::super::{is_state_dict_name, Importer};
 use super::Lower;
 use crate::onnx::attrs::Attrs;
@@ -31,7 +31,7 @@ pub(super) const OPS: &[(&str, Lower)] = &[
 
 impl Importer {
     /// A reshape of a computed tensor to `target`, which may hold the batch at most once.
-    pub(crate) fn reshape_to(&mut self, n: &NodeProto, x: Dyn, target: Vec<Dim>, suffix: &str) -> Result<Dyn> {
+    pub(crate) fn reshape_to(&mut self, n: &NodeProto, x: Computed, target: Vec<Dim>, suffix: &str) -> Result<Computed> {
         if target == x.shape {
             return Ok(x);
         }
@@ -52,7 +52,7 @@ impl Importer {
                 let shape = vec![c.shape[..k].iter().product(), c.shape[k..].iter().product()];
                 Ok(Val::Const(Const { shape, ..c }))
             }
-            Val::Dyn(x) => {
+            Val::Computed(x) => {
                 let mut k = flatten_axis(n, a, x.rank())?;
                 if k == 0 && x.shape.first() == Some(&Dim::Batch) {
                     self.notes.push(format!(
@@ -70,9 +70,9 @@ impl Importer {
                 };
                 let target = vec![side(&x.shape[..k])?, side(&x.shape[k..])?];
                 if k == 1 && x.shape[0] == Dim::Batch && x.rank() > 2 {
-                    return Ok(Val::Dyn(self.moving(n, Op::Flatten { start_dim: 1, end_dim: -1 }, x, "")?));
+                    return Ok(Val::Computed(self.moving(n, Op::Flatten { start_dim: 1, end_dim: -1 }, x, "")?));
                 }
-                Ok(Val::Dyn(self.reshape_to(n, x, target, "")?))
+                Ok(Val::Computed(self.reshape_to(n, x, target, "")?))
             }
             v => Err(err(n, format!("flatten of {} is not supported", v.kind()))),
         }
@@ -83,7 +83,7 @@ impl Importer {
         let allow_zero = Attrs::new(n).int("allowzero", 0)? != 0;
         let entries: Vec<Dim> = match self.req(n, 1)? {
             Val::Const(c) => c.i64s().into_iter().map(Dim::Fixed).collect(),
-            Val::Sym { dims, .. } => dims,
+            Val::Shape { dims, .. } => dims,
             v => return Err(err(n, format!("the shape must be a constant or computed from shapes, it is {}", v.kind()))),
         };
         match data {
@@ -98,9 +98,9 @@ impl Importer {
                 }
                 Ok(Val::Const(Const { shape, ..c }))
             }
-            Val::Dyn(x) => {
+            Val::Computed(x) => {
                 let t = self.resolve_reshape(n, &x.shape, &entries, allow_zero, true)?;
-                Ok(Val::Dyn(self.reshape_to(n, x, t, "")?))
+                Ok(Val::Computed(self.reshape_to(n, x, t, "")?))
             }
             v => Err(err(n, format!("reshape of {} is not supported", v.kind()))),
         }
@@ -162,8 +162,8 @@ impl Importer {
     pub(crate) fn transpose(&mut self, n: &NodeProto) -> Result<Val> {
         let x = self.req(n, 0)?;
         let rank = match &x {
-            Val::Dyn(d) => d.rank(),
-            Val::Const(c) | Val::QConst(c, _) => c.shape.len(),
+            Val::Computed(d) => d.rank(),
+            Val::Const(c) | Val::QuantConst(c, _) => c.shape.len(),
             v => return Err(err(n, format!("transpose of {} is not supported", v.kind()))),
         };
         let given = Attrs::new(n).ints("perm")?;
@@ -171,7 +171,7 @@ impl Importer {
             Some(p) => p.iter().map(|&a| axis(n, a, rank)).collect::<Result<_>>()?,
             None => (0..rank).rev().collect(),
         };
-        if let (None, Val::Dyn(d), Some(out)) = (&given, &x, n.output.first()) {
+        if let (None, Val::Computed(d), Some(out)) = (&given, &x, n.output.first()) {
             if rank > 1 && d.shape.first() == Some(&Dim::Batch) {
                 self.batch_moved.insert(out.clone(), (rank - 1, n.name.clone()));
             }
@@ -182,7 +182,7 @@ impl Importer {
         }
         Ok(match x {
             Val::Const(c) => Val::Const(fold::transpose(&c, &perm)),
-            Val::QConst(c, f) => {
+            Val::QuantConst(c, f) => {
                 let f = qonnx::map_params(&f, |t| {
                     if t.numel() == 1 || t.rank() != rank {
                         t.clone()
@@ -190,10 +190,10 @@ impl Importer {
                         fold::transpose(&Const::float(t.shape.clone(), t.data.clone()), &perm).tensor()
                     }
                 });
-                Val::QConst(fold::transpose(&c, &perm), f)
+                Val::QuantConst(fold::transpose(&c, &perm), f)
             }
-            Val::Dyn(d) if perm.iter().enumerate().all(|(i, &p)| i == p) => Val::Dyn(d),
-            Val::Dyn(d) => Val::Dyn(self.moving(n, Op::Permute { dims: perm.iter().map(|&p| p as i64).collect() }, d, "")?),
+            Val::Computed(d) if perm.iter().enumerate().all(|(i, &p)| i == p) => Val::Computed(d),
+            Val::Computed(d) => Val::Computed(self.moving(n, Op::Permute { dims: perm.iter().map(|&p| p as i64).collect() }, d, "")?),
             _ => unreachable!("a shape value was refused when the rank was read above"),
         })
     }
@@ -213,9 +213,9 @@ impl Importer {
         let axes = self.axes(n)?;
         let x = self.req(n, 0)?;
         let shape: Vec<Dim> = match &x {
-            Val::Dyn(d) => d.shape.clone(),
-            Val::Const(c) | Val::QConst(c, _) => c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect(),
-            Val::Sym { dims, scalar } => {
+            Val::Computed(d) => d.shape.clone(),
+            Val::Const(c) | Val::QuantConst(c, _) => c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect(),
+            Val::Shape { dims, scalar } => {
                 if *scalar {
                     vec![]
                 } else {
@@ -249,12 +249,12 @@ impl Importer {
             t
         };
         match x {
-            Val::Dyn(d) => Ok(Val::Dyn(self.reshape_to(n, d, target, "")?)),
+            Val::Computed(d) => Ok(Val::Computed(self.reshape_to(n, d, target, "")?)),
             Val::Const(c) => {
                 Ok(Val::Const(Const { shape: target.iter().map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect(), ..c }))
             }
-            Val::Sym { dims, .. } => Ok(Val::sym(dims, target.is_empty())),
-            Val::QConst(..) => Err(err(n, "squeezing a quantized constant is not supported")),
+            Val::Shape { dims, .. } => Ok(Val::shape(dims, target.is_empty())),
+            Val::QuantConst(..) => Err(err(n, "squeezing a quantized constant is not supported")),
         }
     }
 
@@ -272,33 +272,33 @@ impl Importer {
             let rank = cs.first().map_or(0, |c| c.shape.len());
             return fold::concat(&cs, axis(n, a, rank)?).map(Val::Const).map_err(|e| err(n, e));
         }
-        if ins.iter().any(|v| matches!(v, Val::Sym { .. })) {
+        if ins.iter().any(|v| matches!(v, Val::Shape { .. })) {
             let mut dims = Vec::new();
             for v in &ins {
                 match v {
-                    Val::Sym { dims: d, .. } => dims.extend(d),
+                    Val::Shape { dims: d, .. } => dims.extend(d),
                     Val::Const(c) if c.shape.len() <= 1 => dims.extend(c.i64s().into_iter().map(Dim::Fixed)),
                     other => return Err(err(n, format!("cannot concatenate a shape with {}", other.kind()))),
                 }
             }
-            return Ok(Val::sym(dims, false));
+            return Ok(Val::shape(dims, false));
         }
-        let rank = ins.iter().find_map(|v| if let Val::Dyn(d) = v { Some(d.rank()) } else { None }).unwrap_or(0);
+        let rank = ins.iter().find_map(|v| if let Val::Computed(d) = v { Some(d.rank()) } else { None }).unwrap_or(0);
         let d = axis(n, a, rank)?;
-        Ok(Val::Dyn(self.call(n, Op::Concat { dim: d as i64 }, ins)?))
+        Ok(Val::Computed(self.call(n, Op::Concat { dim: d as i64 }, ins)?))
     }
 
     pub(crate) fn shape(&mut self, n: &NodeProto) -> Result<Val> {
         let at = Attrs::new(n);
         let dims: Vec<Dim> = match self.req(n, 0)? {
-            Val::Dyn(d) => d.shape,
-            Val::Const(c) | Val::QConst(c, _) => c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect(),
+            Val::Computed(d) => d.shape,
+            Val::Const(c) | Val::QuantConst(c, _) => c.shape.iter().map(|&v| Dim::Fixed(v as i64)).collect(),
             v => return Err(err(n, format!("shape of {} is not supported", v.kind()))),
         };
         let r = dims.len() as i64;
         let clampi = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
         let (s, e) = (clampi(at.int("start", 0)?), clampi(at.int("end", r)?));
-        Ok(Val::sym(dims[s..e.max(s)].to_vec(), false))
+        Ok(Val::shape(dims[s..e.max(s)].to_vec(), false))
     }
 
     pub(crate) fn gather(&mut self, n: &NodeProto) -> Result<Val> {
@@ -313,14 +313,14 @@ impl Importer {
                 }
                 Ok(Val::Const(g))
             }
-            Val::Sym { dims, .. } => {
+            Val::Shape { dims, .. } => {
                 let len = dims.len() as i64;
                 let mut out = Vec::new();
                 for i in idx.i64s() {
                     let j = if i < 0 { i + len } else { i };
                     out.push(*usize::try_from(j).ok().and_then(|j| dims.get(j)).ok_or_else(|| err(n, format!("index {i} out of range")))?);
                 }
-                Ok(Val::sym(out, idx.shape.is_empty()))
+                Ok(Val::shape(out, idx.shape.is_empty()))
             }
             v => Err(err(n, format!("Gather on {} is not supported (only on shapes and constants)", v.kind()))),
         }
@@ -362,8 +362,8 @@ impl Importer {
         match self.req(n, 0)? {
             Val::Const(c) if float => Ok(Val::Const(Const::float(c.shape.clone(), c.f32s()))),
             Val::Const(c) if int => Ok(Val::Const(Const::ints(c.shape.clone(), c.i64s()))),
-            v @ Val::Sym { .. } if int => Ok(v),
-            v @ (Val::Dyn(_) | Val::QConst(..)) if float => Ok(v),
+            v @ Val::Shape { .. } if int => Ok(v),
+            v @ (Val::Computed(_) | Val::QuantConst(..)) if float => Ok(v),
             v => Err(err(n, format!("cast of {} to type {to} is not supported", v.kind()))),
         }
     }
@@ -402,6 +402,6 @@ impl Importer {
         }
         let begin = pads[1..r].iter().map(|&p| p as usize).collect();
         let end = pads[r + 1..].iter().map(|&p| p as usize).collect();
-        Ok(Val::Dyn(self.moving(n, Op::Pad { begin, end, value: value.clamp(f32::MIN, f32::MAX) }, x, "")?))
+        Ok(Val::Computed(self.moving(n, Op::Pad { begin, end, value: value.clamp(f32::MIN, f32::MAX) }, x, "")?))
     }
 }

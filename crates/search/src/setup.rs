@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// Everything a study needs, built from a `[search]` table.
-pub struct SearchPlan {
+pub struct SearchSetup {
     pub config: SearchConfig,
     pub space: Box<dyn SearchSpace>,
     pub sampler: Box<dyn Sampler>,
@@ -19,7 +19,7 @@ pub struct SearchPlan {
 }
 
 /// Parses `search` (the `[search]` table as JSON) and builds its parts on `base`.
-pub fn plan(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchPlan> {
+pub fn assemble_search(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchSetup> {
     let mut config = SearchConfig::parse(search)?;
     let shared = share_sampler_options(&config.sampler_options, &[config.setup.sampler.as_str()])?;
     config.warnings.extend(shared.warnings);
@@ -35,10 +35,10 @@ pub fn plan(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>,
         }
     }
     let space = build_space(&SpaceInputs { config: &config.space, base, quantizer })?;
-    Ok(SearchPlan { config, space, sampler, runners })
+    Ok(SearchSetup { config, space, sampler, runners })
 }
 
-/// [`plan`], for callers that only want to know whether a config is usable.
-pub fn check_search_config(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchPlan> {
-    plan(search, base, quantizer, env)
+/// [`assemble_search`], for callers that only want to know whether a config is usable.
+pub fn check_search_config(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchSetup> {
+    assemble_search(search, base, quantizer, env)
 }
