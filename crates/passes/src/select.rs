@@ -90,6 +90,12 @@ pub const KNOWN_TYPES: &[&str] = &[
     "add",
     "sub",
     "mul",
+    "div",
+    "pow",
+    "sqrt",
+    "clamp",
+    "cat",
+    "pad",
     "matmul",
     "bmm",
     "dropout",
@@ -199,6 +205,27 @@ mod tests {
         let keys: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
         let s = Selector::new("p", by, &keys)?;
         Ok(s.select("p", g)?.0.into_iter().map(|i| g.node(i).name.clone()).collect())
+    }
+
+    /// Element-wise functions imported from ONNX have `mase_op` names of their own, and a
+    /// config selects them by those names (they were once refused as misspelt types).
+    #[test]
+    fn selects_imported_functions_by_type() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let a = g.call_function("torch.sqrt", Op::Sqrt, &[x]);
+        let b = g.call_function("torch.div", Op::Div, &[a, x]);
+        let c = g.call_function("torch.pow", Op::Pow, &[b, x]);
+        let d = g.call_function("torch.clamp", Op::Clip { min: 0.0, max: 1.0 }, &[c]);
+        let e = g.call_function("torch.nn.functional.pad", Op::Pad { begin: vec![1], end: vec![1], value: 0.0 }, &[d]);
+        let f = g.call_function("torch.cat", Op::Concat { dim: 1 }, &[e, e]);
+        g.output(f);
+        // torch.fx names a node `pow_1`: `pow` is a Python builtin.
+        let cases: &[(&str, &str)] =
+            &[("sqrt", "sqrt"), ("div", "div"), ("pow", "pow_1"), ("clamp", "clamp"), ("pad", "pad"), ("cat", "cat")];
+        for (key, name) in cases {
+            assert_eq!(names(&g, By::Type, &[key]).unwrap(), vec![name.to_string()], "type {key}");
+        }
     }
 
     #[test]
