@@ -60,6 +60,14 @@ pub fn run(args: &EmitArgs) -> Result<()> {
             l["multipliers"]
         ));
     }
+    let est = &manifest["estimate"];
+    human.line(format!(
+        "  estimate ({}): {} LUTs, {} FFs, {} DSPs",
+        est["model"].as_str().unwrap_or(""),
+        est["luts"],
+        est["ffs"],
+        est["dsps"]
+    ));
     human.info(format!("wrote {}", dir.display()));
     human.result(&json!({"action": "emit", "model": label, "dir": dir, "manifest": manifest}));
     Ok(())
