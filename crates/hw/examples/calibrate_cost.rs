@@ -82,13 +82,13 @@ fn read_measured(csv: &Path) -> Measured {
 
 fn write_csv(csv: &Path, measured: &Measured) {
     let mut text = String::from(
-        "case,in_features,out_features,bits,reuse,position,input_width,product_input_width,accumulator_width,output_width,weight_width,nonzero_weights,dsp_products,lut_product_adder_bits,addends,output_register_bits,state_register_bits,luts,ffs,dsps\n",
+        "case,in_features,out_features,bits,reuse,position,input_width,product_input_width,accumulator_width,output_width,weight_width,nonzero_weights,dsp_products,lut_product_rows,lut_multiplier_bits,addends,output_register_bits,state_register_bits,luts,ffs,dsps\n",
     );
     for (i, (c, &(luts, ffs, dsps))) in MATRIX.iter().zip(measured).enumerate() {
         let f = layer_features(&design(i).layers[0]);
         let _ = writeln!(
             text,
-            "{i},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{luts},{ffs},{dsps}",
+            "{i},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{luts},{ffs},{dsps}",
             c.in_features,
             c.out_features,
             c.bits,
@@ -101,7 +101,8 @@ fn write_csv(csv: &Path, measured: &Measured) {
             f.weight_width,
             f.nonzero_weights,
             f.dsp_products,
-            f.lut_product_adder_bits,
+            f.lut_product_rows,
+            f.lut_multiplier_bits,
             f.addends,
             f.output_register_bits,
             f.state_register_bits,

@@ -7,6 +7,7 @@
 
 use crate::design::{signed_bits, Design, Layer};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// What the model estimates: Yosys 0.23's `synth_xilinx -flatten -noiopad` (7-series LUT6).
 pub const MODEL: &str = "cost model of Yosys 0.23 synth_xilinx (7-series)";
@@ -30,15 +31,20 @@ pub struct LayerFeatures {
     pub has_post: bool,
     /// Weights that are not zero.
     pub nonzero_weights: usize,
-    /// Products Yosys maps to DSP48s: unrolled, products by a constant that is not a positive
-    /// power of two whose result needs at least 9 bits (`mul2dsp`'s minimum for 7-series, after
-    /// `wreduce` trims the constant to its bits); folded, every multiplier (`K / R` per output).
+    /// Products Yosys maps to DSP48s: those whose operands have at least 2 bits and whose result
+    /// needs at least 9 (`mul2dsp`'s minimum for 7-series), once `wreduce` has trimmed the
+    /// constant to its bits. Unrolled, products by a constant whose magnitude is not a power of
+    /// two (those are shifts), counting equal products (an input by the same constant in two
+    /// outputs) once, as Yosys merges them; folded, each of the `K / R` multipliers per output.
     pub dsp_products: usize,
-    /// Unrolled products left to LUTs, as shift-and-add: per such product, one adder of the
-    /// product's width per set bit of the constant's magnitude beyond the first.
-    pub lut_product_adder_bits: usize,
-    /// Terms added into each sum per cycle, over all outputs: the nonzero weights and the bias
-    /// unrolled; the accumulator and the `K / R` products of each output folded.
+    /// Unrolled: partial-product rows of the products left to LUTs, one per set bit of the
+    /// constant's magnitude (Yosys adds them at the sum's width).
+    pub lut_product_rows: usize,
+    /// Folded: size of the multipliers left to LUTs, the code's bits times the weight's times
+    /// `1 + log2 R` (each product is a function of the code and the cycle counter).
+    pub lut_multiplier_bits: usize,
+    /// Terms added into each sum per cycle, over all outputs: unrolled, the products in DSPs and
+    /// the bias; folded, the accumulator and the `K / R` products of each output.
     pub addends: usize,
     /// Bits of the output register and its valid bit.
     pub output_register_bits: usize,
@@ -51,7 +57,7 @@ pub struct LayerFeatures {
 /// DSP48 (see [`LayerFeatures::dsp_products`]).
 fn dsp_product(xw: u32, w: i64) -> bool {
     let wb = signed_bits(w as i128, w as i128);
-    w != 0 && !(w > 0 && w.unsigned_abs().is_power_of_two()) && wb >= 2 && xw >= 2 && xw + wb >= 9
+    w != 0 && !w.unsigned_abs().is_power_of_two() && wb >= 2 && xw >= 2 && xw + wb >= 9
 }
 
 /// The features of one layer.
@@ -64,18 +70,33 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
     let nonzero_weights = layer.weight.iter().filter(|&&w| w != 0).count();
     let output_register_bits = 1 + n * ow as usize;
     let folded = r > 1;
-    let (dsp_products, lut_product_adder_bits, addends, state_register_bits) = if folded {
+    let wb = |w: i64| signed_bits(w as i128, w as i128);
+    let (mut dsp_products, mut lut_product_rows, mut lut_multiplier_bits) = (0, 0, 0);
+    let (addends, state_register_bits) = if folded {
+        // Multiplier `q` of output `j` takes the weights `(j, t p + q)` over the cycles `t`;
+        // Yosys trims the selected weight to the widest of them.
+        let p = k / r;
+        for j in 0..n {
+            for q in 0..p {
+                let w = (0..r).map(|t| wb(layer.weight[j * k + t * p + q])).max().unwrap_or(1);
+                if w >= 2 && xw >= 2 && xw + w >= 9 {
+                    dsp_products += 1;
+                } else {
+                    // A product of the code by one of `R` constants chosen by the counter.
+                    lut_multiplier_bits += (xw * w * (1 + r.ilog2())) as usize;
+                }
+            }
+        }
         let counter = signed_bits(0, r as i128) as usize;
-        (n * (k / r), 0, n * (k / r + 1), k * xw as usize + n * aw as usize + counter + 1)
+        (n * (p + 1), k * xw as usize + n * aw as usize + counter + 1)
     } else {
-        let lut_bits = layer
-            .weight
-            .iter()
-            .filter(|&&w| w != 0 && !dsp_product(xw, w))
-            .map(|&w| (w.unsigned_abs().count_ones() as usize - 1) * (xw + signed_bits(w as i128, w as i128)) as usize)
-            .sum();
-        let dsps = layer.weight.iter().filter(|&&w| dsp_product(xw, w)).count();
-        (dsps, lut_bits, nonzero_weights + n, 0)
+        // Yosys merges equal products (the same input by the same constant in two outputs).
+        let products: BTreeSet<(usize, i64)> = layer.weight.iter().enumerate().filter(|(_, &w)| w != 0).map(|(i, &w)| (i % k, w)).collect();
+        dsp_products = products.iter().filter(|(_, w)| dsp_product(xw, *w)).count();
+        let in_dsp = layer.weight.iter().filter(|&&w| dsp_product(xw, w)).count();
+        lut_product_rows =
+            layer.weight.iter().filter(|&&w| w != 0 && !dsp_product(xw, w)).map(|&w| w.unsigned_abs().count_ones() as usize).sum();
+        (in_dsp + n, 0)
     };
     LayerFeatures {
         in_features: k,
@@ -90,7 +111,8 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         has_post: !layer.post.is_empty(),
         nonzero_weights,
         dsp_products,
-        lut_product_adder_bits,
+        lut_product_rows,
+        lut_multiplier_bits,
         addends,
         output_register_bits,
         state_register_bits,
@@ -102,34 +124,33 @@ pub const LUT_TERMS: usize = 6;
 
 /// The model's LUT regressors of one layer, in the order of [`LUT_COEFFICIENTS`]:
 ///
-/// - `adder_bits`: addends times the sum's width (the adder trees, and a folded layer's
-///   accumulating adders);
-/// - `lut_product_bits`: [`LayerFeatures::lut_product_adder_bits`];
+/// - `sum_bits`: addends times the sum's width (the adders after the DSPs, and a folded
+///   layer's accumulating adders);
+/// - `row_bits`: unrolled, the partial-product rows of LUT products times the sum's width;
 /// - `step_bits`: the rescale of the inputs (inputs times their width) and the steps after the
 ///   sums (outputs times the sum's width);
-/// - `rom_bits`: folded, the weight each multiplier selects by the cycle counter (multipliers
-///   times weight bits);
-/// - `shift_bits`: folded, the sample's shift register (inputs times their width);
+/// - `lut_multiplier_bits`: folded, [`LayerFeatures::lut_multiplier_bits`];
+/// - `fold_bits`: folded, the weight each DSP multiplier selects by the cycle counter
+///   (multipliers times weight bits) and the sample's shift register (inputs times their width);
 /// - 1.
 pub fn lut_regressors(f: &LayerFeatures) -> [f64; LUT_TERMS] {
     let (k, n) = (f.in_features as f64, f.out_features as f64);
     let (iw, xw, aw) = (f.input_width as f64, f.product_input_width as f64, f.accumulator_width as f64);
-    let adder_bits = f.addends as f64 * aw;
+    let sum_bits = f.addends as f64 * aw;
+    let row_bits = f.lut_product_rows as f64 * aw;
     let step_bits = if f.rescales_input { k * iw } else { 0.0 } + if f.has_post { n * aw } else { 0.0 };
-    let folded = f.reuse > 1;
-    let rom_bits = if folded { f.dsp_products as f64 * f.weight_width as f64 } else { 0.0 };
-    let shift_bits = if folded { k * xw } else { 0.0 };
-    [adder_bits, f.lut_product_adder_bits as f64, step_bits, rom_bits, shift_bits, 1.0]
+    let fold_bits = if f.reuse > 1 { f.dsp_products as f64 * f.weight_width as f64 + k * xw } else { 0.0 };
+    [sum_bits, row_bits, step_bits, f.lut_multiplier_bits as f64, fold_bits, 1.0]
 }
 
 /// LUTs per unit of each regressor of [`lut_regressors`], fitted by least relative squares to the
 /// calibration data (`crates/hw/calibration/xilinx.csv`, `cargo run -p mase-hw --example
 /// calibrate_cost`).
-pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.354, 0.901, 0.878, 0.0437, -0.0266, 3.76];
 
 /// Flip-flops per output register bit and per folded state register bit (synthesis drops bits
 /// that never change, such as a relu's sign bit, and DSP48s absorb some).
-pub const FF_COEFFICIENTS: [f64; 2] = [1.0, 1.0];
+pub const FF_COEFFICIENTS: [f64; 2] = [0.884, 0.944];
 
 /// The estimate of one layer.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -72,9 +72,8 @@ fn every_trial_reports_the_cost_model_of_its_sampled_formats_and_reuse_factor() 
         let design = lower(&cand.graph, &cand.params, "c", &LowerOptions { reuse: vec![], default_reuse: r }).unwrap();
         let c = cost::estimate(&design);
         assert_eq!((m["luts"], m["ffs"], m["dsps"]), (c.luts, c.ffs, c.dsps), "reuse {r}");
-        if r > 1 {
-            assert_eq!(m["dsps"], JSC3_MACS / r as f64, "one DSP per multiplier when folded by {r}");
-        }
+        // At most one DSP per multiplier: `K / R` per output folded, one per product unrolled.
+        assert!(m["dsps"] <= JSC3_MACS / r as f64, "reuse {r}: {} DSPs", m["dsps"]);
         assert!(m["luts"] > 0.0);
     }
     assert_eq!(reuses.into_iter().collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
