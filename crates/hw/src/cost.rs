@@ -73,12 +73,21 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
     let wb = |w: i64| signed_bits(w as i128, w as i128);
     let (mut dsp_products, mut lut_product_rows, mut lut_multiplier_bits) = (0, 0, 0);
     let (addends, state_register_bits) = if folded {
-        // Multiplier `q` of output `j` takes the weights `(j, t p + q)` over the cycles `t`;
-        // Yosys trims the selected weight to the widest of them.
+        // Multiplier `q` of output `j` takes the weights `(j, t p + q)` over the cycles `t`,
+        // chosen by a case statement on the counter. Yosys 0.23 makes it a `$mux` for 2 cases
+        // and a ROM (`proc_rom`) for 8 or more, both trimmed to the widest weight; for 3 to 7
+        // cases a `$pmux` that `pmux2shiftx` turns into a `$shiftx` of the declared width, which
+        // nothing trims. A multiplier whose weights are all zero is removed.
         let p = k / r;
+        let declared = layer.weight.iter().chain(&layer.bias).map(|&v| wb(v)).max().unwrap_or(1).max(aw).max(xw) + 1;
         for j in 0..n {
             for q in 0..p {
-                let w = (0..r).map(|t| wb(layer.weight[j * k + t * p + q])).max().unwrap_or(1);
+                let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
+                if ws.iter().all(|&w| w == 0) {
+                    continue;
+                }
+                let trimmed = ws.iter().map(|&w| wb(w)).max().unwrap_or(1);
+                let w = if r == 2 || r >= 8 { trimmed } else { declared };
                 if w >= 2 && xw >= 2 && xw + w >= 9 {
                     dsp_products += 1;
                 } else {
@@ -146,7 +155,7 @@ pub fn lut_regressors(f: &LayerFeatures) -> [f64; LUT_TERMS] {
 /// LUTs per unit of each regressor of [`lut_regressors`], fitted by least relative squares to the
 /// calibration data (`crates/hw/calibration/xilinx.csv`, `cargo run -p mase-hw --example
 /// calibrate_cost`).
-pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.354, 0.901, 0.878, 0.0437, -0.0266, 3.76];
+pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.3853, 0.9801, 0.8110, 1.427, 0.07180, -22.50];
 
 /// Flip-flops per output register bit and per folded state register bit (synthesis drops bits
 /// that never change, such as a relu's sign bit, and DSP48s absorb some).
