@@ -160,11 +160,12 @@ fn least_relative_squares(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
         if a[col][col].abs() < 1e-12 {
             continue;
         }
+        let pivot = a[col].clone();
         for row in 0..n {
             if row != col {
-                let f = a[row][col] / a[col][col];
-                for k in 0..n {
-                    a[row][k] -= f * a[col][k];
+                let f = a[row][col] / pivot[col];
+                for (x, p) in a[row].iter_mut().zip(&pivot) {
+                    *x -= f * p;
                 }
                 b[row] -= f * b[col];
             }
