@@ -75,6 +75,11 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
         let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
         assert_eq!(e["manifest"]["latency_cycles"], latency, "{flags:?}");
         assert_eq!(e["manifest"]["input"]["element_width"], 8);
+        // The cost model's estimate is the sum of its per-layer estimates.
+        let layers = e["manifest"]["layers"].as_array().unwrap();
+        let luts: f64 = layers.iter().map(|l| l["estimate"]["luts"].as_f64().unwrap()).sum();
+        assert_eq!(e["manifest"]["estimate"]["luts"].as_f64(), Some(luts), "{flags:?}");
+        assert!(luts > 0.0);
         let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
         assert_eq!(s["mismatches"], 0, "{flags:?}: {s}");
         assert_eq!(s["samples"], 392, "{s}");

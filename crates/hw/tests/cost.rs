@@ -85,4 +85,8 @@ fn latency_and_interval_are_the_schedule() {
     let e = estimate(&d);
     assert_eq!((e.latency_cycles, e.ii), (6, 4));
     assert_eq!(e.luts, e.layers.iter().map(|l| l.luts).sum::<f64>());
+    // The manifest `ch emit` writes carries the same estimate, in total and per layer.
+    let m = mase_hw::manifest(&d);
+    assert_eq!((m["estimate"]["luts"].as_f64(), m["estimate"]["dsps"].as_f64()), (Some(e.luts), Some(e.dsps)));
+    assert_eq!(m["layers"][1]["estimate"]["ffs"].as_f64(), Some(e.layers[1].ffs));
 }
