@@ -144,6 +144,38 @@ fn bad_rtl_options_and_reuse_choices_are_one_line_errors() {
     }
 }
 
+#[test]
+fn by_name_each_layer_has_its_own_reuse_factor() {
+    let mut search = config_search("jsc_three_layer_hw_search.toml");
+    search["search_space"]["setup"] = json!({"by": "name"});
+    let linear = search["search_space"]["seed"]["linear"].clone();
+    let seed = search["search_space"]["seed"].as_object_mut().unwrap();
+    seed.remove("linear");
+    // The first and third linears folded by 4 and 8; the others take the runner's default.
+    for (node, reuse) in
+        [("seq_blocks_0", json!([4])), ("seq_blocks_4", json!([8])), ("seq_blocks_2", json!(null)), ("seq_blocks_6", json!(null))]
+    {
+        let mut e = linear.clone();
+        match reuse {
+            Value::Null => {
+                e.as_object_mut().unwrap().remove("hardware");
+            }
+            r => e["hardware"]["reuse_factor"] = r,
+        }
+        seed.insert(node.into(), e);
+    }
+    let splits = jsc_splits();
+    let space = space(&search, base_model("jsc-three-layer", &splits, 0)).unwrap();
+    assert!(space.params().iter().any(|p| p.name == "seq_blocks_4/hardware/reuse_factor"));
+    assert!(!space.params().iter().any(|p| p.name == "seq_blocks_2/hardware/reuse_factor"));
+    let config = space.to_config(&vec![0.0; space.params().len()]).unwrap();
+    let mut cand = space.build(&config).unwrap();
+    let runners = build_runners(&[], &[("rtl".into(), json!({"reuse_factor": 2}))], &env(splits)).unwrap();
+    let m = runners[0].run(&mut cand, &RunContext { threads: 1, trial: 0 }).unwrap();
+    // 4 + 1, 2 + 1, 8 + 1 and 2 + 1 cycles; a sample every 8.
+    assert_eq!((m["latency_cycles"], m["ii"]), (20.0, 8.0));
+}
+
 /// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
 fn have(tool: &str) -> bool {
     if mase_hw::simulate::tool_available(tool) {
