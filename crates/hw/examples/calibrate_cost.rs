@@ -6,9 +6,10 @@
 //! ```sh
 //! cargo run -p mase-hw --example calibrate_cost -- synth crates/hw/calibration/xilinx.csv
 //! cargo run -p mase-hw --example calibrate_cost -- fit crates/hw/calibration/xilinx.csv
+//! cargo run -p mase-hw --example calibrate_cost -- synth-missing crates/hw/calibration/xilinx.csv
 //! ```
 //!
-//! `synth` takes minutes (Yosys on 24 designs); `fit` rewrites the feature columns of an
+//! `synth` takes minutes (Yosys on 30 designs); `fit` rewrites the feature columns of an
 //! existing CSV from the current model (the measured columns stay) and fits again. The test
 //! `crates/hw/tests/cost.rs` checks the committed CSV without Yosys.
 
@@ -33,9 +34,12 @@ fn main() {
         std::process::exit(2);
     };
     let measured = match mode.as_str() {
-        "synth" => {
+        "synth" | "synth-missing" => {
             let work = args.get(2).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("mase_hw_calibration"));
-            synthesize(&work)
+            // `synth-missing` keeps the measured lines of an existing file and synthesizes the
+            // cases it lacks (a grown matrix).
+            let known = if mode == "synth-missing" { read_some(&csv) } else { vec![None; MATRIX.len()] };
+            synthesize(&work, known)
         }
         "fit" => read_measured(&csv),
         other => fail(format!("unknown mode `{other}`: synth or fit")),
@@ -44,9 +48,13 @@ fn main() {
     fit(&measured);
 }
 
-fn synthesize(work: &Path) -> Measured {
+fn synthesize(work: &Path, known: Vec<Option<(u64, u64, u64)>>) -> Measured {
     let mut out = Vec::new();
     for (i, c) in MATRIX.iter().enumerate() {
+        if let Some(m) = known.get(i).copied().flatten() {
+            out.push(m);
+            continue;
+        }
         let d = design(i);
         let dir = work.join(format!("case{i}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -59,8 +67,17 @@ fn synthesize(work: &Path) -> Measured {
     out
 }
 
-/// The measured columns of a CSV this program wrote, by case.
+/// The measured columns of a CSV this program wrote, by case; every case must have a line.
 fn read_measured(csv: &Path) -> Measured {
+    read_some(csv)
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| m.unwrap_or_else(|| fail(format!("{}: no line for case {i}", csv.display()))))
+        .collect()
+}
+
+/// The measured columns of a CSV this program wrote, for the cases it has.
+fn read_some(csv: &Path) -> Vec<Option<(u64, u64, u64)>> {
     let text = std::fs::read_to_string(csv).unwrap_or_else(|e| fail(format!("{}: {e}", csv.display())));
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
@@ -77,7 +94,7 @@ fn read_measured(csv: &Path) -> Measured {
             out[case] = Some((num(cl), num(cf), num(cd)));
         }
     }
-    out.into_iter().enumerate().map(|(i, m)| m.unwrap_or_else(|| fail(format!("{}: no line for case {i}", csv.display())))).collect()
+    out
 }
 
 fn write_csv(csv: &Path, measured: &Measured) {

@@ -73,6 +73,12 @@ pub const MATRIX: &[Case] = &[
     case(32, 8, 8, 8, Middle),
     case(16, 4, 8, 2, Last),
     case(32, 5, 6, 4, Last),
+    case(64, 8, 6, 4, Middle),
+    case(64, 8, 8, 4, Middle),
+    case(32, 16, 6, 4, Middle),
+    case(32, 16, 6, 1, Middle),
+    case(64, 8, 8, 1, Middle),
+    case(16, 32, 6, 1, First),
 ];
 
 /// The seeded single-layer design of case `index` of [`MATRIX`].

@@ -135,7 +135,8 @@ pub const LUT_TERMS: usize = 6;
 ///
 /// - `sum_bits`: addends times the sum's width (the adders after the DSPs, and a folded
 ///   layer's accumulating adders);
-/// - `row_bits`: unrolled, the partial-product rows of LUT products times the sum's width;
+/// - `row_bits`: unrolled, the partial-product rows of LUT products times the sum's width times
+///   `log2(1 + rows per output)` (the depth of the tree that adds them);
 /// - `step_bits`: the rescale of the inputs (inputs times their width) and the steps after the
 ///   sums (outputs times the sum's width);
 /// - `lut_multiplier_bits`: folded, [`LayerFeatures::lut_multiplier_bits`];
@@ -146,20 +147,21 @@ pub fn lut_regressors(f: &LayerFeatures) -> [f64; LUT_TERMS] {
     let (k, n) = (f.in_features as f64, f.out_features as f64);
     let (iw, xw, aw) = (f.input_width as f64, f.product_input_width as f64, f.accumulator_width as f64);
     let sum_bits = f.addends as f64 * aw;
-    let row_bits = f.lut_product_rows as f64 * aw;
+    // The rows of one output are summed in a tree whose depth grows with their number.
+    let row_bits = f.lut_product_rows as f64 * aw * (1.0 + f.lut_product_rows as f64 / n).log2();
     let step_bits = if f.rescales_input { k * iw } else { 0.0 } + if f.has_post { n * aw } else { 0.0 };
     let fold_bits = if f.reuse > 1 { f.dsp_products as f64 * f.weight_width as f64 + k * xw } else { 0.0 };
     [sum_bits, row_bits, step_bits, f.lut_multiplier_bits as f64, fold_bits, 1.0]
 }
 
 /// LUTs per unit of each regressor of [`lut_regressors`], fitted by least relative squares to the
-/// calibration data (`crates/hw/calibration/xilinx.csv`, `cargo run -p mase-hw --example
+/// calibration data (`crates/hw/calibration/xilinx.csv`, 30 layers, `cargo run -p mase-hw --example
 /// calibrate_cost`).
-pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.3853, 0.9801, 0.8110, 1.427, 0.07180, -22.50];
+pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.4174, 0.2320, 0.9043, 1.305, -0.4133, 46.21];
 
 /// Flip-flops per output register bit and per folded state register bit (synthesis drops bits
 /// that never change, such as a relu's sign bit, and DSP48s absorb some).
-pub const FF_COEFFICIENTS: [f64; 2] = [0.884, 0.944];
+pub const FF_COEFFICIENTS: [f64; 2] = [0.8946, 0.9150];
 
 /// The estimate of one layer.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,4 +1,4 @@
-//! The cost model against its calibration data: Yosys 0.23 `synth_xilinx` on the 24 single-layer
+//! The cost model against its calibration data: Yosys 0.23 `synth_xilinx` on the 30 single-layer
 //! designs of `mase_hw::calibration::MATRIX`, measured by the example `calibrate_cost` and
 //! committed as `crates/hw/calibration/xilinx.csv`. The designs are rebuilt here from the same
 //! seeds; the file's feature columns must match them, and the model's errors must stay within
@@ -64,12 +64,12 @@ fn the_model_is_within_its_documented_error_of_yosys() {
     let pairs = |col: &str, pick: fn(&mase_hw::cost::LayerCost) -> f64| -> Vec<(f64, f64)> {
         est.iter().zip(&rows).map(|(e, r)| (pick(e), num(r, col))).collect()
     };
-    // The bounds of doc/hardware.md ("Cost model"), measured on this file: LUTs 14.7 % mean,
-    // 44.1 % at most; flip-flops 11.3 % and 46.5 %.
+    // The bounds of doc/hardware.md ("Cost model"), measured on this file: LUTs 14.9 % mean,
+    // 45.5 % at most; flip-flops 9.7 % and 48.8 %.
     let (mean, max) = errors(&pairs("luts", |e| e.luts));
-    assert!(mean <= 0.15 && max <= 0.45, "LUTs: mean {mean:.3}, max {max:.3}");
+    assert!(mean <= 0.15 && max <= 0.46, "LUTs: mean {mean:.3}, max {max:.3}");
     let (mean, max) = errors(&pairs("ffs", |e| e.ffs));
-    assert!(mean <= 0.12 && max <= 0.47, "FFs: mean {mean:.3}, max {max:.3}");
+    assert!(mean <= 0.10 && max <= 0.49, "FFs: mean {mean:.3}, max {max:.3}");
     // DSPs are counted, not fitted: the rule matches Yosys on every layer but case 17, where
     // Yosys finds one of the 32 multipliers needless (31 DSPs).
     let wrong: Vec<usize> = est.iter().zip(&rows).enumerate().filter(|(_, (e, r))| e.dsps != num(r, "dsps")).map(|(i, _)| i).collect();
