@@ -75,6 +75,11 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
         let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
         assert_eq!(e["manifest"]["latency_cycles"], latency, "{flags:?}");
         assert_eq!(e["manifest"]["input"]["element_width"], 8);
+        // The cost model's estimate is the sum of its per-layer estimates.
+        let layers = e["manifest"]["layers"].as_array().unwrap();
+        let luts: f64 = layers.iter().map(|l| l["estimate"]["luts"].as_f64().unwrap()).sum();
+        assert_eq!(e["manifest"]["estimate"]["luts"].as_f64(), Some(luts), "{flags:?}");
+        assert!(luts > 0.0);
         let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
         assert_eq!(s["mismatches"], 0, "{flags:?}: {s}");
         assert_eq!(s["samples"], 392, "{s}");
@@ -93,4 +98,56 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     assert_eq!(line, "error: node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
     let line = ch_error(&["emit", "--load", &best, "-o", root.join("bad").to_str().unwrap()], &root);
     assert!(line.starts_with("error: the graph is not integer end to end: seq_blocks_0 (linear): not quantized;"), "{line}");
+}
+
+#[test]
+fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
+    let root = scratch("hw-search");
+    let data = jsc_dir(&root);
+    let d = data.to_str().unwrap();
+    let t = ch_json(
+        &[
+            "train",
+            "jsc-three-layer",
+            "jsc",
+            "--data-dir",
+            d,
+            "--max-epochs",
+            "4",
+            "--batch-size",
+            "64",
+            "--learning-rate",
+            "1e-2",
+            "--project",
+            "hw",
+        ],
+        &root,
+    );
+    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let cfg = repo_root().join("configs/jsc_three_layer_hw_search.toml");
+    let r = ch_json(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", d, "--load", &best], &root);
+    // Formats (3 x 3) times reuse factors (5), each tried once.
+    assert_eq!((r["studies"][0]["complete"].as_u64(), r["studies"][0]["stop"].as_str()), (Some(45), Some("completed")), "{r}");
+    let dir = root.join("mase_output/jsc_three_layer_hw_search/software/search_ckpts");
+    for f in ["pareto.png", "pareto.svg", "trials.csv", "best.json"] {
+        assert!(dir.join(f).exists(), "{f} is written");
+    }
+    let svg = std::fs::read_to_string(dir.join("pareto.svg")).unwrap();
+    assert!(svg.contains("accuracy") && svg.contains("luts"), "the axes name the two objectives");
+    // Every trial on the front carries the five hardware metrics; the front trades accuracy for
+    // LUTs, so its trials differ in LUTs.
+    let best: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+    let front: Vec<&serde_json::Value> = best.as_object().unwrap().values().collect();
+    assert!(!front.is_empty());
+    let mut luts = Vec::new();
+    for t in &front {
+        let hw = &t["hardware_metrics"];
+        for m in ["luts", "ffs", "dsps", "latency_cycles", "ii"] {
+            assert!(hw[m].is_number(), "{m} in {t}");
+        }
+        luts.push(hw["luts"].as_f64().unwrap());
+    }
+    luts.sort_by(f64::total_cmp);
+    luts.dedup();
+    assert_eq!(luts.len(), front.len(), "{luts:?}");
 }

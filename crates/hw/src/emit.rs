@@ -12,6 +12,7 @@ use std::path::Path;
 pub fn manifest(d: &Design) -> Value {
     let port = |len: usize, r: crate::design::Range| json!({"elements": len, "element_width": r.width(), "frac_width": r.frac, "min_code": r.lo, "max_code": r.hi, "bits": len * r.width() as usize});
     let (w, f, s) = d.input_format;
+    let est = crate::cost::estimate(d);
     json!({
         "model": d.model,
         "top": TOP,
@@ -21,7 +22,8 @@ pub fn manifest(d: &Design) -> Value {
         "output": port(d.output_len(), d.output_range()),
         "latency_cycles": d.latency(),
         "initiation_interval": d.initiation_interval(),
-        "layers": d.layers.iter().map(|l| json!({
+        "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps},
+        "layers": d.layers.iter().zip(&est.layers).map(|(l, e)| json!({
             "node": l.node,
             "module": layer_module(l),
             "in_features": l.in_features,
@@ -35,6 +37,7 @@ pub fn manifest(d: &Design) -> Value {
             "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
             "latency_cycles": l.latency(),
             "initiation_interval": l.initiation_interval(),
+            "estimate": {"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps},
         })).collect::<Vec<_>>(),
     })
 }

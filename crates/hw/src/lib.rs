@@ -3,8 +3,11 @@
 //!
 //! [`lower`] turns a quantized graph into a [`Design`] (layers, constants, ranges, widths),
 //! [`emit`] writes its folder (RTL, testbench, build script, manifest), and [`simulate`] builds
-//! and runs it and compares every output code with [`simulate::golden`].
+//! and runs it and compares every output code with [`simulate::golden`]. [`cost::estimate`] gives a
+//! design's LUTs, flip-flops, DSPs, latency and initiation interval without synthesis.
 
+pub mod calibration;
+pub mod cost;
 pub mod design;
 pub mod emit;
 mod error;

@@ -169,7 +169,7 @@ fn param_codes(params: &ParamStore, name: &str, f: Fixed, len: usize) -> Result<
 }
 
 /// The smallest and largest sum `b_j + sum_k w_jk x_k` over inputs in `x` and every output `j`.
-fn sum_bounds(w: &[i64], b: &[i64], in_features: usize, x: Range) -> (i128, i128) {
+pub(crate) fn sum_bounds(w: &[i64], b: &[i64], in_features: usize, x: Range) -> (i128, i128) {
     let (mut lo, mut hi) = (i128::MAX, i128::MIN);
     for (j, &bj) in b.iter().enumerate() {
         let (mut l, mut h) = (bj as i128, bj as i128);

@@ -60,6 +60,15 @@ pub fn run(args: &EmitArgs) -> Result<()> {
             l["multipliers"]
         ));
     }
+    let est = &manifest["estimate"];
+    let n = |k: &str| est[k].as_f64().unwrap_or(0.0);
+    human.line(format!(
+        "  estimate ({}): {:.0} LUTs, {:.0} FFs, {:.0} DSPs",
+        est["model"].as_str().unwrap_or(""),
+        n("luts"),
+        n("ffs"),
+        n("dsps")
+    ));
     human.info(format!("wrote {}", dir.display()));
     human.result(&json!({"action": "emit", "model": label, "dir": dir, "manifest": manifest}));
     Ok(())

@@ -12,6 +12,7 @@
 mod bitwidth;
 mod cost;
 mod evaluate;
+mod rtl;
 mod train;
 
 pub use cost::{node_costs, NodeCost};
@@ -123,6 +124,11 @@ pub const HW_RUNNERS: &[(&str, &str, RunnerBuilder)] = &[
     ("flops", "operations per sample as the flops pass counts them (MASE's fine-grained estimator) and MACs", cost::build_flops),
     ("model_size", "parameter count and model size in bits at each tensor's number format", cost::build_model_size),
     ("latency", "measured forward time of one batch on this CPU, median of `repeats` runs (ms)", cost::build_latency),
+    (
+        "rtl",
+        "LUTs, flip-flops, DSPs, latency and initiation interval of the candidate's RTL pipeline: the cost model, or Yosys with `synth = true`",
+        rtl::build,
+    ),
 ];
 
 /// Builds the runners of `[search.strategy.sw_runner.*]` and `[search.strategy.hw_runner.*]`,

@@ -14,10 +14,14 @@
 //! - `setup.tie = "type"` (with `by = "type"`): the nodes of one op type share their parameters
 //!   (`linear/config/weight_width` for every linear layer), so lab 3's space of four
 //!   (width, frac_width) pairs for data_in and four for weight is 16 points whatever the number
-//!   of layers. The stored config still names every node.
+//!   of layers. The stored config still names every node;
+//! - `seed.<key>.hardware.reuse_factor = [..]`: the reuse factor of the layers the entry seeds,
+//!   a parameter beside the formats, written to the candidate's hardware metadata for
+//!   `hw_runner.rtl` (see [`crate::space::hardware`]).
 
 use crate::config::reject_unknown_keys;
 use crate::space::choices::{choice_lists, ChoiceList, SeededParams};
+use crate::space::hardware;
 use crate::space::{by_name, BaseModel, Candidate, Quantizer, SearchSpace, SpaceInputs};
 use crate::{ParamDef, Result, SearchError};
 use serde_json::{json, Value};
@@ -113,12 +117,16 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
     let mut seeded = SeededParams::default();
     // With `tie = "type"`: the parameters of each op type, made when its first node is met.
     let mut tied: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // The nodes each seed entry seeds, for the checks of its hardware choices.
+    let mut seeded_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for node in inputs.base.graph.nodes() {
         let op = node.op.mase_op();
         if !QUANTIZEABLE_OPS.contains(&op) {
             continue;
         }
         let key = if by == "name" { node.name.as_str() } else { op };
+        let used = if entries.contains_key(key) { key } else { "default" };
+        seeded_by.entry(used).or_default().push(node.name.as_str());
         let lists = match entries.get(key).or_else(|| entries.get("default")) {
             Some(lists) => lists,
             None => {
@@ -141,6 +149,12 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
             }
         };
         seeded.nodes.push((node.name.clone(), ids));
+    }
+    for (key, entry) in seed {
+        let nodes = seeded_by.get(key.as_str()).map_or(&[][..], Vec::as_slice);
+        if let Some(entry) = entry.as_object() {
+            hardware::check_seed_entry(entry, &format!("search.search_space.seed.{key}"), &inputs.base.graph, nodes)?;
+        }
     }
     if seeded.nodes.is_empty() {
         return Err(err(format!("the model has no quantizable node (ops {})", QUANTIZEABLE_OPS.join(", "))));
@@ -166,6 +180,7 @@ impl SearchSpace for MixedPrecisionPtq {
     fn build(&self, config: &Value) -> Result<Candidate> {
         let mut graph = self.base.graph.clone();
         self.quantizer.apply(&mut graph, &by_name(config)).map_err(err)?;
+        hardware::apply(&mut graph, config);
         Ok(Candidate { graph, params: self.base.params.clone() })
     }
 }

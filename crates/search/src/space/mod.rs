@@ -12,11 +12,13 @@
 mod channel_and_quantize;
 mod channel_multiplier;
 pub mod choices;
+pub mod hardware;
 mod mixed_precision_ptq;
 mod quantize;
 
 pub use channel_and_quantize::ChannelAndQuantize;
 pub use channel_multiplier::{record_input_shape, ChannelMultiplier};
+pub use hardware::REUSE_FACTOR;
 
 pub use mixed_precision_ptq::{default_quantization_config, MixedPrecisionPtq, DEFAULT_QUANTIZATION_CONFIG, QUANTIZEABLE_OPS};
 pub use quantize::{LocalQuantizer, PassesQuantizer, Quantizer};

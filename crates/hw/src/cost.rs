@@ -1,0 +1,215 @@
+//! A resource and latency model of a design, layer by layer, without synthesis: LUTs,
+//! flip-flops and DSPs from the layer's widths, constants and reuse factor, fitted to Yosys's
+//! `synth_xilinx` (7-series, [`crate::synth::SynthTarget::Xilinx`]) on the calibration matrix of
+//! [`crate::calibration`]; latency and initiation interval are the design's own schedule
+//! ([`Layer::latency`], [`Layer::initiation_interval`]), which simulation confirms cycle for
+//! cycle. The model, its features and its measured error are in doc/hardware.md ("Cost model").
+
+use crate::design::{signed_bits, Design, Layer};
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// What the model estimates: Yosys 0.23's `synth_xilinx -flatten -noiopad` (7-series LUT6).
+pub const MODEL: &str = "cost model of Yosys 0.23 synth_xilinx (7-series)";
+
+/// What the model reads from one layer: counts and widths of the RTL that `verilog.rs` writes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerFeatures {
+    pub in_features: usize,
+    pub out_features: usize,
+    pub reuse: usize,
+    /// Bits of the codes arriving at the layer, entering the products, of the sums, and of the
+    /// layer's output codes.
+    pub input_width: u32,
+    pub product_input_width: u32,
+    pub accumulator_width: u32,
+    pub output_width: u32,
+    /// Bits of the widest weight constant.
+    pub weight_width: u32,
+    /// Whether the layer rescales its inputs (a `pre` step) and has steps after the sums.
+    pub rescales_input: bool,
+    pub has_post: bool,
+    /// Weights that are not zero.
+    pub nonzero_weights: usize,
+    /// Products Yosys maps to DSP48s: those whose operands have at least 2 bits and whose result
+    /// needs at least 9 (`mul2dsp`'s minimum for 7-series), once `wreduce` has trimmed the
+    /// constant to its bits. Unrolled, products by a constant whose magnitude is not a power of
+    /// two (those are shifts), counting equal products (an input by the same constant in two
+    /// outputs) once, as Yosys merges them; folded, each of the `K / R` multipliers per output.
+    pub dsp_products: usize,
+    /// Unrolled: partial-product rows of the products left to LUTs, one per set bit of the
+    /// constant's magnitude (Yosys adds them at the sum's width).
+    pub lut_product_rows: usize,
+    /// Folded: size of the multipliers left to LUTs, the code's bits times the weight's times
+    /// `1 + log2 R` (each product is a function of the code and the cycle counter).
+    pub lut_multiplier_bits: usize,
+    /// Terms added into each sum per cycle, over all outputs: unrolled, the products in DSPs and
+    /// the bias; folded, the accumulator and the `K / R` products of each output.
+    pub addends: usize,
+    /// Bits of the output register and its valid bit.
+    pub output_register_bits: usize,
+    /// Folded only: bits of the sample's shift register, the accumulators, the counter and the
+    /// busy flag.
+    pub state_register_bits: usize,
+}
+
+/// Whether Yosys's `synth_xilinx` maps the product of a `xw`-bit code by the constant `w` to a
+/// DSP48 (see [`LayerFeatures::dsp_products`]).
+fn dsp_product(xw: u32, w: i64) -> bool {
+    let wb = signed_bits(w as i128, w as i128);
+    w != 0 && !w.unsigned_abs().is_power_of_two() && wb >= 2 && xw >= 2 && xw + wb >= 9
+}
+
+/// The features of one layer.
+pub fn layer_features(layer: &Layer) -> LayerFeatures {
+    let (k, n, r) = (layer.in_features, layer.out_features, layer.reuse.max(1));
+    let xw = layer.product_input().width();
+    let aw = layer.acc.width();
+    let ow = layer.output().width();
+    let weight_width = layer.weight.iter().map(|&v| signed_bits(v as i128, v as i128)).max().unwrap_or(1);
+    let nonzero_weights = layer.weight.iter().filter(|&&w| w != 0).count();
+    let output_register_bits = 1 + n * ow as usize;
+    let folded = r > 1;
+    let wb = |w: i64| signed_bits(w as i128, w as i128);
+    let (mut dsp_products, mut lut_product_rows, mut lut_multiplier_bits) = (0, 0, 0);
+    let (addends, state_register_bits) = if folded {
+        // Multiplier `q` of output `j` takes the weights `(j, t p + q)` over the cycles `t`,
+        // chosen by a case statement on the counter. Yosys 0.23 makes it a `$mux` for 2 cases
+        // and a ROM (`proc_rom`) for 8 or more, both trimmed to the widest weight; for 3 to 7
+        // cases a `$pmux` that `pmux2shiftx` turns into a `$shiftx` of the declared width, which
+        // nothing trims. A multiplier whose weights are all zero is removed.
+        let p = k / r;
+        let declared = layer.weight.iter().chain(&layer.bias).map(|&v| wb(v)).max().unwrap_or(1).max(aw).max(xw) + 1;
+        for j in 0..n {
+            for q in 0..p {
+                let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
+                if ws.iter().all(|&w| w == 0) {
+                    continue;
+                }
+                let trimmed = ws.iter().map(|&w| wb(w)).max().unwrap_or(1);
+                let w = if r == 2 || r >= 8 { trimmed } else { declared };
+                if w >= 2 && xw >= 2 && xw + w >= 9 {
+                    dsp_products += 1;
+                } else {
+                    // A product of the code by one of `R` constants chosen by the counter.
+                    lut_multiplier_bits += (xw * w * (1 + r.ilog2())) as usize;
+                }
+            }
+        }
+        let counter = signed_bits(0, r as i128) as usize;
+        (n * (p + 1), k * xw as usize + n * aw as usize + counter + 1)
+    } else {
+        // Yosys merges equal products (the same input by the same constant in two outputs).
+        let products: BTreeSet<(usize, i64)> = layer.weight.iter().enumerate().filter(|(_, &w)| w != 0).map(|(i, &w)| (i % k, w)).collect();
+        dsp_products = products.iter().filter(|(_, w)| dsp_product(xw, *w)).count();
+        let in_dsp = layer.weight.iter().filter(|&&w| dsp_product(xw, w)).count();
+        lut_product_rows =
+            layer.weight.iter().filter(|&&w| w != 0 && !dsp_product(xw, w)).map(|&w| w.unsigned_abs().count_ones() as usize).sum();
+        (in_dsp + n, 0)
+    };
+    LayerFeatures {
+        in_features: k,
+        out_features: n,
+        reuse: r,
+        input_width: layer.input.width(),
+        product_input_width: xw,
+        accumulator_width: aw,
+        output_width: ow,
+        weight_width,
+        rescales_input: !layer.pre.is_empty(),
+        has_post: !layer.post.is_empty(),
+        nonzero_weights,
+        dsp_products,
+        lut_product_rows,
+        lut_multiplier_bits,
+        addends,
+        output_register_bits,
+        state_register_bits,
+    }
+}
+
+/// Number of LUT regressors.
+pub const LUT_TERMS: usize = 6;
+
+/// The model's LUT regressors of one layer, in the order of [`LUT_COEFFICIENTS`]:
+///
+/// - `sum_bits`: addends times the sum's width (the adders after the DSPs, and a folded
+///   layer's accumulating adders);
+/// - `row_bits`: unrolled, the partial-product rows of LUT products times the sum's width times
+///   `log2(1 + rows per output)` (the depth of the tree that adds them);
+/// - `step_bits`: the rescale of the inputs (inputs times their width) and the steps after the
+///   sums (outputs times the sum's width);
+/// - `lut_multiplier_bits`: folded, [`LayerFeatures::lut_multiplier_bits`];
+/// - `fold_bits`: folded, the weight each DSP multiplier selects by the cycle counter
+///   (multipliers times weight bits) and the sample's shift register (inputs times their width);
+/// - 1.
+pub fn lut_regressors(f: &LayerFeatures) -> [f64; LUT_TERMS] {
+    let (k, n) = (f.in_features as f64, f.out_features as f64);
+    let (iw, xw, aw) = (f.input_width as f64, f.product_input_width as f64, f.accumulator_width as f64);
+    let sum_bits = f.addends as f64 * aw;
+    // The rows of one output are summed in a tree whose depth grows with their number.
+    let row_bits = f.lut_product_rows as f64 * aw * (1.0 + f.lut_product_rows as f64 / n).log2();
+    let step_bits = if f.rescales_input { k * iw } else { 0.0 } + if f.has_post { n * aw } else { 0.0 };
+    let fold_bits = if f.reuse > 1 { f.dsp_products as f64 * f.weight_width as f64 + k * xw } else { 0.0 };
+    [sum_bits, row_bits, step_bits, f.lut_multiplier_bits as f64, fold_bits, 1.0]
+}
+
+/// LUTs per unit of each regressor of [`lut_regressors`], fitted by least relative squares to the
+/// calibration data (`crates/hw/calibration/xilinx.csv`, 30 layers, `cargo run -p mase-hw --example
+/// calibrate_cost`).
+pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.4174, 0.2320, 0.9043, 1.305, -0.4133, 46.21];
+
+/// Flip-flops per output register bit and per folded state register bit (synthesis drops bits
+/// that never change, such as a relu's sign bit, and DSP48s absorb some).
+pub const FF_COEFFICIENTS: [f64; 2] = [0.8946, 0.9150];
+
+/// The estimate of one layer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerCost {
+    pub node: String,
+    pub luts: f64,
+    pub ffs: f64,
+    pub dsps: f64,
+    pub latency_cycles: usize,
+    pub ii: usize,
+    pub features: LayerFeatures,
+}
+
+/// The estimate of a design: the sums over its layers, its latency and initiation interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DesignCost {
+    pub luts: f64,
+    pub ffs: f64,
+    pub dsps: f64,
+    pub latency_cycles: usize,
+    pub ii: usize,
+    pub layers: Vec<LayerCost>,
+}
+
+/// The estimate of one layer.
+pub fn estimate_layer(layer: &Layer) -> LayerCost {
+    let f = layer_features(layer);
+    let luts: f64 = lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum();
+    LayerCost {
+        node: layer.node.clone(),
+        luts: luts.max(0.0).round(),
+        ffs: (f.output_register_bits as f64 * FF_COEFFICIENTS[0] + f.state_register_bits as f64 * FF_COEFFICIENTS[1]).round(),
+        dsps: f.dsp_products as f64,
+        latency_cycles: layer.latency(),
+        ii: layer.initiation_interval(),
+        features: f,
+    }
+}
+
+/// The estimate of a design.
+pub fn estimate(design: &Design) -> DesignCost {
+    let layers: Vec<LayerCost> = design.layers.iter().map(estimate_layer).collect();
+    DesignCost {
+        luts: layers.iter().map(|l| l.luts).sum(),
+        ffs: layers.iter().map(|l| l.ffs).sum(),
+        dsps: layers.iter().map(|l| l.dsps).sum(),
+        latency_cycles: design.latency(),
+        ii: design.initiation_interval(),
+        layers,
+    }
+}
