@@ -191,6 +191,30 @@ impl Graph {
         self.find(name).ok_or_else(|| IrError::UnknownNode(name.to_string()))
     }
 
+    /// Removes node `id`, which must read exactly one value, and makes its users read that value
+    /// instead (for transforms that fold a node into its neighbour). The ids of later nodes
+    /// shift down by one; the removed node's name stays reserved, as in torch.fx.
+    pub fn remove_passthrough(&mut self, id: NodeId) -> Result<()> {
+        let node = &self.nodes[id.0];
+        let [src] = node.inputs[..] else {
+            return Err(IrError::Invalid {
+                node: node.name.clone(),
+                reason: format!("reads {} values; only a node reading one can be removed", node.inputs.len()),
+            });
+        };
+        self.nodes.remove(id.0);
+        for n in &mut self.nodes {
+            for inp in &mut n.inputs {
+                if *inp == id {
+                    *inp = src;
+                } else if inp.0 > id.0 {
+                    inp.0 -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn inputs(&self) -> Vec<NodeId> {
         self.ids().filter(|&i| self.node(i).kind == NodeKind::Placeholder).collect()
     }

@@ -59,7 +59,7 @@ const PASS: &str = "channel_multiplier";
 pub const WIDENABLE_OPS: &[&str] = &["linear", "conv1d", "conv2d"];
 
 /// The nodes this pass can change, and the words its errors use for them.
-const WIDENABLE: Changeable = Changeable { ops: WIDENABLE_OPS, noun: "layers", done: "widened", able: "widenable" };
+const WIDENABLE: Changeable = Changeable { ops: WIDENABLE_OPS, by_key_only: &[], noun: "layers", done: "widened", able: "widenable" };
 
 /// The stream of the context's seed that new tensors are drawn from.
 const INIT_STREAM: u64 = 0xC4A2;
