@@ -45,8 +45,8 @@ pub(crate) fn entry_config<'a>(key: &str, v: &'a Value) -> std::result::Result<&
 pub(crate) struct Changeable {
     /// The `mase_op` names of the ops.
     pub ops: &'static [&'static str],
-    /// Ops that only a key selecting them (a type, name or pattern) changes; `default` leaves
-    /// them alone.
+    /// Ops that only a key naming them changes (by `type` or `name`); `default` and `regex_name`
+    /// patterns leave them alone, as MASE does.
     pub by_key_only: &'static [&'static str],
     /// What a type key outside `ops` names (`ops`, `layers`).
     pub noun: &'static str,
@@ -60,7 +60,7 @@ impl Changeable {
     fn list(&self) -> String {
         match self.by_key_only {
             [] => format!("{}: {}", self.able, self.ops.join(", ")),
-            only => format!("{}: {}; where a key selects them: {}", self.able, self.ops.join(", "), only.join(", ")),
+            only => format!("{}: {}; named by a type or name key: {}", self.able, self.ops.join(", "), only.join(", ")),
         }
     }
 
@@ -133,8 +133,9 @@ impl<'a, C> Keyed<'a, C> {
             return Ok(None);
         }
         let entry = match key {
+            // Ops outside MASE's list change only where a type or a name names them.
+            _ if self.changeable.by_key_only.contains(&op.as_str()) && (key.is_none() || self.by == By::RegexName) => None,
             Some(k) => self.entries.get_key_value(k).map(|(k, c)| (Some(k.as_str()), c)),
-            None if self.changeable.by_key_only.contains(&op.as_str()) => None,
             None => self.default.map(|c| (None, c)),
         };
         Ok(entry.map(|(key, config)| Pick { op, key, config }))

@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 pub const QUANTIZABLE_OPS: [&str; 9] = ["add", "bmm", "conv1d", "conv2d", "matmul", "mul", "linear", "relu", "sub"];
 
 /// Ops that `quantize` changes only where a key names them (by type or by name), never through
-/// `default`: batch norms, which MASE does not quantize, get formats for the integer affine
+/// `default` or a `regex_name` pattern: batch norms, which MASE does not quantize, get formats for the integer affine
 /// `fold_batch_norm` leaves (doc/hardware.md, section Batch norms).
 pub const QUANTIZABLE_BY_KEY: [&str; 2] = ["batch_norm1d", "batch_norm2d"];
 

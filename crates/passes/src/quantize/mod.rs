@@ -20,8 +20,8 @@
 //! a pattern that matches no node, a type no op has, an unknown format, an unknown key or a bad
 //! width is an error naming it; naming a node that cannot be quantized is an error; the output
 //! formats are propagated into the metadata. An extension: `batch_norm1d`/`batch_norm2d` nodes,
-//! which MASE does not quantize, are quantized where a key selects them (never through
-//! `default`), with `data_in` and optional `weight`, `bias` and `data_out` groups; missing
+//! which MASE does not quantize, are quantized where a `type` or `name` key names them (never
+//! through `default` or a `regex_name` pattern), with `data_in` and optional `weight`, `bias` and `data_out` groups; missing
 //! `integer` weight and bias formats are derived from the values (for the affine
 //! `fold_batch_norm` leaves).
 
