@@ -55,6 +55,15 @@ impl Step {
         Step::Requant { width: f.width, frac_width: f.frac_width, signed: f.signed }
     }
 
+    /// The step's name in the manifest (`requant`, `relu`, `affine`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Requant { .. } => "requant",
+            Step::Relu => "relu",
+            Step::Affine { .. } => "affine",
+        }
+    }
+
     /// The value of a code `v` of range `from`, element `k` of its stream, after the step.
     pub fn apply(&self, v: i64, k: usize, from: Range) -> i64 {
         match self {

@@ -358,6 +358,16 @@ fn an_affine_step_is_the_per_channel_integer_affine() {
     // Then the relu on those codes and the rescale to the linear's data_in (8/4).
     assert_eq!(&l.pre[1..], &[mase_hw::Step::Relu, mase_hw::Step::Requant { width: 8, frac_width: 4, signed: true }]);
     assert_eq!(d.input_format, (8, 4, true));
+    // The manifest lists the steps with the widths of their results.
+    let m = mase_hw::manifest(&d);
+    let steps = &m["layers"][0]["pre_steps"];
+    let names: Vec<&str> = steps.as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(names, ["affine", "relu", "requant"]);
+    // The affine's width holds every channel's extremes on the input codes -128 and 127.
+    let ends = mul.iter().zip(add).flat_map(|(&m, &a)| [-128 * m + a, 127 * m + a]);
+    let (lo, hi) = ends.fold((0i64, 0i64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    assert_eq!(steps[0]["width"], mase_hw::design::signed_bits(lo as i128, hi as i128));
+    assert_eq!((steps[2]["width"].clone(), steps[2]["frac_width"].clone()), (json!(8), json!(4)));
 }
 
 /// Linear(16, 4), ReLU, Linear(4, 3): small enough to synthesize in seconds.
