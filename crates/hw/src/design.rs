@@ -43,8 +43,8 @@ pub enum Step {
     Requant { width: u32, frac_width: i32, signed: bool },
     /// `max(v, 0)`, in the same format.
     Relu,
-    /// A per-channel integer affine (a batch norm in affine form): element `k` becomes `mul[k] v
-    /// + add[k]`, with `frac` fraction bits. `mul` and `add` are the weight and bias codes
+    /// A per-channel integer affine (a batch norm in affine form): element `k` becomes
+    /// `mul[k] v + add[k]`, with `frac` fraction bits. `mul` and `add` are the weight and bias codes
     /// already moved to that scale, as a linear layer's are (one product per element).
     Affine { mul: Vec<i64>, add: Vec<i64>, frac: i32 },
 }

@@ -297,11 +297,14 @@ const MATRIX: &[(&str, u32, i32, usize)] = &[
     ("tfc", 8, 4, 16),
 ];
 
+/// A model and the bits of its formats.
+type Key = (&'static str, u32);
+
 #[test]
 fn folded_models_simulate_bit_exactly_at_two_widths_and_two_reuse_factors() {
     let sim = have("verilator");
     // The outputs of the first design of each model and width, which the others must repeat.
-    let mut first: Vec<((&str, u32), Vec<Vec<i64>>)> = Vec::new();
+    let mut first: Vec<(Key, Vec<Vec<i64>>)> = Vec::new();
     for &(model, bits, frac, reuse) in MATRIX {
         let label = format!("{model} at {bits}/{frac}, reuse {reuse}");
         let (g, p) = folded(model, bits, frac);
