@@ -268,3 +268,27 @@ impl Graph {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removing_a_node_rewires_its_users_and_shifts_later_ids() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let a = g.call_module("seq.0", Op::Relu, &[x]);
+        let b = g.call_module("seq.1", Op::Relu, &[a]);
+        let s = g.call_function("operator.add", Op::Add, &[a, b]);
+        g.output(s);
+        g.remove_passthrough(b).unwrap();
+        let inputs: Vec<(&str, Vec<usize>)> = g.nodes().iter().map(|n| (n.name.as_str(), n.inputs.iter().map(|i| i.0).collect())).collect();
+        assert_eq!(inputs, [("x", vec![]), ("seq_0", vec![0]), ("add", vec![1, 1]), ("output", vec![2])]);
+        // A node reading two values cannot be removed.
+        let e = g.remove_passthrough(NodeId(2)).unwrap_err().to_string();
+        assert!(e.contains("add") && e.contains("reads 2 values"), "{e}");
+        // The removed name stays reserved, as in torch.fx.
+        let again = g.call_module("seq.1", Op::Relu, &[NodeId(1)]);
+        assert_eq!(g.node(again).name, "seq_2");
+    }
+}
