@@ -235,7 +235,12 @@ fn sample_of(model: &str) -> (Vec<usize>, usize) {
 /// values by `quantize`).
 fn folded(model: &str, bits: u32, frac: i32) -> (Graph, ParamStore) {
     let (sample, classes) = sample_of(model);
-    let mut g = mase_zoo::build_model(model, &mase_zoo::ModelContext { sample_shape: sample.clone(), num_classes: classes }).unwrap();
+    let g = mase_zoo::build_model(model, &mase_zoo::ModelContext { sample_shape: sample.clone(), num_classes: classes }).unwrap();
+    fold_and_quantize(g, sample, bits, frac)
+}
+
+/// [`folded`] for any graph taking samples of `sample`.
+fn fold_and_quantize(mut g: Graph, sample: Vec<usize>, bits: u32, frac: i32) -> (Graph, ParamStore) {
     let mut params = mase_runtime::init_params(&g, &mut Rng::new(7));
     perturb_batch_norms(&g, &mut params);
     let mut cx = PassContext::new(params);
@@ -371,6 +376,35 @@ fn an_affine_step_is_the_per_channel_integer_affine() {
     let (lo, hi) = ends.fold((0i64, 0i64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     assert_eq!(steps[0]["width"], mase_hw::design::signed_bits(lo as i128, hi as i128));
     assert_eq!((steps[2]["width"].clone(), steps[2]["frac_width"].clone()), (json!(8), json!(4)));
+}
+
+#[test]
+fn an_affine_after_the_last_layer_is_one_of_its_post_steps() {
+    // Linear(16, 8), ReLU, BatchNorm1d(8): nothing after the batch norm to fold into.
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("seq_blocks.0", Op::Linear { in_features: 16, out_features: 8, bias: true }, &[x]);
+    let r = g.call_module("seq_blocks.1", Op::Relu, &[a]);
+    let b = g.call_module("seq_blocks.2", Op::BatchNorm1d(mase_ir::NormSpec::new(8)), &[r]);
+    g.output(b);
+    let (g, p) = fold_and_quantize(g, vec![16], 8, 4);
+    let (x, shape, _) = test_split();
+    for reuse in [1, 4] {
+        let d = lower(&g, &p, "post", &LowerOptions { reuse: vec![], default_reuse: reuse }).unwrap();
+        let names: Vec<&str> = d.layers[0].post.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["relu", "requant", "affine"]);
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let inputs = codes(&d, &x);
+        let got: Vec<Vec<i64>> = inputs.iter().map(|c| d.eval(c)).collect();
+        assert_eq!(mismatches(&want, &got).len(), 0, "reuse {reuse}");
+        if have("verilator") {
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_post_affine_r{reuse}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            emit(&d, &dir).unwrap();
+            let r = simulate::run(&dir, &d, &inputs, 7).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "reuse {reuse}, Verilator");
+        }
+    }
 }
 
 /// Linear(16, 4), ReLU, Linear(4, 3): small enough to synthesize in seconds.
