@@ -151,3 +151,53 @@ fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
     luts.dedup();
     assert_eq!(luts.len(), front.len(), "{luts:?}");
 }
+
+/// A transform config folding the batch norms of `model`, then quantizing its linears and the
+/// batch norms left to `integer` of `bits` bits, half fractional (the batch norms' weight and
+/// bias formats derived from their values).
+fn fold_config(dir: &Path, model: &str, bits: u32) -> PathBuf {
+    let f = bits / 2;
+    let text = format!(
+        "model = \"{model}\"\ndataset = \"jsc\"\nproject = \"fold{bits}\"\n[passes.fold_batch_norm]\n[passes.quantize]\nby = \"type\"\n\
+         [passes.quantize.default.config]\nname = \"NA\"\n[passes.quantize.batch_norm1d.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\n\
+         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
+    );
+    let p = dir.join(format!("fold_{model}_{bits}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn models_with_batch_norms_are_folded_emitted_and_simulated_with_the_accuracy_of_ch_test() {
+    if !have("verilator") {
+        return;
+    }
+    let root = scratch("hw-fold");
+    let data = jsc_dir(&root);
+    let d = data.to_str().unwrap();
+    // One line per model: the emit flags of its folded design, the latency of the unrolled and
+    // the folded design (jsc-tiny: one layer, 4 + 1 cycles folded; jsc-toy: three layers of
+    // 2 + 1 cycles).
+    let cases: &[(&str, &[&str], u64, u64)] = &[("jsc-tiny", &["--reuse", "4"], 1, 5), ("jsc-toy", &["--reuse", "2"], 3, 9)];
+    for &(model, flags, unrolled, folded) in cases {
+        let t = ch_json(&["train", model, "jsc", "--data-dir", d, "--max-epochs", "2", "--project", model], &root);
+        let best = t["best_checkpoint"].as_str().unwrap().to_string();
+        let cfg = fold_config(&root, model, 8);
+        let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
+        let q = tr["checkpoint"].as_str().unwrap().to_string();
+        let test_acc = ch_json(&["test", model, "jsc", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
+        for (i, (flags, latency)) in [(&[][..], unrolled), (flags, folded)].into_iter().enumerate() {
+            let out = root.join(format!("rtl_{model}_{i}"));
+            let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
+            assert_eq!(e["manifest"]["latency_cycles"], latency, "{model} {flags:?}");
+            let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
+            assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(392)), "{model} {flags:?}: {s}");
+            // The simulated outputs score what `ch test` measures on the same checkpoint.
+            assert_eq!(s["accuracy"].as_f64(), Some(test_acc), "{model} {flags:?}");
+        }
+    }
+    // The float checkpoint (batch norms with running statistics) is refused in one line.
+    let best = root.join("mase_output/jsc-toy/software/training_ckpts/best.ckpt");
+    let line = ch_error(&["emit", "--load", best.to_str().unwrap(), "-o", root.join("bad").to_str().unwrap()], &root);
+    assert!(line.starts_with("error: the graph is not integer end to end: seq_blocks_0 (batch_norm1d): not quantized;"), "{line}");
+}

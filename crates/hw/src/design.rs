@@ -35,7 +35,7 @@ pub fn signed_bits(lo: i128, hi: i128) -> u32 {
 }
 
 /// An element-wise step between layers.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
 pub enum Step {
     /// Re-expresses a code in the format `to`: an arithmetic shift by the difference of fraction
@@ -43,6 +43,10 @@ pub enum Step {
     Requant { width: u32, frac_width: i32, signed: bool },
     /// `max(v, 0)`, in the same format.
     Relu,
+    /// A per-channel integer affine (a batch norm in affine form): element `k` becomes
+    /// `mul[k] v + add[k]`, with `frac` fraction bits. `mul` and `add` are the weight and bias codes
+    /// already moved to that scale, as a linear layer's are (one product per element).
+    Affine { mul: Vec<i64>, add: Vec<i64>, frac: i32 },
 }
 
 impl Step {
@@ -51,25 +55,64 @@ impl Step {
         Step::Requant { width: f.width, frac_width: f.frac_width, signed: f.signed }
     }
 
-    /// The value of a code `v` of range `from` after the step.
-    pub fn apply(&self, v: i64, from: Range) -> i64 {
-        match *self {
-            Step::Requant { width, frac_width, signed } => {
-                let to = Fixed { width, frac_width, signed };
-                shift_rne(v, from.frac - to.frac_width).clamp(to.lo(), to.hi())
-            }
-            Step::Relu => v.max(0),
+    /// The step's name in the manifest (`requant`, `relu`, `affine`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Requant { .. } => "requant",
+            Step::Relu => "relu",
+            Step::Affine { .. } => "affine",
         }
     }
 
-    /// The range of the step's results over `from` (every step is monotone).
-    pub fn range(&self, from: Range) -> Range {
-        let frac = match *self {
-            Step::Requant { frac_width, .. } => frac_width,
-            Step::Relu => from.frac,
-        };
-        Range { lo: self.apply(from.lo, from), hi: self.apply(from.hi, from), frac }
+    /// The value of a code `v` of range `from`, element `k` of its stream, after the step.
+    pub fn apply(&self, v: i64, k: usize, from: Range) -> i64 {
+        match self {
+            Step::Requant { width, frac_width, signed } => {
+                let to = Fixed { width: *width, frac_width: *frac_width, signed: *signed };
+                shift_rne(v, from.frac - to.frac_width).clamp(to.lo(), to.hi())
+            }
+            Step::Relu => v.max(0),
+            Step::Affine { mul, add, .. } => {
+                let c = k % mul.len().max(1);
+                let (m, a) = (mul.get(c).copied().unwrap_or(0), add.get(c).copied().unwrap_or(0));
+                saturate(m as i128 * v as i128 + a as i128)
+            }
+        }
     }
+
+    /// The range of the step's results over `from`, for every element (each step is monotone
+    /// in `v` for each element; an affine's range is the union over its channels).
+    pub fn range(&self, from: Range) -> Range {
+        match self {
+            Step::Requant { frac_width, .. } => {
+                Range { lo: self.apply(from.lo, 0, from), hi: self.apply(from.hi, 0, from), frac: *frac_width }
+            }
+            Step::Relu => Range { lo: from.lo.max(0), hi: from.hi.max(0), frac: from.frac },
+            Step::Affine { mul, add, frac } => {
+                let (lo, hi) = affine_bounds(mul, add, from);
+                Range { lo: saturate(lo), hi: saturate(hi), frac: *frac }
+            }
+        }
+    }
+}
+
+/// The smallest and largest `mul[c] v + add[c]` over `v` in `from` and every channel `c`.
+pub fn affine_bounds(mul: &[i64], add: &[i64], from: Range) -> (i128, i128) {
+    let (mut lo, mut hi) = (i128::MAX, i128::MIN);
+    for (&m, &a) in mul.iter().zip(add) {
+        let (p, q) = (m as i128 * from.lo as i128, m as i128 * from.hi as i128);
+        lo = lo.min(p.min(q) + a as i128);
+        hi = hi.max(p.max(q) + a as i128);
+    }
+    if mul.is_empty() {
+        (0, 0)
+    } else {
+        (lo, hi)
+    }
+}
+
+fn saturate(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// `v * 2^-shift`, rounded half to even when `shift > 0` (bits dropped), exact when
@@ -137,22 +180,22 @@ impl Layer {
 
     /// The layer on one sample's codes.
     pub fn eval(&self, x: &[i64]) -> Vec<i64> {
-        let xin: Vec<i64> = x.iter().map(|&v| apply_steps(&self.pre, v, self.input)).collect();
+        let xin: Vec<i64> = x.iter().enumerate().map(|(k, &v)| apply_steps(&self.pre, v, k, self.input)).collect();
         (0..self.out_features)
             .map(|j| {
                 let w = &self.weight[j * self.in_features..][..self.in_features];
                 let sum = self.bias[j] + w.iter().zip(&xin).map(|(&a, &b)| a * b).sum::<i64>();
-                apply_steps(&self.post, sum, self.acc)
+                apply_steps(&self.post, sum, j, self.acc)
             })
             .collect()
     }
 }
 
-fn apply_steps(steps: &[Step], v: i64, from: Range) -> i64 {
+fn apply_steps(steps: &[Step], v: i64, k: usize, from: Range) -> i64 {
     let mut r = from;
     let mut v = v;
     for s in steps {
-        v = s.apply(v, r);
+        v = s.apply(v, k, r);
         r = s.range(r);
     }
     v
@@ -229,10 +272,22 @@ mod tests {
         let cases =
             [(40, 8, 2), (24, 8, 2), (-24, 8, -2), (-40, 8, -2), (41, 8, 3), (1_000_000, 8, 127), (-1_000_000, 8, -128), (3, 2, 12)];
         for (v, from, want) in cases {
-            let got = Step::requant(f).apply(v, Range { lo: -1 << 40, hi: 1 << 40, frac: from });
+            let got = Step::requant(f).apply(v, 0, Range { lo: -1 << 40, hi: 1 << 40, frac: from });
             assert_eq!(got, want, "{v} at {from}");
             assert_eq!(f.code((v as f64 / 2f64.powi(from)) as f32), Some(want), "{v} at {from}");
         }
+    }
+
+    #[test]
+    fn an_affine_is_per_channel_and_its_range_the_union() {
+        let s = Step::Affine { mul: vec![3, -2], add: vec![1, 10], frac: 6 };
+        let r = Range { lo: -4, hi: 5, frac: 2 };
+        // (code, element, expected): 3 v + 1 for element 0, -2 v + 10 for element 1.
+        for (v, k, want) in [(5, 0, 16), (-4, 0, -11), (5, 1, 0), (-4, 1, 18), (0, 1, 10)] {
+            assert_eq!(s.apply(v, k, r), want, "{v} at {k}");
+        }
+        // Channel 0 spans [-11, 16], channel 1 [0, 18].
+        assert_eq!(s.range(r), Range { lo: -11, hi: 18, frac: 6 });
     }
 
     #[test]

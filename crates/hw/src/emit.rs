@@ -29,9 +29,11 @@ pub fn manifest(d: &Design) -> Value {
             "in_features": l.in_features,
             "out_features": l.out_features,
             "input_width": l.input.width(),
+            "pre_steps": steps_json(&l.pre, l.input),
             "product_input_width": l.product_input().width(),
             "accumulator_width": l.acc.width(),
             "accumulator_frac_width": l.acc.frac,
+            "post_steps": steps_json(&l.post, l.acc),
             "output_width": l.output().width(),
             "reuse_factor": l.reuse,
             "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
@@ -40,6 +42,18 @@ pub fn manifest(d: &Design) -> Value {
             "estimate": {"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps},
         })).collect::<Vec<_>>(),
     })
+}
+
+/// The element-wise steps of a layer, each with the width and fraction bits of its result.
+fn steps_json(steps: &[crate::design::Step], from: crate::design::Range) -> Vec<Value> {
+    let mut r = from;
+    steps
+        .iter()
+        .map(|s| {
+            r = s.range(r);
+            json!({"step": s.name(), "width": r.width(), "frac_width": r.frac})
+        })
+        .collect()
 }
 
 /// Writes the design's folder into `dir` (created if needed) and returns the manifest.

@@ -5,15 +5,22 @@
 //! - `linear` nodes whose `data_in`, weight and bias have `integer` formats (`data_out`, when
 //!   present, an `integer` format too): one layer each;
 //! - `relu` nodes, quantized with `integer` formats or not quantized (then they act on the codes
-//!   of the value before them, which is what the executor computes in float, exactly);
+//!   of the value before them, as the integer executor runs them);
+//! - `batch_norm1d` nodes in the affine form `fold_batch_norm` leaves (running mean 0, running
+//!   variance 1, `eps` 0), with `integer` `data_in`, weight and bias formats (and `data_out`, when
+//!   present): a per-channel [`Step::Affine`], then the rescale to `data_out`;
 //! - `flatten` and `dropout`, which do nothing to one flat sample in inference.
+//!
+//! Steps before the first linear (a batch norm first in the graph, the relu after it) become
+//! steps of the first layer's input, and the stream starts in the first such node's `data_in`
+//! format.
 //!
 //! Any other node, or a linear/relu with a non-integer format, is named in one error listing
 //! every such node.
 
 use crate::design::{signed_bits, Design, Layer, Range, Step};
 use crate::error::{HwError, Result};
-use mase_ir::{Graph, NodeKind, Op, ParamStore, QuantFormat};
+use mase_ir::{Graph, Node, NodeKind, Op, ParamStore, QuantFormat};
 use mase_quant::Fixed;
 
 /// Per-layer choices of the lowering.
@@ -40,6 +47,8 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
     let mut not_integer = Vec::new();
     let mut layers: Vec<Layer> = Vec::new();
     let mut input_format: Option<Fixed> = None;
+    // Steps before the first layer, from the stream's input format, and the channels they need.
+    let mut lead: Option<Lead> = None;
     // Steps met before the first layer have no format to work on yet.
     let mut prev = None;
     for (i, node) in graph.nodes().iter().enumerate() {
@@ -76,12 +85,23 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
                     continue;
                 };
                 let mut pre = Vec::new();
-                let input = match layers.last() {
-                    Some(l) => {
+                let input = match (layers.last(), lead.take()) {
+                    (Some(l), _) => {
                         pre.push(Step::requant(fx));
                         l.output()
                     }
-                    None => {
+                    (None, Some(lead)) => {
+                        if let Some((bn, c)) = lead.channels.iter().find(|(_, c)| *c != *in_features) {
+                            return Err(HwError::Structure {
+                                reason: format!("node `{bn}` has {c} channels, the linear `{}` after it {in_features} inputs", node.name),
+                            });
+                        }
+                        input_format = Some(lead.format);
+                        pre = lead.steps;
+                        pre.push(Step::requant(fx));
+                        Range::of(lead.format)
+                    }
+                    (None, None) => {
                         input_format = Some(fx);
                         Range::of(fx)
                     }
@@ -127,6 +147,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
             }
             Op::Relu => {
                 let mut steps = Vec::new();
+                let mut fin = None;
                 if let Some(q) = q {
                     let fi = fixed(q.data_in.first().and_then(Option::as_ref));
                     let fo = q.data_out.as_ref().map(Fixed::of);
@@ -134,7 +155,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
                         not_integer.push(format!("{label}: data_in and data_out need `integer` formats"));
                         continue;
                     };
-                    steps.push(Step::requant(fi));
+                    fin = Some(fi);
                     steps.push(Step::Relu);
                     if let Some(Some(fo)) = fo {
                         steps.push(Step::requant(fo));
@@ -142,9 +163,38 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
                 } else {
                     steps.push(Step::Relu);
                 }
-                match layers.last_mut() {
-                    Some(l) => l.post.extend(steps),
-                    None => not_integer.push(format!("{label}: comes before the first integer layer, so its input has no integer format")),
+                if let Err(reason) = attach(&mut layers, &mut lead, fin, steps, None) {
+                    not_integer.push(format!("{label}: {reason}"));
+                }
+            }
+            Op::BatchNorm1d(spec) => {
+                let (fin, steps) = match affine_steps(node, spec.num_features, q, params) {
+                    Ok(v) => v,
+                    Err(reason) => {
+                        not_integer.push(format!("{label}: {reason}"));
+                        continue;
+                    }
+                };
+                // The widest value of the affine, over the range it sees, must fit 64 bits.
+                if let Some(Step::Affine { mul, add, .. }) = steps.first() {
+                    let (lo, hi) = crate::design::affine_bounds(mul, add, Range::of(fin));
+                    let bits = signed_bits(lo, hi);
+                    if bits > 64 {
+                        return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
+                    }
+                }
+                if let Some(l) = layers.last() {
+                    if l.out_features != spec.num_features {
+                        return Err(HwError::Structure {
+                            reason: format!(
+                                "node `{}` has {} channels, the layer `{}` before it {} outputs",
+                                node.name, spec.num_features, l.node, l.out_features
+                            ),
+                        });
+                    }
+                }
+                if let Err(reason) = attach(&mut layers, &mut lead, Some(fin), steps, Some((node.name.clone(), spec.num_features))) {
+                    not_integer.push(format!("{label}: {reason}"));
                 }
             }
             other => not_integer.push(format!("{label}: no integer hardware for {}", other.mase_op())),
@@ -153,10 +203,85 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
     if !not_integer.is_empty() {
         return Err(HwError::NotInteger { nodes: not_integer.join("; ") });
     }
-    let (Some(fx), false) = (input_format, layers.is_empty()) else {
-        return Err(HwError::Structure { reason: "no quantized linear layer to build".into() });
+    let (Some(fx), false, None) = (input_format, layers.is_empty(), lead.as_ref()) else {
+        return Err(HwError::Structure {
+            reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
+        });
     };
     Ok(Design { model: model.to_string(), input_format: (fx.width, fx.frac_width, fx.signed), layers })
+}
+
+/// Element-wise steps met before the first layer.
+struct Lead {
+    /// The format the stream starts in: the first step's `data_in`.
+    format: Fixed,
+    steps: Vec<Step>,
+    /// Batch norms among the steps and their channels, which the first layer's inputs must match.
+    channels: Vec<(String, usize)>,
+}
+
+/// Appends the steps of an element-wise node to the last layer's output, or to the steps before
+/// the first layer. `fin`: the node's `data_in` format (its codes are rescaled to it first), if
+/// it has one; a node without one needs a format before it.
+fn attach(
+    layers: &mut [Layer],
+    lead: &mut Option<Lead>,
+    fin: Option<Fixed>,
+    steps: Vec<Step>,
+    bn: Option<(String, usize)>,
+) -> std::result::Result<(), String> {
+    let rescaled = |steps: Vec<Step>| fin.map(Step::requant).into_iter().chain(steps).collect::<Vec<_>>();
+    match (layers.last_mut(), lead.as_mut(), fin) {
+        (Some(l), _, _) => l.post.extend(rescaled(steps)),
+        (None, Some(lead), _) => {
+            lead.steps.extend(rescaled(steps));
+            lead.channels.extend(bn);
+        }
+        (None, None, Some(format)) => *lead = Some(Lead { format, steps, channels: bn.into_iter().collect() }),
+        (None, None, None) => return Err("comes before the first integer node, so its input has no integer format".into()),
+    }
+    Ok(())
+}
+
+/// The `data_in` format and the steps of a batch norm in affine form: the per-channel affine on
+/// codes of `data_in`, then the rescale to `data_out` when it has one. The arithmetic is the
+/// integer executor's (a linear layer with one product per output).
+fn affine_steps(
+    node: &Node,
+    channels: usize,
+    q: Option<&mase_ir::NodeQuant>,
+    params: &ParamStore,
+) -> std::result::Result<(Fixed, Vec<Step>), String> {
+    let Some(q) = q else { return Err("not quantized".into()) };
+    let (Some(fx), Some(fw), Some(fb)) =
+        (fixed(q.data_in.first().and_then(Option::as_ref)), fixed(q.weight.as_ref()), fixed(q.bias.as_ref()))
+    else {
+        return Err("data_in, weight and bias need `integer` formats".into());
+    };
+    let fo = match q.data_out.as_ref().map(Fixed::of) {
+        None => None,
+        Some(Some(f)) => Some(f),
+        Some(None) => return Err("data_out needs an `integer` format".into()),
+    };
+    let value = |name: &str| params.get(&format!("{}.{name}", node.target)).filter(|t| t.data.len() == channels);
+    let all = |name: &str, v: f32| value(name).is_some_and(|t| t.data.iter().all(|&x| x == v));
+    let eps_zero = matches!(&node.op, Op::BatchNorm1d(s) if s.eps == 0.0 && s.affine);
+    if !eps_zero || !all("running_mean", 0.0) || !all("running_var", 1.0) {
+        return Err("a batch norm with running statistics (run fold_batch_norm first)".into());
+    }
+    let codes = |name: &str, f: Fixed| -> std::result::Result<Vec<i64>, String> {
+        let t = value(name).ok_or_else(|| format!("parameter `{}.{name}` is missing or has the wrong size", node.target))?;
+        t.data.iter().map(|&v| f.code(v).ok_or_else(|| format!("parameter `{}.{name}` holds NaN", node.target))).collect()
+    };
+    let (m, a) = (codes("weight", fw)?, codes("bias", fb)?);
+    // The bias at the products' scale: whichever has fewer fraction bits moves up.
+    let frac = fx.frac_width + fw.frac_width;
+    let target = frac.max(fb.frac_width);
+    let mul = m.iter().map(|v| v << (target - frac)).collect();
+    let add = a.iter().map(|v| v << (target - fb.frac_width)).collect();
+    let mut steps = vec![Step::Affine { mul, add, frac: target }];
+    steps.extend(fo.map(Step::requant));
+    Ok((fx, steps))
 }
 
 /// The codes of a parameter, checked against the size the layer needs.

@@ -24,15 +24,16 @@ fn lit(v: i64, w: u32) -> String {
     }
 }
 
-/// Declares `dst` as the result of `step` on `src` (range `from`); returns the result's range.
-fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, dst: &str) -> Range {
+/// Declares `dst` as the result of `step` on `src` (range `from`, element `k` of its stream);
+/// returns the result's range.
+fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, dst: &str) -> Range {
     let to = step.range(from);
     let (w, ow) = (from.width(), to.width());
     if to.lo == to.hi {
         let _ = writeln!(out, "  wire signed [{}:0] {dst} = {};", ow - 1, lit(to.lo, ow));
         return to;
     }
-    match *step {
+    match step {
         Step::Relu => {
             if from.lo >= 0 {
                 let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src};", ow - 1);
@@ -40,8 +41,15 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, dst: &str) 
                 let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src}[{}] ? {ow}'sd0 : {src};", ow - 1, w - 1);
             }
         }
+        Step::Affine { mul, add, .. } => {
+            // This element's channel; the sum's low `ow` bits are exact (the range bounds it).
+            let c = k % mul.len().max(1);
+            let (m, a) = (mul.get(c).copied().unwrap_or(0), add.get(c).copied().unwrap_or(0));
+            let cw = signed_bits(m as i128, m as i128).max(signed_bits(a as i128, a as i128)).max(w).max(ow) + 1;
+            let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src} * {} + {};", ow - 1, lit(m, cw), lit(a, cw));
+        }
         Step::Requant { width, frac_width, signed } => {
-            let f = mase_quant::Fixed { width, frac_width, signed };
+            let (frac_width, f) = (*frac_width, mase_quant::Fixed { width: *width, frac_width: *frac_width, signed: *signed });
             let s = from.frac - frac_width;
             // `t`: the shifted value before clamping, `tw` its width.
             let tw = if s > 0 {
@@ -76,12 +84,13 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, dst: &str) 
     to
 }
 
-/// Declares `dst` as `src` after every step of `steps`; returns the final wire and range.
-fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], prefix: &str) -> (String, Range) {
+/// Declares `dst` as `src` (element `k` of its stream) after every step of `steps`; returns the
+/// final wire and range.
+fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], k: usize, prefix: &str) -> (String, Range) {
     let (mut cur, mut r) = (src.to_string(), from);
     for (i, s) in steps.iter().enumerate() {
         let dst = format!("{prefix}_s{i}");
-        r = step_wires(out, &cur, r, s, &dst);
+        r = step_wires(out, &cur, r, s, k, &dst);
         cur = dst;
     }
     (cur, r)
@@ -103,7 +112,7 @@ fn unrolled_layer(layer: &Layer) -> String {
     let mut xs = Vec::new();
     for k in 0..n_in {
         let _ = writeln!(o, "  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize);
-        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, &format!("x_{k}"));
+        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, k, &format!("x_{k}"));
         xs.push(x);
     }
     let aw = layer.acc.width();
@@ -119,7 +128,7 @@ fn unrolled_layer(layer: &Layer) -> String {
             }
         }
         let _ = writeln!(o, "  wire signed [{}:0] acc_{j} = {e};", aw - 1);
-        let (y, _) = steps_wires(&mut o, &format!("acc_{j}"), layer.acc, &layer.post, &format!("y_{j}"));
+        let (y, _) = steps_wires(&mut o, &format!("acc_{j}"), layer.acc, &layer.post, j, &format!("y_{j}"));
         ys.push(y);
     }
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
@@ -158,7 +167,7 @@ fn folded_layer(layer: &Layer) -> String {
     let mut xs = Vec::new();
     for k in 0..n_in {
         let _ = writeln!(o, "  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize);
-        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, &format!("x_{k}"));
+        let (x, _) = steps_wires(&mut o, &format!("in_{k}"), layer.input, &layer.pre, k, &format!("x_{k}"));
         xs.push(format!("{x}[{}:0]", xw - 1));
     }
     let _ = writeln!(o, "  wire [{}:0] x_all = {{{}}};", n_in * xw - 1, xs.iter().rev().cloned().collect::<Vec<_>>().join(", "));
@@ -188,7 +197,7 @@ fn folded_layer(layer: &Layer) -> String {
             let _ = write!(e, " + c_{q} * w_{j}_{q}");
         }
         let _ = writeln!(o, "  wire signed [{}:0] sum_{j} = {e};", aw - 1);
-        let (y, _) = steps_wires(&mut o, &format!("sum_{j}"), layer.acc, &layer.post, &format!("y_{j}"));
+        let (y, _) = steps_wires(&mut o, &format!("sum_{j}"), layer.acc, &layer.post, j, &format!("y_{j}"));
         ys.push(y);
     }
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();

@@ -175,6 +175,236 @@ fn designs_that_cannot_be_built_are_one_line_errors() {
     let (g, p) = quantized("jsc-three-layer", 8, None);
     let e = lower(&g, &p, "m", &LowerOptions { reuse: vec![("seq_blocks_0".into(), 3)], default_reuse: 1 }).unwrap_err();
     assert_eq!(e.to_string(), "node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
+    // Folded: jsc-toy's first linear (after the batch norm and relu) has 16 inputs; 16 divides
+    // them but not the second linear's 8.
+    let (g, p) = folded("jsc-toy", 8, 4);
+    let e = lower(&g, &p, "m", &LowerOptions { reuse: vec![], default_reuse: 16 }).unwrap_err();
+    assert_eq!(e.to_string(), "node `seq_blocks_5`: reuse factor 16 does not divide its 8 inputs per output");
+    // A float node left: the batch norm folding keeps, without formats.
+    let (mut g, p) = folded("jsc-toy", 8, 4);
+    g.node_mut(g.require("seq_blocks_0").unwrap()).quant = None;
+    let e = lower(&g, &p, "m", &LowerOptions::default()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "the graph is not integer end to end: seq_blocks_0 (batch_norm1d): not quantized; seq_blocks_1 (relu): comes before the first integer node, so its input has no integer format"
+    );
+    // A batch norm quantized but not folded: its running statistics are float.
+    let (g, p) = quantized("jsc-tiny", 8, None);
+    let mut g = g;
+    let q = json!({"by": "type", "batch_norm1d": {"config": {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4}}});
+    let mut cx = PassContext::new(p);
+    run_pass("quantize", &mut g, &mut cx, &q).unwrap();
+    let e = lower(&g, &cx.params, "m", &LowerOptions::default()).unwrap_err().to_string();
+    assert!(e.starts_with("the graph is not integer end to end: seq_blocks_0 (batch_norm1d): a batch norm with running statistics (run fold_batch_norm first)"), "{e}");
+    // The accumulator of a folded layer over 64 bits.
+    let (g, mut p) = folded("jsc-toy", 32, 16);
+    p.get_mut("seq_blocks.2.weight").unwrap().data.iter_mut().for_each(|w| *w = 40000.0);
+    let e = lower(&g, &p, "m", &LowerOptions::default()).unwrap_err();
+    assert!(matches!(e, HwError::AccumulatorTooWide { ref node, .. } if node == "seq_blocks_2"), "{e}");
+}
+
+/// Sets every batch norm's statistics and affine parameters to seeded values far from the
+/// initial ones (untrained batch norms would be identities).
+fn perturb_batch_norms(g: &Graph, p: &mut ParamStore) {
+    let mut rng = Rng::new(11);
+    for n in g.nodes() {
+        if let Op::BatchNorm1d(s) | Op::BatchNorm2d(s) = &n.op {
+            let c = s.num_features;
+            let mut draw = |f: &dyn Fn(f64) -> f64| (0..c).map(|_| f(rng.normal()) as f32).collect::<Vec<_>>();
+            let vals = [draw(&|z| 1.0 + 0.3 * z), draw(&|z| 0.2 * z), draw(&|z| 0.5 * z), draw(&|z| (0.5 * z).exp())];
+            for (name, v) in ["weight", "bias", "running_mean", "running_var"].iter().zip(vals) {
+                p.set(&format!("{}.{name}", n.target), mase_ir::Tensor::new(vec![c], v).unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+/// The sample shape and classes of a model's data set: jsc's 16 features and 5 classes, or
+/// MNIST's 1x28x28 images and 10 classes.
+fn sample_of(model: &str) -> (Vec<usize>, usize) {
+    if model.starts_with("jsc") {
+        (vec![16], 5)
+    } else {
+        (vec![1, 28, 28], 10)
+    }
+}
+
+/// A zoo model with seeded weights and perturbed batch norms, folded by `fold_batch_norm`, then
+/// quantized: linears, convolutions and the batch norms left to `integer` formats of `bits`
+/// bits with `frac` fraction bits (the batch norms' weight and bias formats derived from their
+/// values by `quantize`).
+fn folded(model: &str, bits: u32, frac: i32) -> (Graph, ParamStore) {
+    let (sample, classes) = sample_of(model);
+    let g = mase_zoo::build_model(model, &mase_zoo::ModelContext { sample_shape: sample.clone(), num_classes: classes }).unwrap();
+    fold_and_quantize(g, sample, bits, frac)
+}
+
+/// [`folded`] for any graph taking samples of `sample`.
+fn fold_and_quantize(mut g: Graph, sample: Vec<usize>, bits: u32, frac: i32) -> (Graph, ParamStore) {
+    let mut params = mase_runtime::init_params(&g, &mut Rng::new(7));
+    perturb_batch_norms(&g, &mut params);
+    let mut cx = PassContext::new(params);
+    cx.inputs = InputSource::Random { sample_shape: sample };
+    run_pass("add_common_metadata", &mut g, &mut cx, &json!(null)).unwrap();
+    run_pass("fold_batch_norm", &mut g, &mut cx, &json!(null)).unwrap();
+    let layer = json!({"config": {"name": "integer", "data_in_width": bits, "data_in_frac_width": frac, "weight_width": bits,
+        "weight_frac_width": frac, "bias_width": bits, "bias_frac_width": frac}});
+    let bn = json!({"config": {"name": "integer", "data_in_width": bits, "data_in_frac_width": frac}});
+    let q = json!({"by": "type", "default": {"config": {"name": "NA"}}, "linear": layer, "conv2d": layer, "batch_norm1d": bn});
+    run_pass("quantize", &mut g, &mut cx, &q).unwrap();
+    (g, cx.params)
+}
+
+/// A model's test samples: the jsc fixture's test split (392 samples), or the first `n` of
+/// the MNIST test split shipped in `data/mnist`.
+fn test_samples(model: &str, n: usize) -> (Vec<f32>, Vec<usize>, Vec<u32>) {
+    if model.starts_with("jsc") {
+        return test_split();
+    }
+    let s = mase_io::load_dataset("mnist", &mase_io::DataOptions { data_dir: Some(repo_root().join("data")) }).unwrap();
+    let n = n.min(s.test.len());
+    (s.test.x[..n * 784].to_vec(), vec![n, 1, 28, 28], s.test.y[..n].to_vec())
+}
+
+#[test]
+fn folded_and_quantized_models_run_every_node_in_integer_arithmetic() {
+    // One line per model: the integer executor runs every node on codes, and gives the bits of
+    // the fake-quant float forward (every sum stays below 2^24 units at these widths).
+    for model in ["jsc-tiny", "jsc-toy", "jsc-three-layer", "tfc", "mnist-cnn"] {
+        let (g, p) = folded(model, 8, 4);
+        let (x, shape, _) = test_samples(model, 32);
+        let run = mase_runtime::run_integer(&g, &p, &x, &shape).unwrap();
+        let float: Vec<&str> = run.report.nodes.iter().filter(|n| !n.is_integer()).map(|n| n.node.as_str()).collect();
+        assert!(float.is_empty(), "{model}: nodes in float: {float:?} ({:?})", run.report.nodes);
+        assert!(run.report.max_acc_bits() <= 24, "{model}: {}", run.report.max_acc_bits());
+        let mut e = mase_runtime::Executor::new(&g, &p, mase_runtime::ExecOptions { threads: 1, seed: 0 }).unwrap();
+        let fake = e.forward(&x, &shape, mase_runtime::Mode::Eval).unwrap();
+        assert_eq!(run.output, fake, "{model}");
+    }
+}
+
+/// One line per design: model, bits and fraction bits of every format, reuse factor of every
+/// layer. The jsc models run on the jsc fixture's test split (392 samples), tfc on the first
+/// 128 samples of the MNIST test split.
+const MATRIX: &[(&str, u32, i32, usize)] = &[
+    ("jsc-tiny", 8, 4, 1),
+    ("jsc-tiny", 8, 4, 4),
+    ("jsc-tiny", 6, 3, 1),
+    ("jsc-tiny", 6, 3, 4),
+    ("jsc-toy", 8, 4, 1),
+    ("jsc-toy", 8, 4, 2),
+    ("jsc-toy", 6, 3, 1),
+    ("jsc-toy", 6, 3, 2),
+    ("jsc-three-layer", 8, 4, 1),
+    ("jsc-three-layer", 8, 4, 4),
+    ("jsc-three-layer", 6, 3, 1),
+    ("jsc-three-layer", 6, 3, 4),
+    ("tfc", 8, 4, 16),
+];
+
+/// A model and the bits of its formats.
+type Key = (&'static str, u32);
+
+#[test]
+fn folded_models_simulate_bit_exactly_at_two_widths_and_two_reuse_factors() {
+    let sim = have("verilator");
+    // The outputs of the first design of each model and width, which the others must repeat.
+    let mut first: Vec<(Key, Vec<Vec<i64>>)> = Vec::new();
+    for &(model, bits, frac, reuse) in MATRIX {
+        let label = format!("{model} at {bits}/{frac}, reuse {reuse}");
+        let (g, p) = folded(model, bits, frac);
+        let (x, shape, labels) = test_samples(model, 128);
+        let d = lower(&g, &p, model, &LowerOptions { reuse: vec![], default_reuse: reuse }).unwrap();
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let inputs: Vec<Vec<i64>> = x.chunks(d.input_len()).map(|r| d.input_codes(r)).collect();
+        let got: Vec<Vec<i64>> = inputs.iter().map(|c| d.eval(c)).collect();
+        assert_eq!(mismatches(&want, &got).len(), 0, "{label}: design against the executor");
+        assert!(want.iter().any(|r| r != &want[0]), "{label}: constant outputs");
+        let outputs = if sim {
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_matrix_{model}_{bits}_r{reuse}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            emit(&d, &dir).unwrap();
+            let r = simulate::run(&dir, &d, &inputs, 0).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "{label}: Verilator against the executor");
+            assert_eq!((r.latency, r.initiation_interval), (d.latency() as u64, reuse as f64), "{label}");
+            r.outputs
+        } else {
+            got
+        };
+        // The accuracy of the simulated outputs is the integer executor's.
+        assert_eq!(simulate::accuracy(&outputs, &labels), simulate::accuracy(&want, &labels), "{label}");
+        // A folded design and an unrolled one of the same network give the same outputs.
+        match first.iter().find(|(k, _)| *k == (model, bits)) {
+            Some((_, o)) => assert_eq!(&outputs, o, "{label} against reuse 1"),
+            None => first.push(((model, bits), outputs)),
+        }
+    }
+}
+
+#[test]
+fn an_affine_step_is_the_per_channel_integer_affine() {
+    // jsc-tiny at 8/4: the batch norm is the first step, on the input codes themselves.
+    let (g, p) = folded("jsc-tiny", 8, 4);
+    let d = lower(&g, &p, "jsc-tiny", &LowerOptions::default()).unwrap();
+    let l = &d.layers[0];
+    let mase_hw::Step::Affine { mul, add, frac } = &l.pre[0] else { panic!("{:?}", l.pre) };
+    let q = g.node(g.require("seq_blocks_0").unwrap()).quant.clone().unwrap();
+    let f = |q: &Option<mase_ir::QuantFormat>| mase_quant::Fixed::of(q.as_ref().unwrap()).unwrap();
+    let (fw, fb) = (f(&q.weight), f(&q.bias));
+    // m x + a at 4 + f_w fraction bits (the bias moved there when it has fewer).
+    let target = (4 + fw.frac_width).max(fb.frac_width);
+    assert_eq!(*frac, target);
+    for c in 0..16 {
+        let m = fw.code(p.get("seq_blocks.0.weight").unwrap().data[c]).unwrap() << (target - 4 - fw.frac_width);
+        let a = fb.code(p.get("seq_blocks.0.bias").unwrap().data[c]).unwrap() << (target - fb.frac_width);
+        assert_eq!((mul[c], add[c]), (m, a), "channel {c}");
+        // Hand-checked on the extreme codes of the input format.
+        let r = mase_hw::Range::of(mase_quant::Fixed { width: 8, frac_width: 4, signed: true });
+        assert_eq!(l.pre[0].apply(-128, c, r), -128 * m + a);
+        assert_eq!(l.pre[0].apply(127, c, r), 127 * m + a);
+    }
+    // Then the relu on those codes and the rescale to the linear's data_in (8/4).
+    assert_eq!(&l.pre[1..], &[mase_hw::Step::Relu, mase_hw::Step::Requant { width: 8, frac_width: 4, signed: true }]);
+    assert_eq!(d.input_format, (8, 4, true));
+    // The manifest lists the steps with the widths of their results.
+    let m = mase_hw::manifest(&d);
+    let steps = &m["layers"][0]["pre_steps"];
+    let names: Vec<&str> = steps.as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(names, ["affine", "relu", "requant"]);
+    // The affine's width holds every channel's extremes on the input codes -128 and 127.
+    let ends = mul.iter().zip(add).flat_map(|(&m, &a)| [-128 * m + a, 127 * m + a]);
+    let (lo, hi) = ends.fold((0i64, 0i64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    assert_eq!(steps[0]["width"], mase_hw::design::signed_bits(lo as i128, hi as i128));
+    assert_eq!((steps[2]["width"].clone(), steps[2]["frac_width"].clone()), (json!(8), json!(4)));
+}
+
+#[test]
+fn an_affine_after_the_last_layer_is_one_of_its_post_steps() {
+    // Linear(16, 8), ReLU, BatchNorm1d(8): nothing after the batch norm to fold into.
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("seq_blocks.0", Op::Linear { in_features: 16, out_features: 8, bias: true }, &[x]);
+    let r = g.call_module("seq_blocks.1", Op::Relu, &[a]);
+    let b = g.call_module("seq_blocks.2", Op::BatchNorm1d(mase_ir::NormSpec::new(8)), &[r]);
+    g.output(b);
+    let (g, p) = fold_and_quantize(g, vec![16], 8, 4);
+    let (x, shape, _) = test_split();
+    for reuse in [1, 4] {
+        let d = lower(&g, &p, "post", &LowerOptions { reuse: vec![], default_reuse: reuse }).unwrap();
+        let names: Vec<&str> = d.layers[0].post.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["relu", "requant", "affine"]);
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let inputs = codes(&d, &x);
+        let got: Vec<Vec<i64>> = inputs.iter().map(|c| d.eval(c)).collect();
+        assert_eq!(mismatches(&want, &got).len(), 0, "reuse {reuse}");
+        if have("verilator") {
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_post_affine_r{reuse}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            emit(&d, &dir).unwrap();
+            let r = simulate::run(&dir, &d, &inputs, 7).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "reuse {reuse}, Verilator");
+        }
+    }
 }
 
 /// Linear(16, 4), ReLU, Linear(4, 3): small enough to synthesize in seconds.

@@ -191,6 +191,30 @@ impl Graph {
         self.find(name).ok_or_else(|| IrError::UnknownNode(name.to_string()))
     }
 
+    /// Removes node `id`, which must read exactly one value, and makes its users read that value
+    /// instead (for transforms that fold a node into its neighbour). The ids of later nodes
+    /// shift down by one; the removed node's name stays reserved, as in torch.fx.
+    pub fn remove_passthrough(&mut self, id: NodeId) -> Result<()> {
+        let node = &self.nodes[id.0];
+        let [src] = node.inputs[..] else {
+            return Err(IrError::Invalid {
+                node: node.name.clone(),
+                reason: format!("reads {} values; only a node reading one can be removed", node.inputs.len()),
+            });
+        };
+        self.nodes.remove(id.0);
+        for n in &mut self.nodes {
+            for inp in &mut n.inputs {
+                if *inp == id {
+                    *inp = src;
+                } else if inp.0 > id.0 {
+                    inp.0 -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn inputs(&self) -> Vec<NodeId> {
         self.ids().filter(|&i| self.node(i).kind == NodeKind::Placeholder).collect()
     }
@@ -242,5 +266,29 @@ impl Graph {
             out.push(v);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removing_a_node_rewires_its_users_and_shifts_later_ids() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let a = g.call_module("seq.0", Op::Relu, &[x]);
+        let b = g.call_module("seq.1", Op::Relu, &[a]);
+        let s = g.call_function("operator.add", Op::Add, &[a, b]);
+        g.output(s);
+        g.remove_passthrough(b).unwrap();
+        let inputs: Vec<(&str, Vec<usize>)> = g.nodes().iter().map(|n| (n.name.as_str(), n.inputs.iter().map(|i| i.0).collect())).collect();
+        assert_eq!(inputs, [("x", vec![]), ("seq_0", vec![0]), ("add", vec![1, 1]), ("output", vec![2])]);
+        // A node reading two values cannot be removed.
+        let e = g.remove_passthrough(NodeId(2)).unwrap_err().to_string();
+        assert!(e.contains("add") && e.contains("reads 2 values"), "{e}");
+        // The removed name stays reserved, as in torch.fx.
+        let again = g.call_module("seq.1", Op::Relu, &[NodeId(1)]);
+        assert_eq!(g.node(again).name, "seq_2");
     }
 }

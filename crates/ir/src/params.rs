@@ -42,6 +42,11 @@ impl ParamStore {
         self.get(name).ok_or_else(|| IrError::Param { name: name.into(), reason: "missing from the parameter store".into() })
     }
 
+    /// Removes a tensor, keeping the order of the others; returns it if it was there.
+    pub fn remove(&mut self, name: &str) -> Option<ParamEntry> {
+        self.entries.shift_remove(name)
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.entries.contains_key(name)
     }

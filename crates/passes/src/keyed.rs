@@ -45,6 +45,9 @@ pub(crate) fn entry_config<'a>(key: &str, v: &'a Value) -> std::result::Result<&
 pub(crate) struct ChangeableOps {
     /// The `mase_op` names of the ops.
     pub ops: &'static [&'static str],
+    /// Ops that only a key naming them changes (by `type` or `name`); `default` and `regex_name`
+    /// patterns leave them alone, as MASE does.
+    pub by_key_only: &'static [&'static str],
     /// What a type key outside `ops` names (`ops`, `layers`).
     pub key_noun: &'static str,
     /// What the pass does to a node (`quantized`, `widened`).
@@ -55,7 +58,14 @@ pub(crate) struct ChangeableOps {
 
 impl ChangeableOps {
     fn list(&self) -> String {
-        format!("{}: {}", self.list_heading, self.ops.join(", "))
+        match self.by_key_only {
+            [] => format!("{}: {}", self.list_heading, self.ops.join(", ")),
+            only => format!("{}: {}; named by a type or name key: {}", self.list_heading, self.ops.join(", "), only.join(", ")),
+        }
+    }
+
+    fn can_change(&self, op: &str) -> bool {
+        self.ops.contains(&op) || self.by_key_only.contains(&op)
     }
 }
 
@@ -93,7 +103,7 @@ impl<'a, C> Keyed<'a, C> {
         let keys: Vec<String> = entries.keys().cloned().collect();
         let selector = Selector::new(pass, by, &keys)?;
         if by == By::Type {
-            if let Some(k) = keys.iter().find(|k| !changeable.ops.contains(&k.as_str())) {
+            if let Some(k) = keys.iter().find(|k| !changeable.can_change(k)) {
                 return Err(PassError::Config {
                     pass: pass.into(),
                     key: k.clone(),
@@ -112,7 +122,7 @@ impl<'a, C> Keyed<'a, C> {
     pub fn pick(&self, node: &Node) -> Result<Option<Pick<'a, C>>> {
         let op = type_key(node);
         let key = self.selector.key_for(node);
-        if !self.changeable.ops.contains(&op.as_str()) {
+        if !self.changeable.can_change(&op) {
             if let (By::Name, Some(k)) = (self.by, key) {
                 return Err(PassError::Node {
                     pass: self.pass.into(),
@@ -123,6 +133,8 @@ impl<'a, C> Keyed<'a, C> {
             return Ok(None);
         }
         let entry = match key {
+            // Ops outside MASE's list change only where a type or a name names them.
+            _ if self.changeable.by_key_only.contains(&op.as_str()) && (key.is_none() || self.by == By::RegexName) => None,
             Some(k) => self.entries.get_key_value(k).map(|(k, c)| (Some(k.as_str()), c)),
             None => self.default.map(|c| (None, c)),
         };

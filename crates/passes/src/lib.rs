@@ -31,6 +31,7 @@ pub mod architecture;
 mod context;
 pub mod cost;
 mod error;
+pub mod fold_batch_norm;
 pub mod interface;
 mod keyed;
 pub mod metadata;

@@ -4,7 +4,7 @@
 
 use crate::report::parse_args;
 use crate::report_schema::{self as schema, ReportKey};
-use crate::{architecture, cost, interface, metadata, quantize, reports, stats};
+use crate::{architecture, cost, fold_batch_norm, interface, metadata, quantize, reports, stats};
 use crate::{PassContext, PassError, PassReport, Result};
 use mase_ir::Graph;
 use serde_json::Value;
@@ -128,6 +128,13 @@ pub static PASSES: &[PassInfo] = &[
         quantize::QuantizeArgs,
         quantize::quantize,
         schema::QUANTIZE
+    ),
+    pass!(
+        "fold_batch_norm",
+        "batch norms folded into the adjacent linear/conv where exact, the others as per-channel affines",
+        fold_batch_norm::FoldArgs,
+        fold_batch_norm::fold_batch_norm,
+        schema::FOLD_BATCH_NORM
     ),
     pass!(
         "channel_multiplier",

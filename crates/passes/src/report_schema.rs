@@ -145,6 +145,15 @@ pub(crate) const QUANTIZE: &[ReportKey] = &[
     k("nodes[].quant", "object", "the resulting formats of data_in, weight, bias and data_out (null: left in float)"),
 ];
 
+pub(crate) const FOLD_BATCH_NORM: &[ReportKey] = &[
+    k("folded", "count", "batch norms folded into a linear or convolution and removed"),
+    k("affine", "count", "batch norms kept as per-channel affines (running mean 0, variance 1, eps 0)"),
+    k("changes", "array", "every batch norm, in graph order of processing"),
+    k("changes[].node", "name", "the batch norm's node name"),
+    k("changes[].action", "name", "after (folded into the layer before it), before (into the linear after it) or affine"),
+    k("changes[].into", "name", "the layer it was folded into (null for affine)"),
+];
+
 pub(crate) const CHANNEL_MULTIPLIER: &[ReportKey] = &[
     k("changed", "array", "every node whose op changed, in graph order"),
     k("changed[].node", "name", "node name"),

@@ -107,6 +107,7 @@ fn every_report_has_exactly_its_documented_keys() {
         ("flops", json!({})),
         ("bitops", json!({})),
         ("latency", json!({"repeats": 1, "warmup": 0})),
+        ("fold_batch_norm", json!(null)),
         ("quantize", lab_linear_8_4()),
         ("summarize_quantization", json!({})),
         ("verify_quantization", json!({"num_samples": 16})),

@@ -60,7 +60,7 @@ pub const WIDENABLE_OPS: &[&str] = &["linear", "conv1d", "conv2d"];
 
 /// The nodes this pass can change, and the words its errors use for them.
 const WIDENABLE: ChangeableOps =
-    ChangeableOps { ops: WIDENABLE_OPS, key_noun: "layers", action_done: "widened", list_heading: "widenable" };
+    ChangeableOps { ops: WIDENABLE_OPS, by_key_only: &[], key_noun: "layers", action_done: "widened", list_heading: "widenable" };
 
 /// The stream of the context's seed that new tensors are drawn from.
 const INIT_STREAM: u64 = 0xC4A2;

@@ -31,6 +31,11 @@ use serde_json::{Map, Value};
 /// Ops the quantize pass rewrites (MASE's `QUANTIZEABLE_OP`).
 pub const QUANTIZABLE_OPS: [&str; 9] = ["add", "bmm", "conv1d", "conv2d", "matmul", "mul", "linear", "relu", "sub"];
 
+/// Ops that `quantize` changes only where a key names them (by type or by name), never through
+/// `default` or a `regex_name` pattern: batch norms, which MASE does not quantize, get formats for the integer affine
+/// `fold_batch_norm` leaves (doc/hardware.md, section Batch norms).
+pub const QUANTIZABLE_BY_KEY: [&str; 2] = ["batch_norm1d", "batch_norm2d"];
+
 /// The format names a config may give, with the fields of each group.
 pub const FORMATS: &[(&str, &[&str])] = &[
     ("integer", &["width", "frac_width"]),
@@ -59,6 +64,9 @@ pub fn op_groups(op: &str) -> Option<(&'static [&'static str], &'static [&'stati
         "add" | "sub" | "mul" | "relu" => (&["data_in"], &[]),
         "matmul" | "bmm" => (&["data_in", "weight"], &[]),
         "linear" | "conv1d" | "conv2d" => (&["data_in", "weight"], &["bias", "data_out"]),
+        // Without weight or bias groups, `quantize` derives them from the values (see
+        // `derive_batch_norm_formats`).
+        "batch_norm1d" | "batch_norm2d" => (&["data_in"], &["weight", "bias", "data_out"]),
         _ => return None,
     })
 }

@@ -19,7 +19,11 @@
 //! not mutated; with `regex_name`, `default` and `report` are not patterns; a name that is no node,
 //! a pattern that matches no node, a type no op has, an unknown format, an unknown key or a bad
 //! width is an error naming it; naming a node that cannot be quantized is an error; the output
-//! formats are propagated into the metadata.
+//! formats are propagated into the metadata. An extension: `batch_norm1d`/`batch_norm2d` nodes,
+//! which MASE does not quantize, are quantized where a `type` or `name` key names them (never
+//! through `default` or a `regex_name` pattern), with `data_in` and optional `weight`, `bias` and `data_out` groups; missing
+//! `integer` weight and bias formats are derived from the values (for the affine
+//! `fold_batch_norm` leaves).
 
 pub mod config;
 pub mod summary;
@@ -30,9 +34,9 @@ use crate::metadata::common::refresh;
 use crate::select::By;
 use crate::table::{Table, TableFormat};
 use crate::{PassContext, PassError, PassReport, Result};
-use config::{describe, node_quant, QUANTIZABLE_OPS};
+use config::{describe, node_quant, QUANTIZABLE_BY_KEY, QUANTIZABLE_OPS};
 use indexmap::IndexMap;
-use mase_ir::{Graph, NodeQuant};
+use mase_ir::{Graph, NodeQuant, Op, ParamStore, QuantFormat};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -83,8 +87,13 @@ pub struct NodeChoice {
 }
 
 /// The nodes `quantize` can change, and the words its errors use for them.
-const QUANTIZABLE: ChangeableOps =
-    ChangeableOps { ops: &QUANTIZABLE_OPS, key_noun: "ops", action_done: "quantized", list_heading: "quantizable" };
+const QUANTIZABLE: ChangeableOps = ChangeableOps {
+    ops: &QUANTIZABLE_OPS,
+    by_key_only: &QUANTIZABLE_BY_KEY,
+    key_noun: "ops",
+    action_done: "quantized",
+    list_heading: "quantizable",
+};
 
 /// Sets `node.quant` on every node the arguments select, without a context: the transform that
 /// search and other callers reuse. Metadata is not touched (the pass refreshes it). On an error
@@ -184,11 +193,50 @@ pub fn quantize(graph: &mut Graph, ctx: &mut PassContext, args: &QuantizeArgs) -
     if ctx.original.is_none() {
         ctx.original = Some(graph.clone());
     }
-    let (choices, warnings) = quantize_graph(graph, args)?;
+    let (mut choices, warnings) = quantize_graph(graph, args)?;
+    derive_batch_norm_formats(graph, &ctx.params, &mut choices);
     refresh(graph, ctx)?;
     let changed = choices.iter().filter(|c| c.quant.is_some()).count();
     let text = explain_table(&choices).render(TableFormat::Simple);
     let mut r = PassReport::new("quantize", json!({"by": args.by.as_str(), "quantized": changed, "nodes": choices})).with_text(text);
     r.warnings = warnings;
     Ok(r)
+}
+
+/// A batch norm given an `integer` `data_in` format but no weight or bias format gets them from
+/// its values: the `data_in` width, with the most fraction bits that keep the largest magnitude
+/// in range (so no value clamps). With `fold_batch_norm` first, the values are the affine's
+/// `s_c` and `t_c`.
+fn derive_batch_norm_formats(graph: &mut Graph, params: &ParamStore, choices: &mut [NodeChoice]) {
+    for c in choices.iter_mut() {
+        let Some(id) = graph.find(&c.node) else { continue };
+        let node = graph.node_mut(id);
+        if !matches!(node.op, Op::BatchNorm1d(_) | Op::BatchNorm2d(_)) {
+            continue;
+        }
+        let target = node.target.clone();
+        let Some(q) = node.quant.as_mut().filter(|q| !q.bypass) else { continue };
+        let Some(Some(QuantFormat::Integer { width, .. })) = q.data_in.first().cloned() else { continue };
+        let derive = |name: &str| {
+            let t = params.get(&format!("{target}.{name}"))?;
+            let max = t.data.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
+            Some(QuantFormat::Integer { width, frac_width: frac_for(max, width), signed: true })
+        };
+        if q.weight.is_none() {
+            q.weight = derive("weight");
+        }
+        if q.bias.is_none() {
+            q.bias = derive("bias");
+        }
+        c.quant = Some(q.clone());
+    }
+}
+
+/// The most fraction bits of a signed `width`-bit format whose largest code holds `max`.
+pub fn frac_for(max: f64, width: u32) -> i32 {
+    let hi = 2f64.powi(width as i32 - 1) - 1.0;
+    if max == 0.0 || !max.is_finite() {
+        return width as i32 - 1;
+    }
+    (-64..=64).rev().find(|&f| (max * 2f64.powi(f)).round_ties_even() <= hi).unwrap_or(-64)
 }

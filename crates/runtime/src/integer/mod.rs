@@ -2,7 +2,7 @@
 //! network, for graphs whose quantized nodes use `integer` (fixed-point) formats.
 //!
 //! A node runs in integer arithmetic when it is a quantized `linear`, `conv1d`, `conv2d`, `relu`,
-//! `add`, `sub`, `mul` or `matmul` whose data inputs, weight and bias (where it has them) all have
+//! `add`, `sub`, `mul`, `matmul` or batch norm (below) whose data inputs, weight and bias (where it has them) all have
 //! `integer` formats. Then:
 //!
 //! - inputs become codes `clamp(round(x * 2^f), lo, hi)` in the narrowest of `i8`/`i16`/`i32`
@@ -15,9 +15,15 @@
 //! - a `data_out` integer format rescales the accumulator by a shift with round half to even
 //!   and clamps it; without one the accumulator is the node's result.
 //!
-//! Every other node (batch norm, pooling, nodes with other formats, unquantized nodes) runs in
-//! float on the dequantized values, with its fake quantization, exactly as in
-//! [`Executor::forward`] in evaluation mode.
+//! A quantized batch norm runs so too when it is in the affine form `fold_batch_norm` leaves
+//! (running mean 0, running variance 1, `eps` 0): one product per element by its channel's
+//! weight, plus its bias, as a linear layer with one input per output. An unquantized `relu`,
+//! max pool or `dropout` whose input is an integer result runs on its codes and keeps its
+//! fraction bits.
+//!
+//! Every other node (a batch norm with running statistics, average pools, nodes with other
+//! formats, other unquantized nodes) runs in float on the dequantized values, with its fake
+//! quantization, exactly as in [`Executor::forward`] in evaluation mode.
 //!
 //! Why it lives in the runtime: it needs the plan (buffers, the float kernels for the nodes in
 //! between, the quantized weight copies) and is one more way to run a plan. The number formats
@@ -35,11 +41,13 @@ mod ops;
 
 use crate::executor::{Executor, Mode};
 use crate::kernels::conv::ConvGeom;
+use crate::kernels::pool::{max_pool_codes, PoolGeom};
 use crate::kernels::{Fwd, NodeKernel};
 use crate::plan::Plan;
+use crate::slots::ParamSlot;
 use crate::{ExecOptions, Result, RuntimeError};
 use codes::{bits_used, requant, Codes};
-use mase_ir::{Graph, Node, Op, ParamStore, QuantFormat};
+use mase_ir::{Graph, Node, NormSpec, Op, ParamStore, QuantFormat};
 use mase_quant::Fixed;
 
 /// How one node ran.
@@ -118,10 +126,25 @@ fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
 }
 
 /// The node's integer formats, or why it runs in float.
-fn int_spec(node: &Node, slots: &[usize], in_shapes: &[&[usize]]) -> std::result::Result<IntSpec, String> {
+fn int_spec(node: &Node, slots: &[usize], params: &[ParamSlot], in_shapes: &[&[usize]]) -> std::result::Result<IntSpec, String> {
     let Some(q) = node.quant.as_ref().filter(|q| q.is_active()) else { return Err("not quantized".into()) };
-    if !matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::Relu | Op::Add | Op::Sub | Op::Mul | Op::MatMul) {
+    if !matches!(
+        node.op,
+        Op::Linear { .. }
+            | Op::Conv1d(_)
+            | Op::Conv2d(_)
+            | Op::Relu
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::MatMul
+            | Op::BatchNorm1d(_)
+            | Op::BatchNorm2d(_)
+    ) {
         return Err(format!("{} has no integer kernel", node.op.mase_op()));
+    }
+    if let Op::BatchNorm1d(n) | Op::BatchNorm2d(n) = &node.op {
+        affine_form(node, n, slots, params)?;
     }
     if let (Op::MatMul, [a, b]) = (&node.op, in_shapes) {
         if a.len() != b.len() || a.len() < 2 || a[..a.len() - 2] != b[..b.len() - 2] {
@@ -160,6 +183,17 @@ fn int_spec(node: &Node, slots: &[usize], in_shapes: &[&[usize]]) -> std::result
     Ok(spec)
 }
 
+/// Checks that a batch norm is in the affine form `fold_batch_norm` leaves (running mean 0,
+/// running variance 1, `eps` 0, a weight and a bias), where evaluation computes `weight x + bias`.
+fn affine_form(node: &Node, n: &NormSpec, slots: &[usize], params: &[ParamSlot]) -> std::result::Result<(), String> {
+    let value = |name: &str| node.params().iter().position(|(_, s)| s.name == name).map(|p| &params[slots[p]].data);
+    let all = |name: &str, v: f32| value(name).is_some_and(|d| d.iter().all(|&x| x == v));
+    if !n.affine || n.eps != 0.0 || !all("running_mean", 0.0) || !all("running_var", 1.0) {
+        return Err("a batch norm with running statistics has no integer kernel (fold_batch_norm makes it an integer affine)".into());
+    }
+    Ok(())
+}
+
 /// The largest magnitude the node's integer result can reach, from its formats and shapes: the
 /// products summed by linear, conv and matmul (with the bias shifted to the accumulator's scale),
 /// or both operands of add/sub aligned to the finer scale. Computed in `f64`, which is exact for
@@ -169,9 +203,10 @@ fn worst_magnitude(op: &Op, spec: &IntSpec, in_shapes: &[&[usize]]) -> f64 {
     let scale = |bits: i32| 2f64.powi(bits);
     let fx: Vec<i32> = spec.ins.iter().map(|f| f.frac_width).collect();
     match op {
-        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => {
             let terms = match op {
                 Op::Linear { in_features, .. } => *in_features as f64,
+                Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => 1.0,
                 Op::Conv1d(c) | Op::Conv2d(c) => (c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>()) as f64,
                 _ => 0.0,
             };
@@ -239,7 +274,14 @@ impl Executor {
                 out_frac: None,
             };
             let in_shapes: Vec<&[usize]> = node.inputs.iter().map(|u| shapes[u.0].as_slice()).collect();
-            match int_spec(node, &self.topo.slots[i], &in_shapes) {
+            if let Some(r) = passthrough(node, &self.topo.ins[i], &in_shapes, &shapes[i], &ints, &mut vals[i]) {
+                entry.acc_bits = bits_used(&r.v);
+                entry.out_frac = Some(r.frac);
+                ints[i] = Some(r);
+                report.nodes.push(entry);
+                continue;
+            }
+            match int_spec(node, &self.topo.slots[i], &self.params, &in_shapes) {
                 Ok(spec) => {
                     let mut y = std::mem::take(&mut vals[i]);
                     let r =
@@ -308,7 +350,7 @@ fn integer_node(
     let mut acc = vec![0i64; y.len()];
     let mut frac;
     match &node.op {
-        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) => {
+        Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => {
             let (w_slot, fw) = spec.weight.ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "no weight".into() })?;
             let w = param_codes(node, fw, &params[w_slot].data)?;
             let fin = spec.ins[0];
@@ -318,6 +360,7 @@ fn integer_node(
             let terms = match &node.op {
                 Op::Linear { in_features, .. } => *in_features,
                 Op::Conv1d(c) | Op::Conv2d(c) => c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>(),
+                Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => 1,
                 _ => unreachable!("matched above"),
             };
             // The largest sum the products can reach decides the accumulator.
@@ -327,6 +370,8 @@ fn integer_node(
             match &node.op {
                 Op::Linear { in_features, out_features, .. } => ops::linear(&xc, &wc, *in_features, *out_features, wide, &mut acc),
                 Op::Conv1d(c) | Op::Conv2d(c) => ops::conv(&xc, &wc, &ConvGeom::new(c, in_shapes[0], out_shape), wide, &mut acc),
+                // A batch norm in affine form: one product per element, by its channel's weight.
+                Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => ops::channel_scale(&xs[0], &w, out_shape, &mut acc),
                 _ => unreachable!("matched above"),
             }
             frac = fx[0] + fw.frac_width;
@@ -379,9 +424,47 @@ fn integer_node(
         None => IntVal { v: acc, frac },
     };
     entry.out_frac = Some(result.frac);
-    let scale = 2f64.powi(-result.frac);
-    for (o, &v) in y.iter_mut().zip(&result.v) {
+    write_values(&result, y);
+    Ok(result)
+}
+
+/// Writes the values of an integer result (`v 2^-frac`) to a float buffer.
+fn write_values(r: &IntVal, y: &mut [f32]) {
+    let scale = 2f64.powi(-r.frac);
+    for (o, &v) in y.iter_mut().zip(&r.v) {
         *o = (v as f64 * scale) as f32;
     }
-    Ok(result)
+}
+
+/// An unquantized node that only compares or moves values (`relu`, max pools, `dropout`, which
+/// is the identity in evaluation) whose input is the integer result of another node runs on
+/// that result's codes and keeps its fraction bits: the float kernel computes the same values,
+/// and the hardware the same codes. `None` for any other node, which runs as before.
+fn passthrough(
+    node: &Node,
+    srcs: &[usize],
+    in_shapes: &[&[usize]],
+    out_shape: &[usize],
+    ints: &[Option<IntVal>],
+    y: &mut [f32],
+) -> Option<IntVal> {
+    if node.quant.as_ref().is_some_and(|q| q.is_active()) {
+        return None;
+    }
+    let x = ints[*srcs.first()?].as_ref()?;
+    let v = match &node.op {
+        Op::Relu => x.v.iter().map(|&c| c.max(0)).collect(),
+        Op::Dropout { .. } => x.v.clone(),
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
+            let mut out = vec![0; y.len()];
+            max_pool_codes(&PoolGeom::new(p, in_shapes[0], out_shape), &x.v, &mut out);
+            out
+        }
+        // Every other op computes new values: it has an integer kernel of its own or runs in
+        // float.
+        _ => return None,
+    };
+    let r = IntVal { v, frac: x.frac };
+    write_values(&r, y);
+    Some(r)
 }

@@ -118,3 +118,13 @@ pub(crate) fn broadcast(
     let mut idx = vec![0usize; out_shape.len()];
     crate::kernels::shape_ops::walk(out_shape, &ta, &tb, &mut idx, |j, ia, ib| out[j] = f(a[ia], b[ib]));
 }
+
+/// `out[n, c, ...] = x[n, c, ...] * w[c]`: a per-channel scale of `[N, C, ...]` codes (a batch
+/// norm in affine form; the channel is dimension 1).
+pub(crate) fn channel_scale(x: &[i64], w: &[i64], shape: &[usize], out: &mut [i64]) {
+    let inner: usize = shape.get(2..).map_or(1, |s| s.iter().product());
+    let channels = w.len().max(1);
+    for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+        *o = v * w[(j / inner.max(1)) % channels];
+    }
+}

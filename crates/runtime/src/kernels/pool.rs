@@ -262,6 +262,21 @@ impl Kernel for AdaptiveAvgPool {
     }
 }
 
+/// Max pooling of integer codes, plane by plane (`x` holds whole `[N, C, ...]` planes): the
+/// largest code of each window, clipped to the input as the float kernel clips it. Codes are
+/// exact, so this is the float kernel's result on their values.
+pub(crate) fn max_pool_codes(g: &PoolGeom, x: &[i64], y: &mut [i64]) {
+    for (xp, yp) in x.chunks_exact(g.in_plane().max(1)).zip(y.chunks_exact_mut(g.out_plane().max(1))) {
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let (rows, cols) = g.window(oy, ox);
+                let window = rows.flat_map(|r| cols.clone().map(move |c| r * g.iw + c));
+                yp[oy * g.ow + ox] = window.map(|i| xp[i]).max().unwrap_or(0);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ from mase_rs._convert import to_json
 
 # Registry names whose MASE name ends in `_transform_pass` or `_interface_pass`; every other pass
 # is an analysis pass (`<name>_analysis_pass`).
-_TRANSFORMS = {"quantize", "channel_multiplier"}
+_TRANSFORMS = {"quantize", "channel_multiplier", "fold_batch_norm"}
 _INTERFACES = {"save_node_meta_param", "load_node_meta_param"}
 
 
