@@ -28,18 +28,42 @@ impl Human {
     }
 
     /// Prints the final JSON result (only under `--json`), with the notes of the ONNX imports
-    /// of the run as `import_notes` when there are any.
+    /// of the run as `import_notes` when there are any; an embedded run that captures results
+    /// (`start_capture`) keeps it instead.
     pub fn result(&self, v: &serde_json::Value) {
-        if self.json {
-            let notes = crate::session::import_notes();
-            let mut v = v.clone();
-            if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
-                obj.insert("import_notes".into(), serde_json::Value::Array(notes));
-            }
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{v}");
+        let capturing = CAPTURE.with(|c| c.borrow().is_some());
+        if !self.json && !capturing {
+            return;
         }
+        let notes = crate::session::import_notes();
+        let mut v = v.clone();
+        if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
+            obj.insert("import_notes".into(), serde_json::Value::Array(notes));
+        }
+        if capturing {
+            CAPTURE.with(|c| *c.borrow_mut() = Some(Some(v)));
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
     }
+}
+
+thread_local! {
+    /// `Some` while an embedded run on this thread takes its result instead of printing it:
+    /// `Some(None)` until the action hands its result over.
+    static CAPTURE: std::cell::RefCell<Option<Option<serde_json::Value>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// From now on, the results of actions on this thread are kept for [`stop_capture`] instead of
+/// printed.
+pub fn start_capture() {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(None));
+}
+
+/// Ends [`start_capture`]: the result kept since, if an action handed one over.
+pub fn stop_capture() -> Option<serde_json::Value> {
+    CAPTURE.with(|c| c.borrow_mut().take().flatten())
 }
 
 /// Today's date as YYYY-MM-DD (UTC), for MASE's default project names.
