@@ -77,22 +77,44 @@ def register_runner(name, fn=None, metrics=None):
 
 
 def unregister_pass(name):
-    """Forgets the pass `name` (no error when it is not registered)."""
+    """Forgets the pass `name` (no error when it is not registered).
+
+    >>> import mase_rs
+    >>> _ = mase_rs.register_pass("noop", lambda mg, pass_args: (mg, {}))
+    >>> mase_rs.unregister_pass("noop"); "noop" in mase_rs.registered_passes()
+    False
+    """
     _PASSES.pop(name, None)
 
 
 def unregister_runner(name):
-    """Forgets the runner `name` (no error when it is not registered)."""
+    """Forgets the runner `name` (no error when it is not registered).
+
+    >>> import mase_rs
+    >>> _ = mase_rs.register_runner("one", lambda mg, dm, config: {"one": 1.0})
+    >>> mase_rs.unregister_runner("one"); "one" in mase_rs.registered_runners()
+    False
+    """
     _RUNNERS.pop(name, None)
 
 
 def registered_passes():
-    """The registered passes, `{name: fn}`."""
+    """The registered passes, `{name: fn}` (a copy).
+
+    >>> import mase_rs
+    >>> mase_rs.registered_passes()
+    {}
+    """
     return dict(_PASSES)
 
 
 def registered_runners():
-    """The registered runners, `{name: fn}`."""
+    """The registered runners, `{name: fn}` (a copy).
+
+    >>> import mase_rs
+    >>> mase_rs.registered_runners()
+    {}
+    """
     return {k: f for k, (f, _m) in _RUNNERS.items()}
 
 

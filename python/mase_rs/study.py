@@ -147,7 +147,12 @@ class Study:
 
     def ask(self):
         """The next `Trial` (claimed as running in the store), or `None` when the sampler has
-        no point left (brute force over the whole space)."""
+        no point left (brute force over the whole space).
+
+        >>> trial = study.ask()  # doctest: +SKIP
+        >>> trial.number, trial.params  # doctest: +SKIP
+        (0, {'linear/config/weight_width': 4, ...})
+        """
         text = self._native.ask()
         return None if text is None else Trial._from_json(text)
 
@@ -155,7 +160,12 @@ class Study:
         """Records a trial's result: a number (one objective), a list of numbers (one per
         objective), or a dict of metrics scored by the objective (`{"accuracy": 0.7}`; use
         `{"software": {...}, "hardware": {...}}` to keep the two apart). `state="fail"` records
-        a failed trial (`result`: the reason). Returns the trial as stored."""
+        a failed trial (`result`: the reason). Returns the trial as stored.
+
+        >>> study.tell(trial, 0.93)  # doctest: +SKIP
+        >>> study.tell(trial, {"accuracy": 0.93, "average_bitwidth": 6})  # doctest: +SKIP
+        >>> study.tell(trial, "diverged", state="fail")  # doctest: +SKIP
+        """
         number = trial.number if isinstance(trial, Trial) else int(trial)
         if state == "fail":
             return Trial._from_json(self._native.tell(number, "fail", str(result or "failed")))
@@ -174,7 +184,12 @@ class Study:
 
     def build(self, trial):
         """The candidate `MaseGraph` of a trial: the model rebuilt from the unmodified base with
-        the trial's config (quantized, or widened, as the space does)."""
+        the trial's config (quantized, or widened, as the space does).
+
+        >>> candidate = study.build(study.ask())  # doctest: +SKIP
+        >>> candidate(x).shape  # doctest: +SKIP
+        (256, 5)
+        """
         from mase_rs.ir.graph.mase_graph import MaseGraph
 
         config = trial.config if isinstance(trial, Trial) else trial
@@ -184,17 +199,29 @@ class Study:
 
     @property
     def trials(self):
-        """Every trial, in number order."""
+        """Every trial, in number order.
+
+        >>> [t.value for t in study.trials]  # doctest: +SKIP
+        [0.5, 1.0]
+        """
         return [Trial._from_json(d) for d in json.loads(self._native.trials())]
 
     @property
     def best_trials(self):
-        """The best trials: ties at the best value, or the Pareto front for several objectives."""
+        """The best trials: ties at the best value, or the Pareto front for several objectives.
+
+        >>> [t.values for t in study.best_trials]  # doctest: +SKIP
+        [[0.91, 4.0], [0.93, 8.0]]
+        """
         return [Trial._from_json(d) for d in json.loads(self._native.best_trials())]
 
     @property
     def best_trial(self):
-        """The best trial of a one-objective study (the first of any ties)."""
+        """The best trial of a one-objective study (the first of any ties).
+
+        >>> study.best_trial.params  # doctest: +SKIP
+        {'linear/config/weight_width': 4}
+        """
         best = self.best_trials
         if not best:
             raise ValueError("Study: no complete trial yet")

@@ -229,3 +229,12 @@ def test_runner_errors(tmp_path, plugins):
         mase_rs.search(config, runners={"my_runner": boom}, project_dir=tmp_path)
     with pytest.raises(TypeError, match="metric `score` must be a number, got str"):
         mase_rs.search(config, runners={"my_runner": lambda mg, dm, c: {"score": "high"}}, project_dir=tmp_path)
+
+
+def test_a_panic_in_an_action_is_one_runtime_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MASE_FAILPOINT", "panic-in-action")
+    config = write(tmp_path, "p.toml", "[passes.flops]\n")
+    with pytest.raises(RuntimeError) as e:
+        mase_rs.transform(config, "jsc-tiny", "jsc", project_dir=tmp_path)
+    line = e.value.args[0]
+    assert line.startswith("internal error in transform: failpoint panic-in-action at crates/cli/src/lib.rs:") and "\n" not in line
