@@ -41,3 +41,15 @@ def test_lab4_widens_and_searches(data_dir):
     r = load("lab4").main()
     assert [r[m]["widths"] for m in (1, 2, 4)] == [[16, 16, 5], [32, 32, 5], [64, 64, 5]]
     assert r[1]["params"] < r[2]["params"] < r[4]["params"]
+
+
+def test_lab3_notebook_cells_run(data_dir, monkeypatch):
+    import json
+
+    monkeypatch.chdir(EXAMPLES)
+    nb = json.loads((EXAMPLES / "lab3_study.ipynb").read_text())
+    scope = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "lab3_study.ipynb", "exec"), scope)
+    assert len(scope["study"].trials) == 16 and len(scope["tpe"].trials) == 8

@@ -2,6 +2,7 @@
 keeps them in SQLite across sessions, and builds each trial's candidate."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +169,15 @@ def test_from_config_reads_lab3(base):
         study.tell(trial, [trial.params["linear/config/data_in"][0] / 10, trial.params["linear/config/weight"][0] / 10])
         n += 1
     assert n == 16
+
+
+@pytest.mark.skipif(not os.environ.get("MASE_TEST_POSTGRES_URL"), reason="no PostgreSQL: run under scripts/with-postgres.sh")
+def test_postgres_study_is_shared_by_two_handles(base):
+    url, name = os.environ["MASE_TEST_POSTGRES_URL"], f"py-{os.getpid()}"
+    first = mase_rs.Study(SPACE, base, sampler="random", storage=url, name=name, seed=2)
+    second = mase_rs.Study(SPACE, base, sampler="random", storage=url, name=name, mode="join", seed=2)
+    a, b = first.ask(), second.ask()
+    assert (a.number, b.number) == (0, 1)
+    second.tell(b, 2.0)
+    first.tell(a, 1.0)
+    assert [(t.number, t.value) for t in second.trials] == [(0, 1.0), (1, 2.0)]
