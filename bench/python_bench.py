@@ -22,6 +22,7 @@ import copy
 import io
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -31,10 +32,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from pathlib import Path
+
 import mase_rs
 from mase_rs import MaseGraph, get_dataset_info, get_model
 from mase_rs.passes.graph import quantize_transform_pass
 
+REPO = Path(__file__).resolve().parents[1]
 PAIRS = [(16, 8), (8, 6), (8, 4), (4, 2)]
 ROWS, BATCHES = 256, 4
 
@@ -135,6 +139,9 @@ def timed(fn, repeats, inner=1):
 
 
 def main():
+    # The data set gives the model its input width; the shipped jsc sample is enough.
+    if not os.environ.get("MASE_DATA_DIR") and not (REPO / "data" / "jsc").is_dir():
+        os.environ["MASE_DATA_DIR"] = str(REPO / "crates" / "io" / "tests" / "fixtures")
     repeats, threads = arg("--repeats", 7), arg("--threads", 1)
     torch.set_num_threads(threads)
     mg = MaseGraph(model=get_model("jsc-toy", "cls", get_dataset_info("jsc"), seed=1))

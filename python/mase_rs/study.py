@@ -147,7 +147,8 @@ class Study:
 
     def ask(self):
         """The next `Trial` (claimed as running in the store), or `None` when the sampler has
-        no point left (brute force over the whole space).
+        no point left (brute force over the whole space; in a shared study, also while the last
+        points run on other workers, which may fail and free theirs).
 
         >>> trial = study.ask()  # doctest: +SKIP
         >>> trial.number, trial.params  # doctest: +SKIP

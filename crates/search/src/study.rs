@@ -325,7 +325,7 @@ pub fn finished_record(trial: &TrialRecord, outcome: &TrialOutcome) -> TrialReco
 }
 
 /// Runs (or resumes) a study in `storage`: [`open_trials`], then on each of `n_jobs` threads
-/// claims a trial ([`propose`] inside the store's claim), measures it ([`evaluate`], scored by
+/// claims a trial ([`propose`] inside the store's claim), measures it (`evaluate`, scored by
 /// [`outcome_of`]) and records it ([`finished_record`]), until a stop condition holds.
 pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMode, observer: &dyn Observer) -> Result<StudyOutcome> {
     let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
