@@ -34,7 +34,12 @@ from mase_rs import _native
 class Trial:
     """A trial: `number`, `params` (the chosen value of each parameter, by its flattened name
     `linear/config/weight_width`), `config` (the sampled config: for a quantization space, the
-    `quantize_transform_pass` arguments), and once told `state`, `values` and the metrics."""
+    `quantize_transform_pass` arguments), and once told `state`, `values` and the metrics.
+
+    >>> t = Trial(number=0, params={"linear/config/weight_width": 4}, config={}, state="COMPLETE", values=[0.5])
+    >>> t.value
+    0.5
+    """
 
     number: int
     params: dict
@@ -122,7 +127,12 @@ class Study:
     def from_config(cls, config, model, storage=None, name="study", mode="fresh"):
         """A study of a MASE search config: a TOML file with a `[search]` table, or that table
         as a dict (its `search_space`, `strategy.setup` sampler and seed, `metrics`,
-        `constraints`, `sampler_options` and `storage`; runners are yours to write)."""
+        `constraints`, `sampler_options` and `storage`; runners are yours to write).
+
+        >>> study = Study.from_config("configs/lab3_tied_pairs_search.toml", mg)  # doctest: +SKIP
+        >>> study.sampler, len(study.param_names)  # doctest: +SKIP
+        ('brute', 5)
+        """
         if isinstance(config, (str, os.PathLike)):
             config = _read_toml(os.fspath(config))
         search = config.get("search", config)
