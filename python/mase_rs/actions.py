@@ -1,8 +1,11 @@
 """`ch`'s actions as functions: `train`, `test`, `transform`, `search`, with `ch`'s options as
 keyword arguments (`batch_size=256` is `--batch-size 256`; `True` gives a bare flag such as
-`resume=True`). Each runs the action in this process, with the GIL released while Rust works,
-and returns its JSON result (what `ch ... --json` prints) as a dict. Progress and report lines
-go to stderr.
+`resume=True`), each returning its JSON result (what `ch ... --json` prints) as a dict.
+
+`transform` and `search` run in this process, with the GIL released while Rust works, so that
+your passes and runners can be called; their progress and report lines go to stderr, and Ctrl-C
+takes effect when the action returns. `train` and `test` run `ch` in a child process (its output
+stays there, and Ctrl-C stops it at once).
 
 Passes and runners registered with `register_pass` / `register_runner` run from the config's
 tables; `search(..., objective=fn)` scores every candidate with `fn(mg, data_module, config)`
@@ -15,6 +18,8 @@ alone, as an Optuna objective does.
 
 import json
 import os
+import subprocess
+import sys
 
 from mase_rs import _native
 from mase_rs.plugins import _runner_table, registered_passes
@@ -33,15 +38,34 @@ def _argv(action, positional, options):
     return argv + ["--json"]
 
 
+def _check_files(options):
+    for key in ("config", "load"):
+        path = options.get(key)
+        if path is not None and not os.path.exists(os.fspath(path)):
+            raise FileNotFoundError(f"{key} {os.fspath(path)}: no such file")
+
+
+def run_child(action, *positional, **options):
+    """Runs `ch <action> <positional...> <options...> --json` in a child Python process;
+    returns its JSON result. A failing run raises `ValueError` (bad input: status 1 or 2) or
+    `RuntimeError` (an internal error) with `ch`'s one-line message."""
+    _check_files(options)
+    argv = _argv(action, positional, options)
+    r = subprocess.run([sys.executable, "-m", "mase_rs.cli", *argv], capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+        line = lines[-1][len("error: ") :] if lines else f"ch {action} exited with status {r.returncode}"
+        raise (RuntimeError if r.returncode == 70 else ValueError)(line)
+    out = r.stdout.strip().splitlines()
+    return json.loads(out[-1]) if out else {}
+
+
 def run(action, *positional, _passes=None, _runners=None, _search_overrides=None, **options):
     """Runs `ch <action> <positional...> <options...>` in this process; returns its JSON
     result. A failing run raises `ValueError` (bad input: status 1 or 2) or `RuntimeError` (an
     internal error) with `ch`'s one-line message; an exception raised by a registered pass or
     runner is raised as it is."""
-    for key in ("config", "load"):
-        path = options.get(key)
-        if path is not None and not os.path.exists(os.fspath(path)):
-            raise FileNotFoundError(f"{key} {os.fspath(path)}: no such file")
+    _check_files(options)
     argv = ["ch", *_argv(action, positional, options)]
     data_dir = options.get("data_dir")
     status, error, result = _native.run_action(
@@ -59,12 +83,12 @@ def run(action, *positional, _passes=None, _runners=None, _search_overrides=None
 
 def train(model=None, dataset=None, **options):
     """`ch train MODEL DATASET [options]`: trains and writes checkpoints; returns the results."""
-    return run("train", model, dataset, **options)
+    return run_child("train", model, dataset, **options)
 
 
 def test(model=None, dataset=None, **options):
     """`ch test MODEL DATASET --load CKPT [options]`: evaluates a checkpoint on the test split."""
-    return run("test", model, dataset, **options)
+    return run_child("test", model, dataset, **options)
 
 
 def transform(config, model=None, dataset=None, passes=None, **options):
@@ -112,4 +136,4 @@ def search(config, model=None, dataset=None, runners=None, objective=None, direc
     return run("search", model, dataset, config=config, _runners=table, _search_overrides=overrides, **options)
 
 
-__all__ = ["run", "search", "test", "train", "transform"]
+__all__ = ["run", "run_child", "search", "test", "train", "transform"]

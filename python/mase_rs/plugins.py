@@ -27,8 +27,8 @@ _RUNNERS = {}
 
 
 def _check_name(kind, name):
-    if not isinstance(name, str) or not name or not name.replace("_", "a").isalnum():
-        raise ValueError(f"register_{kind}: the name must be letters, digits and `_` (a TOML key), got {name!r}")
+    if not isinstance(name, str) or not name or not name.replace("_", "a").replace("-", "a").isalnum():
+        raise ValueError(f"register_{kind}: the name must be letters, digits, `_` and `-` (a TOML key), got {name!r}")
 
 
 def register_pass(name, fn=None):

@@ -248,12 +248,8 @@ pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
         for w in &r.warnings {
             human.warn(w);
         }
+        // A caller's pass never has a registry name, so it takes the last arm.
         match step.pass.as_str() {
-            _ if step.external => {
-                if !r.text.is_empty() {
-                    human.line(&r.text);
-                }
-            }
             "quantize" => {
                 if args.explain {
                     human.line(format!("Resolved quantization config:\n{}", r.text));
