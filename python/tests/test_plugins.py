@@ -238,3 +238,17 @@ def test_a_panic_in_an_action_is_one_runtime_error(tmp_path, monkeypatch):
         mase_rs.transform(config, "jsc-tiny", "jsc", project_dir=tmp_path)
     line = e.value.args[0]
     assert line.startswith("internal error in transform: failpoint panic-in-action at crates/cli/src/lib.rs:") and "\n" not in line
+
+
+def test_a_pass_may_run_a_transform_of_its_own(tmp_path, plugins):
+    inner = write(tmp_path, "inner.toml", "[passes.flops]\n")
+
+    @mase_rs.register_pass("nested")
+    def nested(mg, pass_args):
+        r = mase_rs.transform(inner, "jsc-tiny", "jsc", project_dir=tmp_path, project="inner")
+        return mg, {"inner_flops": r["passes"][0]["report"]["total"]["flops"]}
+
+    outer = write(tmp_path, "outer.toml", "[passes.nested]\n\n[passes.flops]\n")
+    r = mase_rs.transform(outer, "jsc-tiny", "jsc", project_dir=tmp_path, project="outer")
+    assert [p["name"] for p in r["passes"]] == ["nested", "flops"]
+    assert r["passes"][0]["report"]["inner_flops"] == r["passes"][1]["report"]["total"]["flops"]

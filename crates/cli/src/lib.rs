@@ -27,11 +27,9 @@ pub fn run_cli(args: Vec<String>) -> i32 {
 /// Runs `ch` as [`run_cli`] does, with the caller's passes and runners; the error line is
 /// returned rather than printed, and with `capture_result` the `--json` result too.
 pub fn run_embedded(args: Vec<String>, plugins: &Plugins<'_>, capture_result: bool) -> Finished {
-    if capture_result {
-        output::start_capture();
-    }
+    let saved = capture_result.then(output::start_capture);
     let (status, error) = run_parsed(args, plugins);
-    let result = if capture_result { output::stop_capture() } else { None };
+    let result = saved.and_then(output::stop_capture);
     Finished { status, error, result: if status == 0 { result } else { None } }
 }
 

@@ -55,15 +55,20 @@ thread_local! {
     static CAPTURE: std::cell::RefCell<Option<Option<serde_json::Value>>> = const { std::cell::RefCell::new(None) };
 }
 
+/// What [`start_capture`] replaced, for [`stop_capture`] to put back (an embedded run inside
+/// another one, such as a Python pass that calls `transform`, keeps the outer run's capture).
+pub struct SavedCapture(Option<Option<serde_json::Value>>);
+
 /// From now on, the results of actions on this thread are kept for [`stop_capture`] instead of
 /// printed.
-pub fn start_capture() {
-    CAPTURE.with(|c| *c.borrow_mut() = Some(None));
+pub fn start_capture() -> SavedCapture {
+    SavedCapture(CAPTURE.with(|c| c.borrow_mut().replace(None)))
 }
 
-/// Ends [`start_capture`]: the result kept since, if an action handed one over.
-pub fn stop_capture() -> Option<serde_json::Value> {
-    CAPTURE.with(|c| c.borrow_mut().take().flatten())
+/// Ends [`start_capture`]: the result kept since, if an action handed one over; the capture
+/// state before it is restored.
+pub fn stop_capture(saved: SavedCapture) -> Option<serde_json::Value> {
+    CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), saved.0).flatten())
 }
 
 /// Today's date as YYYY-MM-DD (UTC), for MASE's default project names.
