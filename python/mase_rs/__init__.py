@@ -17,6 +17,8 @@ from mase_rs.models import ZooModel, get_model, get_model_info
 from mase_rs.passes.graph import PASSES, get_mase_op, get_mase_type, get_node_actual_target
 from mase_rs.passes.graph.analysis import *  # noqa: F401,F403
 from mase_rs.passes.graph.transforms import *  # noqa: F401,F403
+from mase_rs.plugins import register_pass, register_runner, registered_passes, registered_runners, unregister_pass, unregister_runner
+from mase_rs.study import Study, Trial
 from mase_rs.tools import InputGenerator, load_model, set_logging_verbosity
 
 globals().update(PASSES)
@@ -36,8 +38,16 @@ __all__ = [
     "get_model_info",
     "get_node_actual_target",
     "load_model",
+    "register_pass",
+    "register_runner",
+    "registered_passes",
+    "registered_runners",
     "search",
     "set_logging_verbosity",
+    "Study",
+    "Trial",
+    "unregister_pass",
+    "unregister_runner",
     "test",
     "train",
     "transform",

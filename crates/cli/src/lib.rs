@@ -5,16 +5,36 @@ mod actions;
 mod args;
 mod config;
 mod output;
+pub mod plugins;
 mod session;
 mod tfevents;
 
 use args::{Action, Cli};
 use clap::Parser;
+pub use plugins::{ExternalPasses, Finished, Plugins};
 
 /// Runs `ch` with these arguments (the first is the program name, as in `std::env::args`) and
 /// returns the exit status: 0 on success, 1 when the action fails, 2 for bad arguments, 70 for
 /// an internal error.
 pub fn run_cli(args: Vec<String>) -> i32 {
+    let finished = run_embedded(args, &Plugins::default(), false);
+    if let Some(line) = &finished.error {
+        eprintln!("error: {line}");
+    }
+    finished.status
+}
+
+/// Runs `ch` as [`run_cli`] does, with the caller's passes and runners; the error line is
+/// returned rather than printed, and with `capture_result` the `--json` result too.
+pub fn run_embedded(args: Vec<String>, plugins: &Plugins<'_>, capture_result: bool) -> Finished {
+    let saved = capture_result.then(output::start_capture);
+    let (status, error) = run_parsed(args, plugins);
+    let result = saved.and_then(output::stop_capture);
+    Finished { status, error, result: if status == 0 { result } else { None } }
+}
+
+/// Parses the arguments and runs the action: the exit status and the error line.
+fn run_parsed(args: Vec<String>, plugins: &Plugins<'_>) -> (i32, Option<String>) {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -22,23 +42,22 @@ pub fn run_cli(args: Vec<String>) -> i32 {
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
             {
                 let _ = e.print();
-                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 };
+                return (if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 }, None);
             }
             // clap explains errors over several lines with usage; keep the first, which names the flag.
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("error: bad arguments").trim();
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("error: {first} (see `ch --help`)");
-            return 2;
+            return (2, Some(format!("{first} (see `ch --help`)")));
         }
     };
     let action_name = action_name(&cli.action);
-    let Some(result) = guard(action_name, || match &cli.action {
+    let result = guard(action_name, || match &cli.action {
         Action::Train(a) => actions::train::run(a),
         Action::Test(a) => actions::test::run(a),
-        Action::Search(a) => actions::search::run(a),
+        Action::Search(a) => actions::search::run(a, plugins),
         Action::Study(a) => actions::study::run(a),
-        Action::Transform(a) => actions::transform::run(a),
+        Action::Transform(a) => actions::transform::run(a, plugins),
         Action::Analyze(a) => actions::analyze::run(a),
         Action::Export(a) => actions::export::run(a),
         Action::Run(a) => actions::run::run(a),
@@ -46,14 +65,12 @@ pub fn run_cli(args: Vec<String>) -> i32 {
         Action::Simulate(a) => actions::simulate::run(a),
         Action::Synth(a) => actions::synth::run(a),
         Action::Info => actions::info::run(),
-    }) else {
-        return 70;
-    };
-    if let Err(e) = result {
-        eprintln!("error: {}", error_line(&e));
-        return 1;
+    });
+    match result {
+        Err(internal) => (70, Some(internal)),
+        Ok(Err(e)) => (1, Some(error_line(&e))),
+        Ok(Ok(())) => (0, None),
     }
-    0
 }
 
 /// The subcommand's name, for messages about the action as a whole.
@@ -75,10 +92,10 @@ fn action_name(action: &Action) -> &'static str {
 }
 
 /// Runs an action so that a panic (a bug: bad input is an error, never a panic) ends the action
-/// with one line, and `None` (exit status 70) instead of a backtrace. The panic hook only records the
+/// with one line, returned as `Err` (exit status 70), instead of a backtrace. The panic hook only records the
 /// message and place; `catch_unwind` sees panics of the main thread and those that rayon and
 /// scoped threads pass back to it.
-fn guard(action: &str, run: impl FnOnce() -> anyhow::Result<()>) -> Option<anyhow::Result<()>> {
+fn guard(action: &str, run: impl FnOnce() -> anyhow::Result<()>) -> Result<anyhow::Result<()>, String> {
     use std::sync::Mutex;
     static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
     std::panic::set_hook(Box::new(|info| {
@@ -96,12 +113,11 @@ fn guard(action: &str, run: impl FnOnce() -> anyhow::Result<()>) -> Option<anyho
         run()
     }));
     match outcome {
-        Ok(result) => Some(result),
+        Ok(result) => Ok(result),
         Err(payload) => {
             let recorded = LAST_PANIC.lock().ok().and_then(|mut l| l.take());
             let message = recorded.unwrap_or_else(|| panic_text(&*payload));
-            eprintln!("error: internal error in {action}: {}; please report", config::one_line(&message));
-            None
+            Err(format!("internal error in {action}: {}; please report", config::one_line(&message)))
         }
     }
 }

@@ -28,18 +28,47 @@ impl Human {
     }
 
     /// Prints the final JSON result (only under `--json`), with the notes of the ONNX imports
-    /// of the run as `import_notes` when there are any.
+    /// of the run as `import_notes` when there are any; an embedded run that captures results
+    /// (`start_capture`) keeps it instead.
     pub fn result(&self, v: &serde_json::Value) {
-        if self.json {
-            let notes = crate::session::import_notes();
-            let mut v = v.clone();
-            if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
-                obj.insert("import_notes".into(), serde_json::Value::Array(notes));
-            }
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{v}");
+        let capturing = CAPTURE.with(|c| c.borrow().is_some());
+        if !self.json && !capturing {
+            return;
         }
+        let notes = crate::session::import_notes();
+        let mut v = v.clone();
+        if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
+            obj.insert("import_notes".into(), serde_json::Value::Array(notes));
+        }
+        if capturing {
+            CAPTURE.with(|c| *c.borrow_mut() = Some(Some(v)));
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
     }
+}
+
+thread_local! {
+    /// `Some` while an embedded run on this thread takes its result instead of printing it:
+    /// `Some(None)` until the action hands its result over.
+    static CAPTURE: std::cell::RefCell<Option<Option<serde_json::Value>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What [`start_capture`] replaced, for [`stop_capture`] to put back (an embedded run inside
+/// another one, such as a Python pass that calls `transform`, keeps the outer run's capture).
+pub struct SavedCapture(Option<Option<serde_json::Value>>);
+
+/// From now on, the results of actions on this thread are kept for [`stop_capture`] instead of
+/// printed.
+pub fn start_capture() -> SavedCapture {
+    SavedCapture(CAPTURE.with(|c| c.borrow_mut().replace(None)))
+}
+
+/// Ends [`start_capture`]: the result kept since, if an action handed one over; the capture
+/// state before it is restored.
+pub fn stop_capture(saved: SavedCapture) -> Option<serde_json::Value> {
+    CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), saved.0).flatten())
 }
 
 /// Today's date as YYYY-MM-DD (UTC), for MASE's default project names.

@@ -26,7 +26,7 @@ pub struct NativeGraph {
     exec: Option<Box<Executor>>,
     /// The model's label: the zoo name or the file's stem.
     #[pyo3(get)]
-    label: String,
+    pub(crate) label: String,
 }
 
 impl NativeGraph {
@@ -49,6 +49,25 @@ impl NativeGraph {
             self.exec = Some(Box::new(Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?));
         }
         Ok(self.exec.as_mut().expect("the executor was just built"))
+    }
+
+    /// A graph over a pass context that Rust code hands to Python (a `ch transform` pipeline's
+    /// graph for a Python pass, a search candidate for a Python runner).
+    pub(crate) fn from_parts(graph: Graph, ctx: PassContext, label: String) -> NativeGraph {
+        NativeGraph { graph, ctx, exec: None, label }
+    }
+
+    /// Moves the graph and its pass context out (back to the Rust code that lent them), leaving
+    /// an empty graph.
+    pub(crate) fn take_parts(&mut self) -> (Graph, PassContext) {
+        self.exec = None;
+        let ctx = std::mem::replace(&mut self.ctx, PassContext::new(ParamStore::new()));
+        (std::mem::take(&mut self.graph), ctx)
+    }
+
+    /// The graph and its parameters.
+    pub(crate) fn parts(&self) -> (&Graph, &PassContext) {
+        (&self.graph, &self.ctx)
     }
 
     fn node_id(&self, name: &str) -> PyResult<mase_ir::NodeId> {
@@ -205,6 +224,7 @@ impl NativeGraph {
         let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
         let (out, out_shape) = guarded("forward", || {
             py.allow_threads(|| {
+                crate::probe::rendezvous().map_err(|e| raise(ErrorClass::Value, &e))?;
                 let exec = self.executor()?;
                 let mode = if train { Mode::Train } else { Mode::Eval };
                 let out = exec.forward(xs, &shape, mode).map_err(|e| to_py(&e))?.to_vec();
@@ -218,6 +238,28 @@ impl NativeGraph {
         })?;
         let arr = ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
         Ok(arr.into_pyarray(py))
+    }
+
+    /// Seconds per eval-mode forward call on `x`, timed in Rust over `repeats` calls after one
+    /// warm-up call (for the benchmark that compares Python's overhead with the Rust call).
+    fn _time_forward(&mut self, py: Python<'_>, x: PyReadonlyArrayDyn<'_, f32>, repeats: usize) -> PyResult<Vec<f64>> {
+        let shape = x.shape().to_vec();
+        let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
+        guarded("forward", || {
+            py.allow_threads(|| {
+                let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
+                let mut exec = Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?;
+                exec.forward(xs, &shape, Mode::Eval).map_err(|e| to_py(&e))?;
+                let mut times = Vec::with_capacity(repeats);
+                for _ in 0..repeats {
+                    let t0 = std::time::Instant::now();
+                    let out = exec.forward(xs, &shape, Mode::Eval).map_err(|e| to_py(&e))?.to_vec();
+                    times.push(t0.elapsed().as_secs_f64());
+                    std::hint::black_box(out);
+                }
+                Ok(times)
+            })
+        })
     }
 
     /// Parameters and buffers by PyTorch state-dict name, as float32 arrays (copies).

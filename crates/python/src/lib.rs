@@ -6,6 +6,9 @@ mod data;
 mod errors;
 mod fit;
 mod graph;
+mod plugins;
+mod probe;
+mod study;
 mod traced;
 
 use pyo3::prelude::*;
@@ -30,12 +33,37 @@ fn _failpoint_panic() -> PyResult<()> {
     errors::guarded("failpoint", || panic!("failpoint panic"))
 }
 
+/// A TOML file as JSON (for configs read from Python, whatever its version).
+#[pyfunction]
+fn read_toml(path: std::path::PathBuf) -> PyResult<String> {
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| errors::raise(errors::ErrorClass::FileNotFound, &format!("{}: {e}", path.display())))?;
+    let table: toml::Table =
+        text.parse().map_err(|e| errors::raise(errors::ErrorClass::Value, &format!("config {}: {e}", path.display())))?;
+    serde_json::to_string(&table).map_err(|e| errors::raise(errors::ErrorClass::Value, &e.to_string()))
+}
+
+/// A test hook: the next `parties` forward calls wait inside their GIL-free section until all
+/// of them are inside at once, each at most `limit_s` seconds (see `probe.rs`); 0 disarms it.
+#[pyfunction]
+#[pyo3(signature = (parties, limit_s=20.0))]
+fn _arm_gil_probe(parties: usize, limit_s: f64) -> PyResult<()> {
+    let limit = std::time::Duration::try_from_secs_f64(limit_s)
+        .map_err(|e| errors::raise(errors::ErrorClass::Value, &format!("limit_s {limit_s}: {e}")))?;
+    probe::arm(parties, limit);
+    Ok(())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<graph::NativeGraph>()?;
     m.add_function(wrap_pyfunction!(pass_list, m)?)?;
     m.add_function(wrap_pyfunction!(ch_main, m)?)?;
     m.add_function(wrap_pyfunction!(_failpoint_panic, m)?)?;
+    m.add_class::<study::NativeStudy>()?;
+    m.add_function(wrap_pyfunction!(plugins::run_action, m)?)?;
+    m.add_function(wrap_pyfunction!(_arm_gil_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(read_toml, m)?)?;
     m.add_function(wrap_pyfunction!(data::model_names, m)?)?;
     m.add_function(wrap_pyfunction!(data::model_info, m)?)?;
     m.add_function(wrap_pyfunction!(data::dataset_names, m)?)?;

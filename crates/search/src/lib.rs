@@ -11,7 +11,8 @@
 //! - [`objective`]: metrics, scales, directions, constraints;
 //! - [`storage`]: where trials live ([`Storage`]; SQLite by default, PostgreSQL for studies
 //!   shared by workers on many machines);
-//! - [`study`]: the loop that ties them together, on one or several threads;
+//! - [`study`]: the loop that ties them together, on one or several threads, in named steps that
+//!   [`ask_tell`] shares for loops written by the caller (`ask()` / `tell()`);
 //! - [`report`] and [`plot`]: `log.json`, `best.json`, `trials.csv`, PNG and SVG charts;
 //! - [`compare`]: samplers compared over several seeds (mean best so far with a min–max band).
 //!
@@ -36,6 +37,7 @@
 //! assert_eq!(build_sampler(&search.setup.sampler, &search.sampler_options).unwrap().name(), "brute");
 //! ```
 
+pub mod ask_tell;
 pub mod compare;
 pub mod config;
 mod error;
@@ -55,19 +57,20 @@ pub mod storage;
 pub mod study;
 pub mod trial;
 
+pub use ask_tell::{AskTell, AskTellParts, Told};
 pub use config::{SearchConfig, Setup, StorageConfig};
 pub use error::{Result, SearchError};
 pub use objective::{Constraint, MetricSpec, Objective};
 pub use param::{Direction, ParamDef, ParamKind};
-pub use runner::{build_runners, Runner, RunnerEnv, Stage};
+pub use runner::{build_runners, build_runners_with, ExternalRunners, FixedRunner, Runner, RunnerEnv, RunnerInfo, Stage, ANY_METRIC};
 pub use sampler::{build_sampler, share_sampler_options, Sampler, SamplerOptions};
-pub use setup::{assemble_search, check_search_config, SearchSetup};
+pub use setup::{assemble_search, assemble_search_with, check_search_config, SearchSetup};
 pub use space::{build_space, BaseModel, Candidate, LocalQuantizer, PassesQuantizer, Quantizer, SearchSpace, SpaceInputs};
 pub use storage::{
     open_storage, ConnectOptions, MemoryStorage, OpenMode, PgEnv, PostgresStorage, SqliteStorage, SslMode, Storage, StorageUrl,
 };
 pub use study::{
-    best_trials, check_trials, objective_from_spec, params_from_spec, run_study, Liveness, Observer, Silent, StopReason, StudyOutcome,
-    StudySetup,
+    best_trials, check_trials, objective_from_spec, params_from_spec, run_study, ClaimRules, Liveness, Observer, Proposed, Silent,
+    StopReason, StudyOutcome, StudySetup,
 };
 pub use trial::{Metrics, TrialRecord, TrialState};

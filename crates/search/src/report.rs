@@ -109,18 +109,11 @@ pub fn trials_csv(trials: &[TrialRecord], objective: &Objective, params: &[Param
         row.extend((0..vnames.len()).map(|i| num(vals.get(i).copied())));
         row.extend(sw.iter().map(|k| num(t.software_metrics.get(k).copied())));
         row.extend(hw.iter().map(|k| num(t.hardware_metrics.get(k).copied())));
-        let flat: Vec<(String, Value)> = t.config.as_object().map(flatten).unwrap_or_default();
-        for (i, p) in params.iter().enumerate() {
-            // A tuple or tied parameter is not a path of the config: its chosen value comes
-            // from its list of values.
-            let v = flat.iter().find(|(k, _)| *k == p.name).map(|(_, v)| v.clone()).or_else(|| {
-                let x = *t.point.get(i)?;
-                p.values.as_ref()?.get(x as usize).cloned()
-            });
+        for (_, v) in chosen_params(t, params) {
             row.push(match v {
-                None | Some(Value::Null) => "NA".into(),
-                Some(Value::String(s)) => s,
-                Some(other) => other.to_string(),
+                Value::Null => "NA".into(),
+                Value::String(s) => s,
+                other => other.to_string(),
             });
         }
         row.push(num(Some(t.violation)));
@@ -130,6 +123,24 @@ pub fn trials_csv(trials: &[TrialRecord], objective: &Objective, params: &[Param
         out += &(row.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",") + "\n");
     }
     out
+}
+
+/// The value a trial chose for each parameter, by parameter name (`null` where the trial holds
+/// none): the value at the parameter's path in the trial's config, or for a tuple or tied
+/// parameter, which is not a path of the config, its choice from the parameter's values.
+pub fn chosen_params(trial: &TrialRecord, params: &[ParamDef]) -> Vec<(String, Value)> {
+    let flat: Vec<(String, Value)> = trial.config.as_object().map(flatten).unwrap_or_default();
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let v = flat.iter().find(|(k, _)| *k == p.name).map(|(_, v)| v.clone()).or_else(|| {
+                let x = *trial.point.get(i)?;
+                p.values.as_ref()?.get(x as usize).cloned()
+            });
+            (p.name.clone(), v.unwrap_or(Value::Null))
+        })
+        .collect()
 }
 
 /// Best value so far after each feasible complete trial, for one objective: `(trial number,

@@ -3,7 +3,7 @@
 //! must be reported by a configured runner.
 
 use crate::config::SearchConfig;
-use crate::runner::{build_runners, Runner, RunnerEnv};
+use crate::runner::{build_runners_with, ExternalRunners, Runner, RunnerEnv, ANY_METRIC};
 use crate::sampler::{build_sampler, share_sampler_options, Sampler};
 use crate::space::{build_space, BaseModel, Quantizer, SearchSpace, SpaceInputs};
 use crate::{Result, SearchError};
@@ -20,14 +20,25 @@ pub struct SearchSetup {
 
 /// Parses `search` (the `[search]` table as JSON) and builds its parts on `base`.
 pub fn assemble_search(search: &Value, base: Arc<BaseModel>, quantizer: Arc<dyn Quantizer>, env: &RunnerEnv) -> Result<SearchSetup> {
+    assemble_search_with(search, base, quantizer, env, None)
+}
+
+/// [`assemble_search`], with the caller's runners for runner tables the registries do not know.
+pub fn assemble_search_with(
+    search: &Value,
+    base: Arc<BaseModel>,
+    quantizer: Arc<dyn Quantizer>,
+    env: &RunnerEnv,
+    external: Option<&dyn ExternalRunners>,
+) -> Result<SearchSetup> {
     let mut config = SearchConfig::parse(search)?;
     let shared = share_sampler_options(&config.sampler_options, &[config.setup.sampler.as_str()])?;
     config.warnings.extend(shared.warnings);
     let sampler = build_sampler(&config.setup.sampler, &shared.options[0])?;
-    let runners = build_runners(&config.sw_runners, &config.hw_runners, env)?;
+    let runners = build_runners_with(&config.sw_runners, &config.hw_runners, env, external)?;
     let reported: Vec<&str> = runners.iter().flat_map(|r| r.reports()).collect();
     for m in config.objective.required_metrics() {
-        if !reported.contains(&m) {
+        if !reported.contains(&m) && !reported.contains(&ANY_METRIC) {
             return Err(SearchError::MetricWithoutRunner {
                 metric: m.to_string(),
                 available: if reported.is_empty() { "nothing (no runner is configured)".into() } else { reported.join(", ") },

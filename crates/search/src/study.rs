@@ -192,19 +192,146 @@ impl Board {
     }
 }
 
-/// Runs (or resumes) a study in `storage`.
-pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMode, observer: &dyn Observer) -> Result<StudyOutcome> {
-    let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
-    storage.open_study(&setup.name, &spec, mode)?;
+/// The claim rules of a study: what [`propose`] needs to decide the next trial, the same for
+/// [`run_study`]'s loop and for ask-and-tell ([`crate::AskTell`]).
+pub struct ClaimRules<'a> {
+    pub study: &'a str,
+    pub space: &'a dyn SearchSpace,
+    pub sampler: &'a dyn Sampler,
+    /// One per objective value.
+    pub directions: &'a [crate::Direction],
+    pub seed: u64,
+    /// Complete trials to reach; `usize::MAX` for a study without a target (ask-and-tell).
+    pub n_trials: usize,
+}
+
+/// What [`propose`] decided.
+#[derive(Debug)]
+pub enum Proposed {
+    /// Run this point as the next trial.
+    Claim(Claim),
+    /// Nothing to claim now, but another worker's trials still run and may fail or go stale:
+    /// look again later.
+    Wait,
+    /// The target number of complete trials is reached (or will be by the trials running).
+    Done,
+    /// The sampler has no point left.
+    Exhausted,
+}
+
+/// Step "propose" of a claim: given every trial of the study (read inside the claim
+/// transaction), the number the new trial gets and the running trials that belong to this
+/// process (`ours`), decides what to run next: the point of a stale or interrupted trial again,
+/// else the sampler's proposal.
+pub fn propose(rules: &ClaimRules<'_>, trials: &[TrialRecord], number: u64, ours: &HashSet<u64>) -> Result<Proposed> {
+    // Other workers' trials arrive here too, so they are checked at each claim.
+    check_trials(rules.study, trials, Some(rules.space.params().len()), rules.directions.len())?;
+    let complete = trials.iter().filter(|t| t.state == TrialState::Complete).count();
+    if complete >= rules.n_trials {
+        return Ok(Proposed::Done);
+    }
+    let running: Vec<&TrialRecord> = trials.iter().filter(|t| t.state == TrialState::Running).collect();
+    // Another worker's trial may still fail or go stale and need a re-run.
+    let foreign = running.iter().any(|t| !ours.contains(&t.number));
+    if complete.saturating_add(running.len()) >= rules.n_trials {
+        return Ok(if foreign { Proposed::Wait } else { Proposed::Done });
+    }
+    if let Some(claim) = requeue(trials) {
+        return Ok(Proposed::Claim(claim));
+    }
+    let cx = SampleContext { params: rules.space.params(), trials, directions: rules.directions, number, seed: rules.seed };
+    match rules.sampler.sample(&cx)? {
+        None if foreign => Ok(Proposed::Wait),
+        None => Ok(Proposed::Exhausted),
+        Some(p) => {
+            let config = rules.space.to_config(&p.point)?;
+            Ok(Proposed::Claim(Claim { point: p.point, config, system_attrs: p.system_attrs }))
+        }
+    }
+}
+
+/// Step "open": opens (or resumes, or joins) the study in the store and checks its stored
+/// trials; on resume, the running trials of the killed process are marked failed first.
+/// Returns the stored trials and how many were marked failed.
+pub fn open_trials(
+    storage: &mut dyn Storage,
+    name: &str,
+    spec: &Value,
+    mode: OpenMode,
+    n_params: usize,
+    n_values: usize,
+) -> Result<(Vec<TrialRecord>, usize)> {
+    storage.open_study(name, spec, mode)?;
     let interrupted = if mode == OpenMode::Resume {
-        storage.fail_running(&setup.name, &format!("{INTERRUPTED_PREFIX} the search process stopped during this trial"))?
+        storage.fail_running(name, &format!("{INTERRUPTED_PREFIX} the search process stopped during this trial"))?
     } else {
         0
     };
-    let mut board = Board { complete: 0, front: Vec::new() };
+    let stored = storage.trials(name)?;
+    check_trials(name, &stored, Some(n_params), n_values)?;
+    Ok((stored, interrupted))
+}
+
+/// Step "score": the outcome of a trial whose runners reported `sw` and `hw` metrics (scored by
+/// the objective), or that failed with an error.
+pub fn outcome_of(objective: &Objective, measured: Result<(Metrics, Metrics)>) -> TrialOutcome {
+    let scored = measured.and_then(|(sw, hw)| {
+        let mut all = sw.clone();
+        all.extend(hw.iter().map(|(k, v)| (k.clone(), *v)));
+        let s = objective.score(&all)?;
+        Ok((sw, hw, s))
+    });
+    match scored {
+        Ok((sw, hw, s)) => TrialOutcome {
+            state: TrialState::Complete,
+            values: Some(s.values),
+            software_metrics: sw,
+            hardware_metrics: hw,
+            scaled_metrics: s.scaled,
+            violation: s.violation,
+            error: None,
+            complete_ms: now_ms(),
+        },
+        Err(e) => failed_outcome(e.to_string()),
+    }
+}
+
+/// The outcome of a trial that failed with `reason`.
+pub fn failed_outcome(reason: String) -> TrialOutcome {
+    TrialOutcome {
+        state: TrialState::Fail,
+        values: None,
+        software_metrics: Metrics::new(),
+        hardware_metrics: Metrics::new(),
+        scaled_metrics: Metrics::new(),
+        violation: 0.0,
+        error: Some(reason),
+        complete_ms: now_ms(),
+    }
+}
+
+/// Step "record": the claimed trial as the store holds it once `outcome` is recorded.
+pub fn finished_record(trial: &TrialRecord, outcome: &TrialOutcome) -> TrialRecord {
+    let mut rec = trial.clone();
+    rec.state = outcome.state;
+    rec.values = outcome.values.clone();
+    rec.software_metrics = outcome.software_metrics.clone();
+    rec.hardware_metrics = outcome.hardware_metrics.clone();
+    rec.scaled_metrics = outcome.scaled_metrics.clone();
+    rec.violation = outcome.violation;
+    rec.error = outcome.error.clone();
+    rec.complete_ms = Some(outcome.complete_ms);
+    rec
+}
+
+/// Runs (or resumes) a study in `storage`: [`open_trials`], then on each of `n_jobs` threads
+/// claims a trial ([`propose`] inside the store's claim), measures it (`evaluate`, scored by
+/// [`outcome_of`]) and records it ([`finished_record`]), until a stop condition holds.
+pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMode, observer: &dyn Observer) -> Result<StudyOutcome> {
+    let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
     let (n_params, n_values) = (setup.space.params().len(), setup.objective.directions().len());
-    let stored = storage.trials(&setup.name)?;
-    check_trials(&setup.name, &stored, Some(n_params), n_values)?;
+    let (stored, interrupted) = open_trials(storage, &setup.name, &spec, mode, n_params, n_values)?;
+    let mut board = Board { complete: 0, front: Vec::new() };
     for t in stored {
         if t.state == TrialState::Complete {
             board.complete += 1;
@@ -225,6 +352,14 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     let done = (Mutex::new(false), Condvar::new());
     let start = Instant::now();
     let directions = setup.objective.directions();
+    let rules = ClaimRules {
+        study: &setup.name,
+        space: setup.space,
+        sampler: setup.sampler,
+        directions: &directions,
+        seed: setup.seed,
+        n_trials: setup.n_trials,
+    };
     let threads = if setup.n_jobs > 1 { 1 } else { setup.threads };
     let stale_after = setup.liveness.stale_after;
     let poll = setup.liveness.heartbeat_interval.min(Duration::from_secs(1));
@@ -243,36 +378,18 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             let claimed = {
                 let mut st = storage.lock().unwrap_or_else(|p| p.into_inner());
                 let claimed = st.claim(&setup.name, stale_after, &mut |trials: &[TrialRecord], number: u64| {
-                    // Other workers' trials arrive here too, so they are checked at each claim.
-                    check_trials(&setup.name, trials, Some(n_params), n_values)?;
                     let ours = inflight.lock().unwrap_or_else(|p| p.into_inner());
-                    let complete = trials.iter().filter(|t| t.state == TrialState::Complete).count();
-                    if complete >= setup.n_trials {
-                        return Ok(None);
-                    }
-                    let running: Vec<&TrialRecord> = trials.iter().filter(|t| t.state == TrialState::Running).collect();
-                    // Another worker's trial may still fail or go stale and need a re-run.
-                    let foreign = running.iter().any(|t| !ours.contains(&t.number));
-                    if complete + running.len() >= setup.n_trials {
-                        wait = foreign;
-                        return Ok(None);
-                    }
-                    if let Some(claim) = requeue(trials) {
-                        return Ok(Some(claim));
-                    }
-                    let cx = SampleContext { params: setup.space.params(), trials, directions: &directions, number, seed: setup.seed };
-                    match setup.sampler.sample(&cx)? {
-                        None => {
-                            wait = foreign;
-                            if !foreign {
-                                exhausted.store(true, Ordering::SeqCst);
-                            }
+                    match propose(&rules, trials, number, &ours)? {
+                        Proposed::Claim(claim) => Ok(Some(claim)),
+                        Proposed::Wait => {
+                            wait = true;
                             Ok(None)
                         }
-                        Some(p) => {
-                            let config = setup.space.to_config(&p.point)?;
-                            Ok(Some(Claim { point: p.point, config, system_attrs: p.system_attrs }))
+                        Proposed::Exhausted => {
+                            exhausted.store(true, Ordering::SeqCst);
+                            Ok(None)
                         }
+                        Proposed::Done => Ok(None),
                     }
                 });
                 // Recorded before the store is unlocked, so that this process's other threads
@@ -298,15 +415,7 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
             crate::failpoint::hit("after-claim");
             let outcome = evaluate(setup, &trial, threads);
             let failed = outcome.error.clone();
-            let mut rec = trial.clone();
-            rec.state = outcome.state;
-            rec.values = outcome.values.clone();
-            rec.software_metrics = outcome.software_metrics.clone();
-            rec.hardware_metrics = outcome.hardware_metrics.clone();
-            rec.scaled_metrics = outcome.scaled_metrics.clone();
-            rec.violation = outcome.violation;
-            rec.error = outcome.error.clone();
-            rec.complete_ms = Some(outcome.complete_ms);
+            let rec = finished_record(&trial, &outcome);
             let stored = storage.lock().unwrap_or_else(|p| p.into_inner()).finish(&setup.name, trial.number, &outcome);
             inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&trial.number);
             match stored {
@@ -421,9 +530,11 @@ fn requeue(trials: &[TrialRecord]) -> Option<Claim> {
     Some(Claim { point: t.point.clone(), config: t.config.clone(), system_attrs: attrs })
 }
 
-/// Builds, measures and scores one trial's candidate. Errors become a failed outcome.
+/// Step "measure": builds one trial's candidate and runs the runners on it (training first,
+/// then the other software runners, then hardware), scored by [`outcome_of`]. Errors become a
+/// failed outcome.
 fn evaluate(setup: &StudySetup<'_>, trial: &TrialRecord, threads: usize) -> TrialOutcome {
-    let measured = (|| -> Result<(Metrics, Metrics, crate::objective::Scored)> {
+    let measured = (|| -> Result<(Metrics, Metrics)> {
         let mut cand = setup.space.build(&trial.config)?;
         let cx = RunContext { threads, trial: trial.number };
         let (mut sw, mut hw) = (Metrics::new(), Metrics::new());
@@ -432,31 +543,7 @@ fn evaluate(setup: &StudySetup<'_>, trial: &TrialRecord, threads: usize) -> Tria
             let into = if r.stage() == Stage::Hardware { &mut hw } else { &mut sw };
             into.extend(m);
         }
-        let mut all = sw.clone();
-        all.extend(hw.iter().map(|(k, v)| (k.clone(), *v)));
-        let scored = setup.objective.score(&all)?;
-        Ok((sw, hw, scored))
+        Ok((sw, hw))
     })();
-    match measured {
-        Ok((sw, hw, s)) => TrialOutcome {
-            state: TrialState::Complete,
-            values: Some(s.values),
-            software_metrics: sw,
-            hardware_metrics: hw,
-            scaled_metrics: s.scaled,
-            violation: s.violation,
-            error: None,
-            complete_ms: now_ms(),
-        },
-        Err(e) => TrialOutcome {
-            state: TrialState::Fail,
-            values: None,
-            software_metrics: Metrics::new(),
-            hardware_metrics: Metrics::new(),
-            scaled_metrics: Metrics::new(),
-            violation: 0.0,
-            error: Some(e.to_string()),
-            complete_ms: now_ms(),
-        },
-    }
+    outcome_of(setup.objective, measured)
 }

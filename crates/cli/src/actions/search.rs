@@ -11,6 +11,7 @@
 use crate::args::SearchArgs;
 use crate::config::merge_and_warn;
 use crate::output::{Human, ProjectDirs};
+use crate::plugins::{set_at, Plugins};
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -41,11 +42,14 @@ impl Observer for Bar {
     }
 }
 
-pub fn run(args: &SearchArgs) -> Result<()> {
+pub fn run(args: &SearchArgs, plugins: &Plugins<'_>) -> Result<()> {
     let human = Human { json: args.run.json };
     let merged = merge_and_warn(&args.run, &human)?;
     let s = merged.settings;
-    let search = search_table(args, merged.config.search.as_ref())?;
+    let mut search = search_table(args, merged.config.search.as_ref())?;
+    for (at, value) in plugins.search_overrides {
+        set_at(&mut search, at, value.clone())?;
+    }
     let storage_cfg = StorageConfig::parse(search.get("storage"))?;
     let shared_url = args.storage.clone().or(storage_cfg.url.clone());
     // A shared store is opened first, so that a wrong URL or an unreachable server fails at once.
@@ -73,7 +77,7 @@ pub fn run(args: &SearchArgs) -> Result<()> {
     let mut objective = None;
     for (k, sampler) in comparison.samplers.iter().enumerate() {
         let search = comparison.config_of(&search, k, sampler.as_deref());
-        let assembled = mase_search::assemble_search(&search, base.clone(), Arc::new(PassesQuantizer), &env)?;
+        let assembled = mase_search::assemble_search_with(&search, base.clone(), Arc::new(PassesQuantizer), &env, plugins.runners)?;
         if k == 0 {
             for w in &assembled.config.warnings {
                 human.warn(w);

@@ -8,6 +8,7 @@
 use crate::args::{InputSpecArgs, RunArgs, TransformArgs};
 use crate::config::{merge_and_warn, Settings};
 use crate::output::{Human, ProjectDirs};
+use crate::plugins::{ExternalPasses, Plugins};
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
 use mase_io::{Checkpoint, Splits};
@@ -127,16 +128,33 @@ pub(crate) fn write_report(dir: &Path, stem: &str, r: &PassReport) -> Result<Pat
 pub(crate) struct Step {
     /// The table's name, which its report files and JSON keep (`bitops_after`).
     pub name: String,
-    /// The registry pass it runs: the table's `pass` key, else its name.
-    pub pass: &'static str,
+    /// The pass it runs: the table's `pass` key, else its name.
+    pub pass: String,
+    /// Whether the pass is the caller's ([`ExternalPasses`]) rather than the registry's.
+    pub external: bool,
     pub args: Value,
+}
+
+impl Step {
+    /// Runs the step's pass: the registry's, or the caller's.
+    fn run(&self, graph: &mut Graph, ctx: &mut PassContext, external: Option<&dyn ExternalPasses>) -> Result<PassReport> {
+        match external.filter(|_| self.external) {
+            Some(x) => x.run(&self.pass, graph, ctx, &self.args).with_context(|| format!("pass `{}`", self.pass)),
+            None => run_named(&self.pass, graph, ctx, &self.args),
+        }
+    }
 }
 
 /// The `[passes.*]` tables in TOML order. A table runs the pass it is named after, or the one
 /// its `pass = "..."` key names, so one pass can run several times (`[passes.bitops]` before
-/// quantize, `[passes.bitops_after] pass = "bitops"` after it).
-pub(crate) fn pipeline(passes: &toml::Table, config: &Path) -> Result<Vec<Step>> {
-    let known = || PASSES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+/// quantize, `[passes.bitops_after] pass = "bitops"` after it). A name the registry does not know
+/// runs the caller's pass of that name, if `external` has one.
+pub(crate) fn pipeline(passes: &toml::Table, config: &Path, external: Option<&dyn ExternalPasses>) -> Result<Vec<Step>> {
+    let known = || {
+        let mut names: Vec<String> = PASSES.iter().map(|p| p.name.to_string()).collect();
+        names.extend(external.map(|x| x.names()).unwrap_or_default());
+        names.join(", ")
+    };
     let mut steps = Vec::new();
     for (name, value) in passes {
         let toml::Value::Table(table) = value else {
@@ -148,11 +166,17 @@ pub(crate) fn pipeline(passes: &toml::Table, config: &Path) -> Result<Vec<Step>>
             Some(toml::Value::String(p)) => p,
             Some(other) => bail!("config {}: `passes.{name}.pass` must name a pass (a string), got {other}", config.display()),
         };
-        let Some(info) = mase_passes::find_pass(&pass_name) else {
-            let via = if &pass_name == name { String::new() } else { format!(" (named by `passes.{name}.pass`)") };
-            bail!("config {}: unknown pass `{pass_name}`{via}; known passes: {}", config.display(), known());
-        };
-        steps.push(Step { name: name.clone(), pass: info.name, args: toml_to_json(&toml::Value::Table(table)) });
+        let args = toml_to_json(&toml::Value::Table(table));
+        if let Some(info) = mase_passes::find_pass(&pass_name) {
+            steps.push(Step { name: name.clone(), pass: info.name.to_string(), external: false, args });
+            continue;
+        }
+        if external.is_some_and(|x| x.knows(&pass_name)) {
+            steps.push(Step { name: name.clone(), pass: pass_name, external: true, args });
+            continue;
+        }
+        let via = if &pass_name == name { String::new() } else { format!(" (named by `passes.{name}.pass`)") };
+        bail!("config {}: unknown pass `{pass_name}`{via}; known passes: {}", config.display(), known());
     }
     Ok(steps)
 }
@@ -168,7 +192,7 @@ fn list_passes(human: &Human) {
     human.result(&json!({"action": "transform", "passes": passes}));
 }
 
-pub fn run(args: &TransformArgs) -> Result<()> {
+pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
     let a: &RunArgs = &args.run;
     let human = Human { json: a.json };
     if args.list_passes {
@@ -187,7 +211,7 @@ pub fn run(args: &TransformArgs) -> Result<()> {
         )
     })?;
     let config_path = a.config.as_deref().unwrap_or(Path::new(""));
-    let steps = pipeline(&passes, config_path)?;
+    let steps = pipeline(&passes, config_path, plugins.passes)?;
     if s.load_name.is_none() && session::onnx_model_file(&s).is_none() {
         human.warn("no --load: the passes run on the untrained initial weights (train first and pass --load best.ckpt)");
     }
@@ -212,11 +236,12 @@ pub fn run(args: &TransformArgs) -> Result<()> {
         format!("{seq:02}_{pass}")
     };
     for (i, step) in steps.iter().enumerate() {
-        let r = run_named(step.pass, &mut graph, &mut ctx, &step.args)?;
+        let r = step.run(&mut graph, &mut ctx, plugins.passes)?;
         for w in &r.warnings {
             human.warn(w);
         }
-        match step.pass {
+        // A caller's pass never has a registry name, so it takes the last arm.
+        match step.pass.as_str() {
             "quantize" => {
                 if args.explain {
                     human.line(format!("Resolved quantization config:\n{}", r.text));
@@ -226,7 +251,7 @@ pub fn run(args: &TransformArgs) -> Result<()> {
                 // MASE summarises every quantize against the graph before it; a config that
                 // names `summarize_quantization` itself before the next quantize gets that one
                 // instead of a second copy of the histogram.
-                let mut later = steps[i + 1..].iter().map(|st| st.pass).take_while(|&p| p != "quantize");
+                let mut later = steps[i + 1..].iter().map(|st| st.pass.as_str()).take_while(|&p| p != "quantize");
                 if later.any(|p| p == "summarize_quantization") {
                     continue;
                 }

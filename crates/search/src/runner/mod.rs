@@ -56,12 +56,29 @@ pub struct RunContext {
 /// Measures a candidate.
 pub trait Runner: Send + Sync {
     /// The registered name (`basic_evaluation`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     fn stage(&self) -> Stage;
-    /// The metrics it reports.
-    fn reports(&self) -> Vec<&'static str>;
+    /// The metrics it reports; [`ANY_METRIC`] for a runner that cannot tell before it runs
+    /// (a Python runner registered without its metrics), whose metrics the objective then
+    /// checks when it scores a trial.
+    fn reports(&self) -> Vec<&str>;
     /// Runs on a candidate; a training runner replaces its parameters.
     fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics>;
+}
+
+/// What [`Runner::reports`] lists for a runner whose metrics are known only once it has run.
+pub const ANY_METRIC: &str = "*";
+
+/// Runners supplied by the caller under names the registries do not know (the Python package's
+/// registered functions). A `[search.strategy.sw_runner.<name>]` or `hw_runner` table whose name
+/// is no registered runner is built by [`ExternalRunners::build`].
+pub trait ExternalRunners: Sync {
+    /// The runner called `name` of `stage` (software or hardware) for its config table, or
+    /// `None` when the caller has no runner of that name.
+    fn build(&self, name: &str, stage: Stage, cfg: &Value, env: &RunnerEnv) -> Option<Result<Box<dyn Runner>>>;
+
+    /// The names the caller has runners for, for error messages.
+    fn names(&self) -> Vec<String>;
 }
 
 /// The name, stage and reported metrics of a [`FixedRunner`].
@@ -83,7 +100,7 @@ pub trait FixedRunner: Send + Sync {
 }
 
 impl<R: FixedRunner> Runner for R {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         R::INFO.name
     }
 
@@ -91,7 +108,7 @@ impl<R: FixedRunner> Runner for R {
         R::INFO.stage
     }
 
-    fn reports(&self) -> Vec<&'static str> {
+    fn reports(&self) -> Vec<&str> {
         R::INFO.reports.to_vec()
     }
 
@@ -134,15 +151,30 @@ pub const HW_RUNNERS: &[(&str, &str, RunnerBuilder)] = &[
 /// Builds the runners of `[search.strategy.sw_runner.*]` and `[search.strategy.hw_runner.*]`,
 /// sorted by stage.
 pub fn build_runners(sw: &[(String, Value)], hw: &[(String, Value)], env: &RunnerEnv) -> Result<Vec<Box<dyn Runner>>> {
+    build_runners_with(sw, hw, env, None)
+}
+
+/// [`build_runners`], with the caller's runners for names the registries do not know.
+pub fn build_runners_with(
+    sw: &[(String, Value)],
+    hw: &[(String, Value)],
+    env: &RunnerEnv,
+    external: Option<&dyn ExternalRunners>,
+) -> Result<Vec<Box<dyn Runner>>> {
     let mut out = Vec::new();
-    for (kind, list, table) in [("software", sw, SW_RUNNERS), ("hardware", hw, HW_RUNNERS)] {
+    for (kind, stage, list, table) in [("software", Stage::Software, sw, SW_RUNNERS), ("hardware", Stage::Hardware, hw, HW_RUNNERS)] {
         for (name, cfg) in list {
-            let (_, _, build) = table.iter().find(|(n, _, _)| n == name).ok_or_else(|| SearchError::UnknownRunner {
-                kind,
-                name: name.clone(),
-                known: table.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
-            })?;
-            out.push(build(cfg, env)?);
+            if let Some((_, _, build)) = table.iter().find(|(n, _, _)| n == name) {
+                out.push(build(cfg, env)?);
+                continue;
+            }
+            if let Some(runner) = external.and_then(|x| x.build(name, stage, cfg, env)) {
+                out.push(runner?);
+                continue;
+            }
+            let mut known: Vec<String> = table.iter().map(|(n, _, _)| n.to_string()).collect();
+            known.extend(external.map(|x| x.names()).unwrap_or_default());
+            return Err(SearchError::UnknownRunner { kind, name: name.clone(), known: known.join(", ") });
         }
     }
     out.sort_by_key(|r| r.stage());
