@@ -15,7 +15,7 @@ pub use plugins::{ExternalPasses, Finished, Plugins};
 
 /// Runs `ch` with these arguments (the first is the program name, as in `std::env::args`) and
 /// returns the exit status: 0 on success, 1 when the action fails, 2 for bad arguments, 70 for
-/// an internal error.
+/// an internal error, 141 (quietly) when the reader of stdout closed it.
 pub fn run_cli(args: Vec<String>) -> i32 {
     let finished = run_embedded(args, &Plugins::default(), false);
     if let Some(line) = &finished.error {
@@ -67,10 +67,18 @@ fn run_parsed(args: Vec<String>, plugins: &Plugins<'_>) -> (i32, Option<String>)
         Action::Info => actions::info::run(),
     });
     match result {
+        // The reader of stdout went away (`ch info | head`): stop quietly, as Unix tools do when
+        // SIGPIPE ends them (status 128 + 13).
+        Err(internal) if closed_stdout(&internal) => (141, None),
         Err(internal) => (70, Some(internal)),
         Ok(Err(e)) => (1, Some(error_line(&e))),
         Ok(Ok(())) => (0, None),
     }
+}
+
+/// Whether a panic's message is Rust's `println!` failing because stdout's reader closed it.
+fn closed_stdout(panic_message: &str) -> bool {
+    panic_message.contains("failed printing to stdout") && panic_message.contains("Broken pipe")
 }
 
 /// The subcommand's name, for messages about the action as a whole.

@@ -136,3 +136,22 @@ fn a_panic_becomes_one_line() {
         assert!(lines[0].ends_with("; please report"), "{}", lines[0]);
     }
 }
+
+/// A reader that closes stdout early (`ch info | head -1`) ends `ch` quietly with status 141, as
+/// SIGPIPE ends Unix tools, not with an internal error. stdout is a socket whose other end is
+/// closed before `ch` starts, so its first write fails as a pipe's does once `head` has exited.
+#[test]
+fn a_closed_stdout_ends_ch_quietly() {
+    use std::os::fd::OwnedFd;
+    let dir = scratch("closed-stdout");
+    let (stdout, reader) = std::os::unix::net::UnixStream::pair().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ch"))
+        .arg("info")
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::from(OwnedFd::from(stdout)))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), stderr.as_ref()), (Some(141), ""));
+}
