@@ -23,16 +23,39 @@ fn jsc_dir(root: &Path) -> PathBuf {
     d
 }
 
+/// The `[passes.quantize]` tables of a transform config: unquantized by default, and `integer`
+/// of `bits` bits, half fractional, for the `params` of each op of `ops`.
+fn quantize_tables(bits: u32, ops: &[(&str, &[&str])]) -> String {
+    let f = bits / 2;
+    let mut text = String::from("[passes.quantize]\nby = \"type\"\n[passes.quantize.default.config]\nname = \"NA\"\n");
+    for (op, params) in ops {
+        text += &format!("[passes.quantize.{op}.config]\nname = \"integer\"\n");
+        for p in *params {
+            text += &format!("{p}_width = {bits}\n{p}_frac_width = {f}\n");
+        }
+    }
+    text
+}
+
+/// A transform config for `model` on jsc, saved under project `project`, with `passes`.
+fn write_config(dir: &Path, model: &str, project: &str, passes: &str) -> PathBuf {
+    let p = dir.join(format!("{project}_{model}.toml"));
+    std::fs::write(&p, format!("model = \"{model}\"\ndataset = \"jsc\"\nproject = \"{project}\"\n{passes}")).unwrap();
+    p
+}
+
+const LINEAR_PARAMS: &[&str] = &["data_in", "weight", "bias"];
+
 /// A transform config quantizing every linear to `integer` of `bits` bits, half fractional.
 fn config(dir: &Path, bits: u32) -> PathBuf {
-    let f = bits / 2;
-    let text = format!(
-        "model = \"jsc-three-layer\"\ndataset = \"jsc\"\nproject = \"hw{bits}\"\n[passes.quantize]\nby = \"type\"\n[passes.quantize.default.config]\nname = \"NA\"\n\
-         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
-    );
-    let p = dir.join(format!("hw{bits}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    write_config(dir, "jsc-three-layer", &format!("hw{bits}"), &quantize_tables(bits, &[("linear", LINEAR_PARAMS)]))
+}
+
+/// A jsc-three-layer trained `epochs` epochs on the jsc fixture in `data`; its best checkpoint.
+fn train_jsc_three_layer(root: &Path, data: &str, epochs: &str) -> String {
+    let args = ["--data-dir", data, "--max-epochs", epochs, "--batch-size", "64", "--learning-rate", "1e-2", "--project", "hw"];
+    let t = ch_json(&[&["train", "jsc-three-layer", "jsc"][..], &args].concat(), root);
+    t["best_checkpoint"].as_str().unwrap().to_string()
 }
 
 #[test]
@@ -43,25 +66,7 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     let root = scratch("hw-emit");
     let data = jsc_dir(&root);
     let d = data.to_str().unwrap();
-    let t = ch_json(
-        &[
-            "train",
-            "jsc-three-layer",
-            "jsc",
-            "--data-dir",
-            d,
-            "--max-epochs",
-            "8",
-            "--batch-size",
-            "64",
-            "--learning-rate",
-            "1e-2",
-            "--project",
-            "hw",
-        ],
-        &root,
-    );
-    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let best = train_jsc_three_layer(&root, d, "8");
     let cfg = config(&root, 8);
     let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
     let q = tr["checkpoint"].as_str().unwrap().to_string();
@@ -105,25 +110,7 @@ fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
     let root = scratch("hw-search");
     let data = jsc_dir(&root);
     let d = data.to_str().unwrap();
-    let t = ch_json(
-        &[
-            "train",
-            "jsc-three-layer",
-            "jsc",
-            "--data-dir",
-            d,
-            "--max-epochs",
-            "4",
-            "--batch-size",
-            "64",
-            "--learning-rate",
-            "1e-2",
-            "--project",
-            "hw",
-        ],
-        &root,
-    );
-    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let best = train_jsc_three_layer(&root, d, "4");
     let cfg = repo_root().join("configs/jsc_three_layer_hw_search.toml");
     let r = ch_json(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", d, "--load", &best], &root);
     // Formats (3 x 3) times reuse factors (5), each tried once.
@@ -156,15 +143,8 @@ fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
 /// batch norms left to `integer` of `bits` bits, half fractional (the batch norms' weight and
 /// bias formats derived from their values).
 fn fold_config(dir: &Path, model: &str, bits: u32) -> PathBuf {
-    let f = bits / 2;
-    let text = format!(
-        "model = \"{model}\"\ndataset = \"jsc\"\nproject = \"fold{bits}\"\n[passes.fold_batch_norm]\n[passes.quantize]\nby = \"type\"\n\
-         [passes.quantize.default.config]\nname = \"NA\"\n[passes.quantize.batch_norm1d.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\n\
-         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
-    );
-    let p = dir.join(format!("fold_{model}_{bits}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    let quantize = quantize_tables(bits, &[("batch_norm1d", &["data_in"]), ("linear", LINEAR_PARAMS)]);
+    write_config(dir, model, &format!("fold{bits}"), &format!("[passes.fold_batch_norm]\n{quantize}"))
 }
 
 #[test]
