@@ -30,14 +30,13 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from pathlib import Path
 
 import mase_rs
 from mase_rs import MaseGraph, get_dataset_info, get_model
 from mase_rs.passes.graph import quantize_transform_pass
-from pytorch_ref import jsc_dataset, zoo_module
+from pytorch_ref import LinearInteger, jsc_dataset, zoo_module
 
 REPO = Path(__file__).resolve().parents[1]
 PAIRS = [(16, 8), (8, 6), (8, 4), (4, 2)]
@@ -47,28 +46,6 @@ ROWS, BATCHES = 256, 4
 def arg(name, default):
     a = sys.argv
     return type(default)(a[a.index(name) + 1]) if name in a else default
-
-
-def integer_quantize(x, width, frac):
-    """MASE's `integer_quantizer` (round to 2^-frac, clamp to `width` bits)."""
-    s = 2.0**frac
-    return torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
-
-
-class LinearInteger(nn.Linear):
-    """MASE's `LinearInteger`: input, weight and bias fake-quantized in forward."""
-
-    def __init__(self, linear, cfg):
-        super().__init__(linear.in_features, linear.out_features, linear.bias is not None)
-        self.load_state_dict(linear.state_dict())
-        self.cfg = cfg
-
-    def forward(self, x):
-        c = self.cfg
-        x = integer_quantize(x, c["data_in_width"], c["data_in_frac_width"])
-        w = integer_quantize(self.weight, c["weight_width"], c["weight_frac_width"])
-        b = integer_quantize(self.bias, c["bias_width"], c["bias_frac_width"])
-        return F.linear(x, w, b)
 
 
 def torch_jsc_toy(state):

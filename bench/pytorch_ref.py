@@ -33,12 +33,35 @@ def arg(name, default):
     return type(default)(a[a.index(name) + 1]) if name in a else default
 
 
+def integer_quantizer(x, width, frac):
+    """MASE's `integer_quantizer` forward: round to a multiple of 2^-frac (half the width when
+    `frac` is None), clamp to `width` signed bits."""
+    frac = width // 2 if frac is None else frac
+    s = 2.0**frac
+    return torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
+
+
 def ste_q(x, width=8, frac=4):
     """Integer fixed-point fake quantization with a straight-through estimator (MASE's
-    `integer_quantizer`), as `QLinear` in shared/reference/torch_bench.py."""
-    s = 2.0 ** frac
-    q = torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
-    return x + (q - x).detach()
+    `integer_quantizer`)."""
+    return x + (integer_quantizer(x, width, frac) - x).detach()
+
+
+class LinearInteger(nn.Linear):
+    """MASE's `LinearInteger`: a copy of `linear` whose input, weight and bias are fake-quantized
+    in forward to the `integer` formats of `cfg` (`data_in_width`, `data_in_frac_width`, ...)."""
+
+    def __init__(self, linear, cfg):
+        super().__init__(linear.in_features, linear.out_features, linear.bias is not None)
+        self.load_state_dict(linear.state_dict())
+        self.cfg = cfg
+
+    def forward(self, x):
+        c = self.cfg
+        x = integer_quantizer(x, c["data_in_width"], c["data_in_frac_width"])
+        w = integer_quantizer(self.weight, c["weight_width"], c["weight_frac_width"])
+        b = integer_quantizer(self.bias, c["bias_width"], c["bias_frac_width"])
+        return F.linear(x, w, b)
 
 
 class QLinear(nn.Linear):
@@ -146,7 +169,7 @@ def build(name):
 
 
 def jsc_dataset(n, seed=7):
-    """The synthetic jet-shaped rows of shared/reference/torch_bench.py."""
+    """Seeded synthetic jet-shaped rows: 16 features, labels from a random projection."""
     r = np.random.default_rng(seed)
     proj = r.standard_normal((16, 5)).astype(np.float32)
     z = r.standard_normal((n, 16)).astype(np.float32)
