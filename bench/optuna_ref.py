@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from pytorch_ref import LinearInteger
+
 CHOICES = {
     "seq_blocks_1/config/name": [None],
     "seq_blocks_2/config/name": ["integer"],
@@ -26,29 +28,6 @@ CHOICES = {
     "seq_blocks_2/config/bias_frac_width": [None],
     "seq_blocks_3/config/name": [None],
 }
-
-
-def integer_quantizer(x, width, frac):
-    # MASE's quantizers/integer.py with the straight-through estimator's forward.
-    frac = width // 2 if frac is None else frac
-    scale = 2.0**frac
-    lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
-    return torch.clamp(torch.round(x * scale), lo, hi) / scale
-
-
-class LinearInteger(nn.Linear):
-    def __init__(self, base, cfg):
-        super().__init__(base.in_features, base.out_features, base.bias is not None)
-        self.weight = base.weight
-        self.bias = base.bias
-        self.config = cfg
-
-    def forward(self, x):
-        c = self.config
-        x = integer_quantizer(x, c["data_in_width"], c["data_in_frac_width"])
-        w = integer_quantizer(self.weight, c["weight_width"], c["weight_frac_width"])
-        b = integer_quantizer(self.bias, c["bias_width"], c["bias_frac_width"])
-        return F.linear(x, w, b)
 
 
 def jsc_tiny():

@@ -30,13 +30,13 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from pathlib import Path
 
 import mase_rs
 from mase_rs import MaseGraph, get_dataset_info, get_model
 from mase_rs.passes.graph import quantize_transform_pass
+from pytorch_ref import LinearInteger, jsc_dataset, zoo_module
 
 REPO = Path(__file__).resolve().parents[1]
 PAIRS = [(16, 8), (8, 6), (8, 4), (4, 2)]
@@ -48,40 +48,8 @@ def arg(name, default):
     return type(default)(a[a.index(name) + 1]) if name in a else default
 
 
-def integer_quantize(x, width, frac):
-    """MASE's `integer_quantizer` (round to 2^-frac, clamp to `width` bits)."""
-    s = 2.0**frac
-    return torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
-
-
-class LinearInteger(nn.Linear):
-    """MASE's `LinearInteger`: input, weight and bias fake-quantized in forward."""
-
-    def __init__(self, linear, cfg):
-        super().__init__(linear.in_features, linear.out_features, linear.bias is not None)
-        self.load_state_dict(linear.state_dict())
-        self.cfg = cfg
-
-    def forward(self, x):
-        c = self.cfg
-        x = integer_quantize(x, c["data_in_width"], c["data_in_frac_width"])
-        w = integer_quantize(self.weight, c["weight_width"], c["weight_frac_width"])
-        b = integer_quantize(self.bias, c["bias_width"], c["bias_frac_width"])
-        return F.linear(x, w, b)
-
-
-class Seq(nn.Module):
-    def __init__(self, layers):
-        super().__init__()
-        self.seq_blocks = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return self.seq_blocks(x)
-
-
 def torch_jsc_toy(state):
-    L, BN, R = nn.Linear, nn.BatchNorm1d, nn.ReLU
-    model = Seq([BN(16), R(), L(16, 8), BN(8), R(), L(8, 8), BN(8), R(), L(8, 5), BN(5), R()])
+    model = zoo_module("jsc-toy", (16,), 5)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
     return model.eval()
 
@@ -95,12 +63,8 @@ def configs():
 
 
 def batches():
-    """Seeded jet-shaped rows (as bench/pytorch_ref.py), labels from a random projection."""
-    r = np.random.default_rng(7)
-    proj = r.standard_normal((16, 5)).astype(np.float32)
-    z = r.standard_normal((ROWS * BATCHES, 16)).astype(np.float32)
-    x = z * (0.5 + np.arange(16, dtype=np.float32) * 0.3) + (np.arange(16, dtype=np.float32) - 8.0) * 0.7
-    y = (z @ proj).argmax(1)
+    """bench/pytorch_ref.py's seeded jet-shaped rows, as numpy batches."""
+    x, y = (t.numpy() for t in jsc_dataset(ROWS * BATCHES))
     return [(x[i * ROWS:(i + 1) * ROWS], y[i * ROWS:(i + 1) * ROWS]) for i in range(BATCHES)]
 
 

@@ -12,9 +12,11 @@ Protocol (identical in crates/bench/src/protocol.rs):
   timed steps and as many timed eval batches;
 - the figures are medians: train_step_us, eval_batch_us, and samples/s = batch / median.
 
-The models copy the layer lists of mase-rs's zoo (crates/zoo), with the same module paths.
+The models copy the layer lists of mase-rs's zoo (crates/zoo), with the same module paths;
+`zoo_module` builds any zoo model, and python/tests trace them against the zoo's graphs.
 """
 import json
+import math
 import sys
 import time
 
@@ -31,12 +33,35 @@ def arg(name, default):
     return type(default)(a[a.index(name) + 1]) if name in a else default
 
 
+def integer_quantizer(x, width, frac):
+    """MASE's `integer_quantizer` forward: round to a multiple of 2^-frac (half the width when
+    `frac` is None), clamp to `width` signed bits."""
+    frac = width // 2 if frac is None else frac
+    s = 2.0**frac
+    return torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
+
+
 def ste_q(x, width=8, frac=4):
     """Integer fixed-point fake quantization with a straight-through estimator (MASE's
-    `integer_quantizer`), as `QLinear` in shared/reference/torch_bench.py."""
-    s = 2.0 ** frac
-    q = torch.clamp(torch.round(x * s), -(2 ** (width - 1)), 2 ** (width - 1) - 1) / s
-    return x + (q - x).detach()
+    `integer_quantizer`)."""
+    return x + (integer_quantizer(x, width, frac) - x).detach()
+
+
+class LinearInteger(nn.Linear):
+    """MASE's `LinearInteger`: a copy of `linear` whose input, weight and bias are fake-quantized
+    in forward to the `integer` formats of `cfg` (`data_in_width`, `data_in_frac_width`, ...)."""
+
+    def __init__(self, linear, cfg):
+        super().__init__(linear.in_features, linear.out_features, linear.bias is not None)
+        self.load_state_dict(linear.state_dict())
+        self.cfg = cfg
+
+    def forward(self, x):
+        c = self.cfg
+        x = integer_quantizer(x, c["data_in_width"], c["data_in_frac_width"])
+        w = integer_quantizer(self.weight, c["weight_width"], c["weight_frac_width"])
+        b = integer_quantizer(self.bias, c["bias_width"], c["bias_frac_width"])
+        return F.linear(x, w, b)
 
 
 class QLinear(nn.Linear):
@@ -47,7 +72,7 @@ class QLinear(nn.Linear):
 
 
 class Seq(nn.Module):
-    """`x -> seq_blocks(x)`, the shape of every jsc model and of tfc."""
+    """`x -> seq_blocks(x)`: every jsc model, mlp, tfc and mnist-cnn."""
 
     def __init__(self, layers):
         super().__init__()
@@ -57,13 +82,36 @@ class Seq(nn.Module):
         return self.seq_blocks(x)
 
 
+class Toy(nn.Module):
+    """MASE's `ToyNet`: `seq_blocks(x.view(x.size(0), -1))`."""
+
+    def __init__(self, f, c):
+        super().__init__()
+        L, R = nn.Linear, nn.ReLU
+        self.seq_blocks = nn.Sequential(L(f, 8), R(), L(8, 8), R(), L(8, c))
+
+    def forward(self, x):
+        return self.seq_blocks(x.view(x.size(0), -1))
+
+
+class ToyTiny(nn.Module):
+    """MASE's `ToyTiny`: `l2` and `relu_2` are registered but never called."""
+
+    def __init__(self, f, c):
+        super().__init__()
+        self.l1, self.relu_1, self.l2, self.relu_2 = nn.Linear(f, 2), nn.ReLU(), nn.Linear(2, c), nn.ReLU()
+
+    def forward(self, x):
+        return self.relu_1(self.l1(x.view(x.size(0), -1)))
+
+
 class Vgg7(nn.Module):
     """MASE's CIFAR VGG7 as in crates/zoo/src/vision.rs (BatchNorm2d momentum 0.9)."""
 
-    def __init__(self, classes=10):
+    def __init__(self, ch, classes):
         super().__init__()
         layers = []
-        for ci, co, pool in [(3, 128, 0), (128, 128, 1), (128, 256, 0), (256, 256, 1), (256, 512, 0), (512, 512, 1)]:
+        for ci, co, pool in [(ch, 128, 0), (128, 128, 1), (128, 256, 0), (256, 256, 1), (256, 512, 0), (512, 512, 1)]:
             layers += [nn.Conv2d(ci, co, 3, padding=1), nn.BatchNorm2d(co, momentum=0.9), nn.ReLU()]
             if pool:
                 layers.append(nn.MaxPool2d(2))
@@ -75,24 +123,53 @@ class Vgg7(nn.Module):
         return self.last_layer(self.classifier(self.feature_layers(x).view(-1, 8192)))
 
 
-def build(name):
-    L, BN, R = nn.Linear, nn.BatchNorm1d, nn.ReLU
+def zoo_module(name, sample_shape, c, linear=nn.Linear):
+    """The PyTorch module of zoo model `name` for data of `sample_shape` and `c` classes, with the
+    zoo's module paths; `linear` builds the jsc models' linear layers (`QLinear` for jsc-toy-q)."""
+    L, BN, R = linear, nn.BatchNorm1d, nn.ReLU
+    f = math.prod(sample_shape)
     if name == "jsc-tiny":
-        return Seq([BN(16), R(), L(16, 5), R()])
-    if name in ("jsc-toy", "jsc-toy-q"):
-        L = QLinear if name.endswith("-q") else L
-        return Seq([BN(16), R(), L(16, 8), BN(8), R(), L(8, 8), BN(8), R(), L(8, 5), BN(5), R()])
+        return Seq([BN(f), R(), L(f, c), R()])
+    if name == "jsc-toy":
+        return Seq([BN(f), R(), L(f, 8), BN(8), R(), L(8, 8), BN(8), R(), L(8, c), BN(c), R()])
+    if name == "jsc-s":
+        return Seq([BN(f), R(), L(f, 64), BN(64), R(), L(64, 32), R(), L(32, 32), R(), L(32, 32), R(), L(32, c), BN(c), R()])
+    if name == "jsc-three-linear":
+        return Seq([BN(f), R(), L(f, 16), R(), L(16, 16), R(), L(16, c), R()])
     if name == "jsc-three-layer":
-        return Seq([L(16, 64), R(), L(64, 32), R(), L(32, 32), R(), L(32, 5)])
+        return Seq([L(f, 64), R(), L(64, 32), R(), L(32, 32), R(), L(32, c)])
+    if name == "toy":
+        return Toy(f, c)
+    if name == "toy_tiny":
+        return ToyTiny(f, c)
+    if name == "mlp":
+        return Seq([nn.Flatten(), L(f, 64), R(), L(64, c)])
     if name == "tfc":
-        return Seq([nn.Flatten(), L(784, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 10)])
+        return Seq([nn.Flatten(), L(f, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, 64), BN(64), R(), L(64, c)])
+    if name == "mnist-cnn":
+        ch, h, w = sample_shape
+        conv = [nn.Conv2d(ch, 8, 3, padding=1), R(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), R(), nn.MaxPool2d(2)]
+        return Seq(conv + [nn.Flatten(), L(16 * (h // 4) * (w // 4), c)])
     if name == "vgg7":
-        return Vgg7()
+        return Vgg7(sample_shape[0], c)
+    raise KeyError(name)
+
+
+def build(name):
+    """The benchmark's model `name`: a zoo module with the benchmark's data shapes."""
+    if name in ("jsc-tiny", "jsc-toy", "jsc-three-layer"):
+        return zoo_module(name, (16,), 5)
+    if name == "jsc-toy-q":
+        return zoo_module("jsc-toy", (16,), 5, linear=QLinear)
+    if name == "tfc":
+        return zoo_module(name, (1, 28, 28), 10)
+    if name == "vgg7":
+        return zoo_module(name, (3, 32, 32), 10)
     raise SystemExit(f"unknown model {name}; known: {', '.join(ALL_MODELS)}")
 
 
 def jsc_dataset(n, seed=7):
-    """The synthetic jet-shaped rows of shared/reference/torch_bench.py."""
+    """Seeded synthetic jet-shaped rows: 16 features, labels from a random projection."""
     r = np.random.default_rng(seed)
     proj = r.standard_normal((16, 5)).astype(np.float32)
     z = r.standard_normal((n, 16)).astype(np.float32)

@@ -25,27 +25,11 @@ import mase_rs  # noqa: E402
 
 EPOCHS = 2
 
-MY_MODEL = """
-name = "jsc-my"
-description = "BN, ReLU, Linear(16 -> 32), BN, ReLU, Linear(32 -> 5), ReLU"
-
-[[layers]]
-op = "batch_norm1d"
-[[layers]]
-op = "relu"
-[[layers]]
-op = "linear"
-out_features = 32
-[[layers]]
-op = "batch_norm1d"
-[[layers]]
-op = "relu"
-[[layers]]
-op = "linear"
-out_features = 5
-[[layers]]
-op = "relu"
-"""
+# The layers of the model file, as (op, out_features of a linear layer).
+MY_LAYERS = [("batch_norm1d", None), ("relu", None), ("linear", 32), ("batch_norm1d", None), ("relu", None), ("linear", 5), ("relu", None)]
+MY_MODEL = 'name = "jsc-my"\ndescription = "BN, ReLU, Linear(16 -> 32), BN, ReLU, Linear(32 -> 5), ReLU"\n' + "".join(
+    f'\n[[layers]]\nop = "{op}"\n' + (f"out_features = {n}\n" if n else "") for op, n in MY_LAYERS
+)
 
 
 def accuracy_in_python(checkpoint):

@@ -1,5 +1,6 @@
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,9 @@ import pytest
 import mase_rs
 
 REPO = Path(__file__).resolve().parents[2]
+# The zoo's models written as PyTorch modules live in the benchmark's bench/pytorch_ref.py; the
+# torch tests import them from there.
+sys.path.insert(0, str(REPO / "bench"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import mase_rs
+from helpers import mixed_precision_space, toml_text, weight_width, write_toml
 from mase_rs.passes.graph.utils import get_mase_op
 
 
@@ -37,25 +38,10 @@ def test_python_pass_runs_from_its_table_between_builtin_passes(tmp_path, plugin
         fc.meta["mase"].parameters["software"]["mark"] = {"by": "widths"}
         return mg, {"weight": [w["type"], w["precision"]], "scale": pass_args["scale"] * 2}
 
-    config = write(tmp_path, "c.toml", """
-[passes.quantize]
-by = "type"
-[passes.quantize.default.config]
-name = "NA"
-[passes.quantize.linear.config]
-name = "integer"
-data_in_width = 8
-data_in_frac_width = 4
-weight_width = 6
-weight_frac_width = 3
-bias_width = 8
-bias_frac_width = 4
-
-[passes.widths]
-scale = 1.5
-
-[passes.save_node_meta_param]
-""")
+    linear = {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4, "weight_width": 6, "weight_frac_width": 3,
+              "bias_width": 8, "bias_frac_width": 4}
+    quantize = {"by": "type", "default": {"config": {"name": "NA"}}, "linear": {"config": linear}}
+    config = write_toml(tmp_path, "c.toml", {"passes": {"quantize": quantize, "widths": {"scale": 1.5}, "save_node_meta_param": {}}})
     r = mase_rs.transform(config, "jsc-tiny", "jsc", project_dir=tmp_path, project="p")
     assert seen["args"] == {"scale": 1.5}
     mine = [p for p in r["passes"] if p["name"] == "widths"][0]
@@ -143,39 +129,20 @@ def test_pass_errors(tmp_path, plugins):
         mase_rs.register_pass("no spaces", my_flops)
 
 
-SEARCH = """
-model = "jsc-tiny"
-dataset = "jsc"
-seed = 0
-[search.search_space]
-name = "graph/quantize/mixed_precision_ptq"
-[search.search_space.setup]
-by = "type"
-[search.search_space.seed.default.config]
-name = ["NA"]
-[search.search_space.seed.linear.config]
-name = ["integer"]
-weight_width = [2, 4, 8]
-weight_frac_width = [1]
-data_in_width = [8]
-data_in_frac_width = [4]
-bias_width = [8]
-bias_frac_width = [4]
-[search.strategy.sw_runner.my_runner]
-scale = 10.0
-[search.strategy.setup]
-sampler = "brute"
-n_trials = 10
-sum_scaled_metrics = false
-[search.strategy.metrics]
-score.scale = 1.0
-score.direction = "maximize"
-"""
-
-
-def weight_width(mg):
-    fc = [n for n in mg.nodes if get_mase_op(n) == "linear"][0]
-    return fc.meta["mase"].parameters["common"]["args"]["weight"]["precision"][0]
+SEARCH = toml_text({
+    "model": "jsc-tiny",
+    "dataset": "jsc",
+    "seed": 0,
+    "search": {
+        "search_space": mixed_precision_space(weight_width=[2, 4, 8], weight_frac_width=[1], data_in_width=[8],
+                                              data_in_frac_width=[4], bias_width=[8], bias_frac_width=[4]),
+        "strategy": {
+            "sw_runner": {"my_runner": {"scale": 10.0}},
+            "setup": {"sampler": "brute", "n_trials": 10, "sum_scaled_metrics": False},
+            "metrics": {"score": {"scale": 1.0, "direction": "maximize"}},
+        },
+    },
+})
 
 
 def test_python_runner_measures_each_candidate(tmp_path, plugins):

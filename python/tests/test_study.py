@@ -11,57 +11,21 @@ import numpy as np
 import pytest
 
 import mase_rs
-from mase_rs.passes.graph.utils import get_mase_op
+from helpers import mixed_precision_space, toml_text, weight_width
 
 REPO = Path(__file__).resolve().parents[2]
 
-SPACE = {
-    "name": "graph/quantize/mixed_precision_ptq",
-    "setup": {"by": "type"},
-    "seed": {
-        "default": {"config": {"name": ["NA"]}},
-        "linear": {"config": {"name": ["integer"], "weight_width": [2, 3, 4, 5, 6, 7, 8], "weight_frac_width": [1],
-                              "data_in_width": [4, 8], "data_in_frac_width": [2], "bias_width": [8], "bias_frac_width": [4]}},
-    },
+SPACE = mixed_precision_space(weight_width=[2, 3, 4, 5, 6, 7, 8], weight_frac_width=[1], data_in_width=[4, 8],
+                              data_in_frac_width=[2], bias_width=[8], bias_frac_width=[4])
+
+STRATEGY = {
+    "hw_runner": {"average_bitwidth": {"compare_to": 32}},
+    "setup": {"sampler": "SAMPLER", "n_trials": 10, "seed": 3, "sum_scaled_metrics": False},
+    "sampler_options": {"n_startup_trials": 3},
+    "metrics": {"average_bitwidth": {"scale": 1.0, "direction": "minimize"}},
 }
-
-TOML = """
-model = "jsc-tiny"
-dataset = "jsc"
-seed = 0
-project = "s"
-[search.search_space]
-name = "graph/quantize/mixed_precision_ptq"
-[search.search_space.setup]
-by = "type"
-[search.search_space.seed.default.config]
-name = ["NA"]
-[search.search_space.seed.linear.config]
-name = ["integer"]
-weight_width = [2, 3, 4, 5, 6, 7, 8]
-weight_frac_width = [1]
-data_in_width = [4, 8]
-data_in_frac_width = [2]
-bias_width = [8]
-bias_frac_width = [4]
-[search.strategy.hw_runner.average_bitwidth]
-compare_to = 32
-[search.strategy.setup]
-sampler = "SAMPLER"
-n_trials = 10
-seed = 3
-sum_scaled_metrics = false
-[search.strategy.sampler_options]
-n_startup_trials = 3
-[search.strategy.metrics]
-average_bitwidth.scale = 1.0
-average_bitwidth.direction = "minimize"
-"""
-
-
-def weight_width(mg):
-    fc = [n for n in mg.nodes if get_mase_op(n) == "linear"][0]
-    return fc.meta["mase"].parameters["common"]["args"]["weight"]["precision"][0]
+TOML = toml_text({"model": "jsc-tiny", "dataset": "jsc", "seed": 0, "project": "s",
+                  "search": {"search_space": SPACE, "strategy": STRATEGY}})
 
 
 @pytest.fixture

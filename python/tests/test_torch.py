@@ -21,7 +21,8 @@ except ImportError:
 import mase_rs
 from mase_rs import DatasetInfo, MaseGraph
 from mase_rs.passes.graph.utils import get_mase_op, get_node_actual_target
-from torch_models import build
+import pytorch_ref
+from pytorch_ref import zoo_module
 
 # (zoo model, sample shape, classes, trainable parameters the zoo's description gives)
 ZOO = [
@@ -60,7 +61,7 @@ def trainable_count(mg):
 @pytest.mark.parametrize("name,shape,classes,params", ZOO, ids=[z[0] for z in ZOO])
 def test_zoo_models_written_in_pytorch_trace_to_the_zoo_graph(name, shape, classes, params):
     torch.manual_seed(0)
-    module = build(name, shape, classes)
+    module = zoo_module(name, shape, classes)
     randomize_buffers(module, 1)
     mg = MaseGraph(model=module, dataset_info=info(shape, classes))
     zoo = MaseGraph(model=mase_rs.get_model(name, "cls", info(shape, classes)))
@@ -328,7 +329,7 @@ def test_bad_modules_raise_one_line_value_errors(what, make, shape, words):
 
 def test_round_trip_trace_fine_tune_here_load_back_into_torch(data_dir):
     torch.manual_seed(0)
-    module = build("jsc-toy", (16,), 5)
+    module = zoo_module("jsc-toy", (16,), 5)
     before = copy.deepcopy(module.state_dict())
     dm = mase_rs.MaseDataModule(name="jsc", batch_size=32, model_name="jsc-toy", num_workers=0)
     dm.prepare_data()
@@ -355,7 +356,7 @@ def test_fit_matches_a_pytorch_training_loop():
     # of four steps. (jsc-three-linear: a bias right before a batch norm has a gradient of zero
     # up to rounding, which Adam scales up to steps of lr either way; it has none.)
     torch.manual_seed(0)
-    module = build("jsc-three-linear", (16,), 5)
+    module = zoo_module("jsc-three-linear", (16,), 5)
     mg = MaseGraph(model=module)
     g = torch.Generator().manual_seed(5)
     x, y = torch.randn(64, 16, generator=g), torch.randint(0, 5, (64,), generator=g)
@@ -377,7 +378,7 @@ def test_fit_matches_a_pytorch_training_loop():
 
 
 def test_fit_bad_input_raises_one_line():
-    mg = MaseGraph(model=build("jsc-tiny", (16,), 5))
+    mg = MaseGraph(model=zoo_module("jsc-tiny", (16,), 5))
     x = np.zeros((8, 16), np.float32)
     cases = [
         (lambda: mg.fit((x, np.full(8, 7))), "label 7"),
@@ -410,7 +411,7 @@ def test_data_module_yields_torch_tensors_for_cross_entropy(data_dir):
 
 
 def test_get_node_actual_target_is_the_users_submodule_with_the_graphs_weights():
-    module = build("jsc-tiny", (16,), 5)
+    module = zoo_module("jsc-tiny", (16,), 5)
     mg = MaseGraph(model=module)
     sd = mg.state_dict()
     sd["seq_blocks.2.weight"] = torch.full((5, 16), 0.25)
@@ -423,24 +424,12 @@ def test_get_node_actual_target_is_the_users_submodule_with_the_graphs_weights()
 
 
 def test_deepcopy_of_a_traced_graph_keeps_the_torch_state():
-    module = build("jsc-tiny", (16,), 5)
+    module = zoo_module("jsc-tiny", (16,), 5)
     mg = MaseGraph(model=module)
     other = copy.deepcopy(mg)
     other(torch.randn(4, 16))  # train mode: one batch for batch norm
     assert int(other.state_dict()["seq_blocks.0.num_batches_tracked"]) == 1
     assert int(mg.state_dict()["seq_blocks.0.num_batches_tracked"]) == 0
-
-
-def bench_models():
-    """bench/pytorch_ref.py, the PyTorch side of the benchmark, as a module."""
-    import importlib.util
-
-    from conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("pytorch_ref", REPO / "bench" / "pytorch_ref.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # (benchmark model, zoo model, sample shape, classes)
@@ -455,7 +444,7 @@ BENCH = [
 
 @pytest.mark.parametrize("bench,zoo_name,shape,classes", BENCH, ids=[b[0] for b in BENCH])
 def test_the_benchmarks_pytorch_models_trace_to_the_zoo_graphs(bench, zoo_name, shape, classes):
-    module = bench_models().build(bench)
+    module = pytorch_ref.build(bench)
     mg = MaseGraph(model=module, dataset_info=info(shape, classes))
     zoo = MaseGraph(model=mase_rs.get_model(zoo_name, "cls", info(shape, classes)))
     assert [(n.name, n.op, n.target) for n in mg.nodes] == [(n.name, n.op, n.target) for n in zoo.nodes]
@@ -465,7 +454,7 @@ def test_the_benchmarks_pytorch_models_trace_to_the_zoo_graphs(bench, zoo_name, 
 def test_the_benchmarks_fake_quantized_linear_is_listed_as_unmappable():
     # jsc-toy-q's QLinear is not a torch.nn leaf: fx traces its forward, whose rounding has no op.
     with pytest.raises(ValueError) as e:
-        MaseGraph(model=bench_models().build("jsc-toy-q"))
+        MaseGraph(model=pytorch_ref.build("jsc-toy-q"))
     text = e.value.args[0]
     assert "\n" not in text
     assert text.startswith("MaseGraph: 21 torch.fx node(s) have no mase-rs op: round_1 (torch.round: no mase-rs op)")
@@ -486,7 +475,7 @@ def test_dummy_in_gives_a_traced_module_its_input_shape():
 def test_a_module_and_tensors_on_a_gpu():
     # The weights are copied to the CPU for mase-rs; outputs go back to the input's device.
     torch.manual_seed(0)
-    module = build("jsc-toy", (16,), 5).cuda()
+    module = zoo_module("jsc-toy", (16,), 5).cuda()
     randomize_buffers(module, 4)
     mg = MaseGraph(model=module)
     module.eval()
@@ -549,7 +538,7 @@ def test_number_operands_are_constants_outside_the_modules_state_dict():
 
 
 def test_a_graph_module_is_taken_as_traced():
-    module = build("toy_tiny", (1, 2, 2), 2)
+    module = zoo_module("toy_tiny", (1, 2, 2), 2)
     gm = torch.fx.symbolic_trace(module)
     mg = MaseGraph(model=gm)
     assert [n.name for n in mg.nodes] == [n.name for n in gm.graph.nodes] == ["x", "size", "view", "l1", "relu_1", "output"]

@@ -16,23 +16,58 @@ fn have(tool: &str) -> bool {
     false
 }
 
-fn jsc_dir(root: &Path) -> PathBuf {
+/// A fresh scratch folder `name` with the jsc fixture under its `data` folder: the folder and
+/// the data folder's path.
+fn jsc_scratch(name: &str) -> (PathBuf, String) {
+    let root = scratch(name);
     let d = root.join("data");
     std::fs::create_dir_all(d.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
-    d
+    (root, d.to_str().unwrap().to_string())
 }
+
+/// The `[passes.quantize]` tables of a transform config: unquantized by default, and `integer`
+/// of `bits` bits, half fractional, for the `params` of each op of `ops`.
+fn quantize_tables(bits: u32, ops: &[(&str, &[&str])]) -> String {
+    let f = bits / 2;
+    let mut text = String::from("[passes.quantize]\nby = \"type\"\n[passes.quantize.default.config]\nname = \"NA\"\n");
+    for (op, params) in ops {
+        text += &format!("[passes.quantize.{op}.config]\nname = \"integer\"\n");
+        for p in *params {
+            text += &format!("{p}_width = {bits}\n{p}_frac_width = {f}\n");
+        }
+    }
+    text
+}
+
+/// A transform config for `model` on jsc, saved under project `project`, with `passes`.
+fn write_config(dir: &Path, model: &str, project: &str, passes: &str) -> PathBuf {
+    let p = dir.join(format!("{project}_{model}.toml"));
+    std::fs::write(&p, format!("model = \"{model}\"\ndataset = \"jsc\"\nproject = \"{project}\"\n{passes}")).unwrap();
+    p
+}
+
+const LINEAR_PARAMS: &[&str] = &["data_in", "weight", "bias"];
 
 /// A transform config quantizing every linear to `integer` of `bits` bits, half fractional.
 fn config(dir: &Path, bits: u32) -> PathBuf {
-    let f = bits / 2;
-    let text = format!(
-        "model = \"jsc-three-layer\"\ndataset = \"jsc\"\nproject = \"hw{bits}\"\n[passes.quantize]\nby = \"type\"\n[passes.quantize.default.config]\nname = \"NA\"\n\
-         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
-    );
-    let p = dir.join(format!("hw{bits}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    write_config(dir, "jsc-three-layer", &format!("hw{bits}"), &quantize_tables(bits, &[("linear", LINEAR_PARAMS)]))
+}
+
+/// A jsc-three-layer trained `epochs` epochs on the jsc fixture in `data`; its best checkpoint.
+fn train_jsc_three_layer(root: &Path, data: &str, epochs: &str) -> String {
+    let args = ["--data-dir", data, "--max-epochs", epochs, "--batch-size", "64", "--learning-rate", "1e-2", "--project", "hw"];
+    let t = ch_json(&[&["train", "jsc-three-layer", "jsc"][..], &args].concat(), root);
+    t["best_checkpoint"].as_str().unwrap().to_string()
+}
+
+/// `ch transform` of checkpoint `best` of `model` with config `cfg`, then `ch test` of the result
+/// on the jsc fixture in `data`: the transformed checkpoint and its test accuracy.
+fn transform_and_test(root: &Path, model: &str, cfg: &Path, best: &str, data: &str) -> (String, f64) {
+    let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", best, "--data-dir", data], root);
+    let q = tr["checkpoint"].as_str().unwrap().to_string();
+    let acc = ch_json(&["test", model, "jsc", "--load", &q, "--data-dir", data], root)["test_acc"].as_f64().unwrap();
+    (q, acc)
 }
 
 #[test]
@@ -40,32 +75,10 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     if !have("verilator") {
         return;
     }
-    let root = scratch("hw-emit");
-    let data = jsc_dir(&root);
-    let d = data.to_str().unwrap();
-    let t = ch_json(
-        &[
-            "train",
-            "jsc-three-layer",
-            "jsc",
-            "--data-dir",
-            d,
-            "--max-epochs",
-            "8",
-            "--batch-size",
-            "64",
-            "--learning-rate",
-            "1e-2",
-            "--project",
-            "hw",
-        ],
-        &root,
-    );
-    let best = t["best_checkpoint"].as_str().unwrap().to_string();
-    let cfg = config(&root, 8);
-    let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
-    let q = tr["checkpoint"].as_str().unwrap().to_string();
-    let quant_acc = ch_json(&["test", "jsc-three-layer", "jsc", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
+    let (root, data) = jsc_scratch("hw-emit");
+    let d = data.as_str();
+    let best = train_jsc_three_layer(&root, d, "8");
+    let (q, quant_acc) = transform_and_test(&root, "jsc-three-layer", &config(&root, 8), &best, d);
     let mut accuracies = Vec::new();
     // One line per design: emit flags, latency and initiation interval in cycles (folded by 4:
     // 4 + 1 cycles; by 2: 2 + 1 each for the other three layers).
@@ -102,28 +115,9 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
 
 #[test]
 fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
-    let root = scratch("hw-search");
-    let data = jsc_dir(&root);
-    let d = data.to_str().unwrap();
-    let t = ch_json(
-        &[
-            "train",
-            "jsc-three-layer",
-            "jsc",
-            "--data-dir",
-            d,
-            "--max-epochs",
-            "4",
-            "--batch-size",
-            "64",
-            "--learning-rate",
-            "1e-2",
-            "--project",
-            "hw",
-        ],
-        &root,
-    );
-    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let (root, data) = jsc_scratch("hw-search");
+    let d = data.as_str();
+    let best = train_jsc_three_layer(&root, d, "4");
     let cfg = repo_root().join("configs/jsc_three_layer_hw_search.toml");
     let r = ch_json(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", d, "--load", &best], &root);
     // Formats (3 x 3) times reuse factors (5), each tried once.
@@ -156,15 +150,8 @@ fn search_with_the_rtl_runner_draws_accuracy_against_luts() {
 /// batch norms left to `integer` of `bits` bits, half fractional (the batch norms' weight and
 /// bias formats derived from their values).
 fn fold_config(dir: &Path, model: &str, bits: u32) -> PathBuf {
-    let f = bits / 2;
-    let text = format!(
-        "model = \"{model}\"\ndataset = \"jsc\"\nproject = \"fold{bits}\"\n[passes.fold_batch_norm]\n[passes.quantize]\nby = \"type\"\n\
-         [passes.quantize.default.config]\nname = \"NA\"\n[passes.quantize.batch_norm1d.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\n\
-         [passes.quantize.linear.config]\nname = \"integer\"\ndata_in_width = {bits}\ndata_in_frac_width = {f}\nweight_width = {bits}\nweight_frac_width = {f}\nbias_width = {bits}\nbias_frac_width = {f}\n"
-    );
-    let p = dir.join(format!("fold_{model}_{bits}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    let quantize = quantize_tables(bits, &[("batch_norm1d", &["data_in"]), ("linear", LINEAR_PARAMS)]);
+    write_config(dir, model, &format!("fold{bits}"), &format!("[passes.fold_batch_norm]\n{quantize}"))
 }
 
 #[test]
@@ -172,9 +159,8 @@ fn models_with_batch_norms_are_folded_emitted_and_simulated_with_the_accuracy_of
     if !have("verilator") {
         return;
     }
-    let root = scratch("hw-fold");
-    let data = jsc_dir(&root);
-    let d = data.to_str().unwrap();
+    let (root, data) = jsc_scratch("hw-fold");
+    let d = data.as_str();
     // One line per model: the emit flags of its folded design, the latency of the unrolled and
     // the folded design (jsc-tiny: one layer, 4 + 1 cycles folded; jsc-toy: three layers of
     // 2 + 1 cycles).
@@ -182,10 +168,7 @@ fn models_with_batch_norms_are_folded_emitted_and_simulated_with_the_accuracy_of
     for &(model, flags, unrolled, folded) in cases {
         let t = ch_json(&["train", model, "jsc", "--data-dir", d, "--max-epochs", "2", "--project", model], &root);
         let best = t["best_checkpoint"].as_str().unwrap().to_string();
-        let cfg = fold_config(&root, model, 8);
-        let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
-        let q = tr["checkpoint"].as_str().unwrap().to_string();
-        let test_acc = ch_json(&["test", model, "jsc", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
+        let (q, test_acc) = transform_and_test(&root, model, &fold_config(&root, model, 8), &best, d);
         for (i, (flags, latency)) in [(&[][..], unrolled), (flags, folded)].into_iter().enumerate() {
             let out = root.join(format!("rtl_{model}_{i}"));
             let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);

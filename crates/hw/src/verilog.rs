@@ -98,6 +98,18 @@ fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], k: usiz
 
 /// The module of one fully unrolled layer: the products of a sample summed in one cycle, the
 /// result held in an output register with valid/ready (a one-entry pipeline stage).
+/// Output `j`'s accumulator wire `{acc}_{j} = {sum}` and its post-processing steps; returns
+/// the name of the last step's wire.
+fn output_wires(o: &mut String, layer: &Layer, acc: &str, j: usize, sum: &str) -> String {
+    let _ = writeln!(o, "  wire signed [{}:0] {acc}_{j} = {sum};", layer.acc.width() - 1);
+    steps_wires(o, &format!("{acc}_{j}"), layer.acc, &layer.post, j, &format!("y_{j}")).0
+}
+
+/// The outputs' low `ow` bits, last output first, as the parts of a Verilog concatenation.
+fn packed_outputs(ys: &[String], ow: u32) -> Vec<String> {
+    ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect()
+}
+
 fn unrolled_layer(layer: &Layer) -> String {
     let mut o = String::new();
     let (iw, ow) = (layer.input.width(), layer.output().width());
@@ -127,11 +139,9 @@ fn unrolled_layer(layer: &Layer) -> String {
                 let _ = write!(e, " + {x} * {}", lit(wv, cw));
             }
         }
-        let _ = writeln!(o, "  wire signed [{}:0] acc_{j} = {e};", aw - 1);
-        let (y, _) = steps_wires(&mut o, &format!("acc_{j}"), layer.acc, &layer.post, j, &format!("y_{j}"));
-        ys.push(y);
+        ys.push(output_wires(&mut o, layer, "acc", j, &e));
     }
-    let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
+    let packed = packed_outputs(&ys, ow);
     let _ = writeln!(o, "  assign in_ready = !out_valid || out_ready;");
     let _ = writeln!(o, "  always @(posedge clk) begin");
     let _ = writeln!(o, "    if (rst) out_valid <= 1'b0;");
@@ -196,11 +206,9 @@ fn folded_layer(layer: &Layer) -> String {
             let _ = writeln!(o, "  endcase");
             let _ = write!(e, " + c_{q} * w_{j}_{q}");
         }
-        let _ = writeln!(o, "  wire signed [{}:0] sum_{j} = {e};", aw - 1);
-        let (y, _) = steps_wires(&mut o, &format!("sum_{j}"), layer.acc, &layer.post, j, &format!("y_{j}"));
-        ys.push(y);
+        ys.push(output_wires(&mut o, layer, "sum", j, &e));
     }
-    let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
+    let packed = packed_outputs(&ys, ow);
     let _ = writeln!(o, "  always @(posedge clk) begin");
     let _ = writeln!(o, "    if (rst) begin");
     let _ = writeln!(o, "      busy <= 1'b0;");

@@ -12,6 +12,11 @@ fn load(name: &str, opts: &DataOptions) -> Splits {
     load_dataset(name, opts).unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
+/// The message of loading data set `name` from `dir`, which must fail ("" when it loads).
+fn load_error(name: &str, dir: &Path) -> String {
+    load_dataset(name, &DataOptions { data_dir: Some(dir.to_path_buf()) }).err().map(|e| e.to_string()).unwrap_or_default()
+}
+
 fn sizes(s: &Splits) -> (usize, usize, usize) {
     (s.train.len(), s.val.len(), s.test.len())
 }
@@ -100,7 +105,7 @@ fn mnist_full_training_set_uses_official_split() {
 
     // Training images without their labels: the error names the labels file.
     std::fs::remove_file(m.join("train-labels-idx1-ubyte.gz")).unwrap_or_else(|e| panic!("{e}"));
-    let e = load_dataset("mnist", &DataOptions { data_dir: Some(dir.clone()) }).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = load_error("mnist", &dir);
     assert!(e.contains("train-labels-idx1-ubyte[.gz]"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -122,12 +127,12 @@ fn damaged_idx_files_name_the_file() {
     for (img, lab, file, want) in cases {
         write(&dir.join("mnist/t10k-images-idx3-ubyte"), &img);
         write(&dir.join("mnist/t10k-labels-idx1-ubyte"), &lab);
-        let e = load_dataset("mnist", &DataOptions { data_dir: Some(dir.clone()) }).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = load_error("mnist", &dir);
         assert!(e.contains(file) && e.contains(want), "{e}");
     }
     write(&dir.join("mnist/t10k-labels-idx1-ubyte.gz"), b"not gzip");
     std::fs::remove_file(dir.join("mnist/t10k-labels-idx1-ubyte")).unwrap_or_else(|e| panic!("{e}"));
-    let e = load_dataset("mnist", &DataOptions { data_dir: Some(dir.clone()) }).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = load_error("mnist", &dir);
     assert!(e.contains("t10k-labels-idx1-ubyte.gz: bad gzip stream"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -187,7 +192,7 @@ fn cifar10_batches_from_the_real_record() {
     assert_eq!([t[0], t[2], t[1024 + 2], t[2048 + 3]], [want(0, 0), want(175, 0), want(166, 1), want(140, 2)]);
     // A record file of the wrong size is named in the error.
     write(&root.join("test_batch.bin"), &rec[..3000]);
-    let e = load_dataset("cifar10", &DataOptions { data_dir: Some(dir.clone()) }).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = load_error("cifar10", &dir);
     assert!(e.contains("test_batch.bin") && e.contains("3000 bytes"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -167,13 +167,13 @@ pub fn best_trials<'a>(trials: &'a [TrialRecord], objective: &Objective) -> Vec<
 }
 
 /// Shared progress of the workers.
-struct Board {
+struct Progress {
     complete: usize,
     /// Losses of the current best trials.
     front: Vec<Vec<f64>>,
 }
 
-impl Board {
+impl Progress {
     fn add(&mut self, losses: Vec<f64>) {
         if self.front.iter().any(|f| crate::pareto::dominates(f, &losses)) {
             return;
@@ -313,14 +313,7 @@ pub fn failed_outcome(reason: String) -> TrialOutcome {
 /// Step "record": the claimed trial as the store holds it once `outcome` is recorded.
 pub fn finished_record(trial: &TrialRecord, outcome: &TrialOutcome) -> TrialRecord {
     let mut rec = trial.clone();
-    rec.state = outcome.state;
-    rec.values = outcome.values.clone();
-    rec.software_metrics = outcome.software_metrics.clone();
-    rec.hardware_metrics = outcome.hardware_metrics.clone();
-    rec.scaled_metrics = outcome.scaled_metrics.clone();
-    rec.violation = outcome.violation;
-    rec.error = outcome.error.clone();
-    rec.complete_ms = Some(outcome.complete_ms);
+    rec.record_outcome(outcome);
     rec
 }
 
@@ -331,17 +324,17 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
     let (n_params, n_values) = (setup.space.params().len(), setup.objective.directions().len());
     let (stored, interrupted) = open_trials(storage, &setup.name, &spec, mode, n_params, n_values)?;
-    let mut board = Board { complete: 0, front: Vec::new() };
+    let mut progress = Progress { complete: 0, front: Vec::new() };
     for t in stored {
         if t.state == TrialState::Complete {
-            board.complete += 1;
+            progress.complete += 1;
         }
         if t.is_feasible_complete() {
-            board.add(setup.objective.losses(t.values.as_deref().unwrap_or(&[])));
+            progress.add(setup.objective.losses(t.values.as_deref().unwrap_or(&[])));
         }
     }
     let storage = Mutex::new(storage);
-    let board = Mutex::new(board);
+    let progress = Mutex::new(progress);
     let abort = AtomicBool::new(false);
     let exhausted = AtomicBool::new(false);
     let timed_out = AtomicBool::new(false);
@@ -437,7 +430,7 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
                 break;
             }
             let (complete, best) = {
-                let mut b = board.lock().unwrap_or_else(|p| p.into_inner());
+                let mut b = progress.lock().unwrap_or_else(|p| p.into_inner());
                 b.complete += 1;
                 if rec.is_feasible_complete() {
                     b.add(setup.objective.losses(rec.values.as_deref().unwrap_or(&[])));
@@ -474,7 +467,7 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
         }
         // Ends the heartbeats when the workers are done, and also when a worker on this thread
         // panics: the scope would otherwise wait for the heartbeat thread forever.
-        let _done = Done(&done);
+        let _done = WorkersDoneGuard(&done);
         if setup.n_jobs <= 1 {
             worker();
         } else {
@@ -503,9 +496,9 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
 
 /// Sets the workers-done flag and wakes the heartbeat thread when dropped, whether the workers
 /// returned or one of them is unwinding from a panic.
-struct Done<'a>(&'a (Mutex<bool>, Condvar));
+struct WorkersDoneGuard<'a>(&'a (Mutex<bool>, Condvar));
 
-impl Drop for Done<'_> {
+impl Drop for WorkersDoneGuard<'_> {
     fn drop(&mut self) {
         let (lock, signal) = self.0;
         *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;

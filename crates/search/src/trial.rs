@@ -71,6 +71,18 @@ pub struct TrialRecord {
 }
 
 impl TrialRecord {
+    /// Writes `outcome` (state, values, metrics, violation, error, end time) into the record.
+    pub fn record_outcome(&mut self, outcome: &TrialOutcome) {
+        self.state = outcome.state;
+        self.values = outcome.values.clone();
+        self.software_metrics = outcome.software_metrics.clone();
+        self.hardware_metrics = outcome.hardware_metrics.clone();
+        self.scaled_metrics = outcome.scaled_metrics.clone();
+        self.violation = outcome.violation;
+        self.error = outcome.error.clone();
+        self.complete_ms = Some(outcome.complete_ms);
+    }
+
     /// A trial that has just been claimed.
     pub fn running(number: u64, point: Vec<f64>, config: Value, system_attrs: Map<String, Value>) -> TrialRecord {
         TrialRecord {

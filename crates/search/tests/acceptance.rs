@@ -7,33 +7,10 @@ use mase_search::pareto::dominates;
 use mase_search::storage::OpenMode;
 use mase_search::{
     best_trials, build_runners, build_sampler, run_study, Direction, MemoryStorage, ParamKind, Runner, SearchConfig, Silent, SqliteStorage,
-    StopReason, StudySetup, TrialState,
+    StopReason, TrialState,
 };
 use serde_json::{json, Value};
 use std::collections::HashSet;
-
-fn setup<'a>(
-    space: &'a dyn mase_search::SearchSpace,
-    sampler: &'a dyn mase_search::Sampler,
-    objective: &'a Objective,
-    runners: &'a [Box<dyn Runner>],
-    n_trials: usize,
-    seed: u64,
-) -> StudySetup<'a> {
-    StudySetup {
-        name: "t".into(),
-        space,
-        sampler,
-        objective,
-        runners,
-        n_trials,
-        n_jobs: 1,
-        timeout: None,
-        seed,
-        threads: 1,
-        liveness: Default::default(),
-    }
-}
 
 #[test]
 fn brute_force_enumerates_the_lab_space_exactly_once_and_stops() {
@@ -57,11 +34,7 @@ fn brute_force_enumerates_the_lab_space_exactly_once_and_stops() {
             "seq_blocks_3/config/name"
         ]
     );
-    let sampler = build_sampler("brute", &Value::Null).unwrap();
-    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
-    let mut store = MemoryStorage::new();
-    let out = run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 20, 42), &mut store, OpenMode::Fresh, &Silent)
-        .unwrap();
+    let out = brute_force("t", space.as_ref(), &cfg, &Value::Null, splits, 20, 42);
     assert_eq!(out.stop, StopReason::Exhausted);
     assert_eq!(out.trials.len(), 18, "n_trials = 20 but the space has 18 points");
     let points: HashSet<Vec<u64>> = out.trials.iter().map(|t| t.point.iter().map(|&x| x as u64).collect()).collect();
@@ -98,7 +71,8 @@ fn trials_to_optimum(sampler: &str, seed: u64, cap: usize) -> usize {
     );
     let s = build_sampler(sampler, &Value::Null).unwrap();
     let mut store = MemoryStorage::new();
-    let out = run_study(&setup(&space, s.as_ref(), &objective, &runners, cap, seed), &mut store, OpenMode::Fresh, &Silent).unwrap();
+    let out = run_study(&one_thread_setup("t", &space, s.as_ref(), &objective, &runners, cap, seed), &mut store, OpenMode::Fresh, &Silent)
+        .unwrap();
     out.trials.iter().position(|t| t.values.as_ref().unwrap()[0] == 0.0).map_or(cap, |i| i + 1)
 }
 
@@ -128,7 +102,7 @@ fn same_seed_same_study_and_parallel_jobs_finish_the_budget() {
     for name in ["tpe", "random", "nsgaii", "qmc", "brute"] {
         let s = build_sampler(name, &json!(if name == "nsgaii" { json!({"population_size": 8}) } else { Value::Null })).unwrap();
         let run = |jobs: usize| {
-            let mut st = setup(&space, s.as_ref(), &objective, &runners, 30, 7);
+            let mut st = one_thread_setup("t", &space, s.as_ref(), &objective, &runners, 30, 7);
             st.n_jobs = jobs;
             let mut store = MemoryStorage::new();
             run_study(&st, &mut store, OpenMode::Fresh, &Silent).unwrap().trials
@@ -191,8 +165,13 @@ fn multi_objective_tfc_on_mnist_gives_a_pareto_front_and_plots() {
     let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
     let dir = scratch("pareto");
     let mut store = SqliteStorage::open(&dir.join("study.db")).unwrap();
-    let out =
-        run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 24, 3), &mut store, OpenMode::Fresh, &Silent).unwrap();
+    let out = run_study(
+        &one_thread_setup("t", space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 24, 3),
+        &mut store,
+        OpenMode::Fresh,
+        &Silent,
+    )
+    .unwrap();
     assert_eq!(out.trials.len(), 24);
     let best = best_trials(&out.trials, &cfg.objective);
     assert!(!best.is_empty());
@@ -235,7 +214,7 @@ fn a_killed_study_resumes_from_sqlite() {
     let s = build_sampler("brute", &Value::Null).unwrap();
     {
         let mut store = SqliteStorage::open(&db).unwrap();
-        run_study(&setup(&space, s.as_ref(), &objective, &runners, 6, 1), &mut store, OpenMode::Fresh, &Silent).unwrap();
+        run_study(&one_thread_setup("t", &space, s.as_ref(), &objective, &runners, 6, 1), &mut store, OpenMode::Fresh, &Silent).unwrap();
         // A trial claimed by a process that then died: it stays RUNNING in the file.
         use mase_search::storage::{Claim, Storage};
         store
@@ -245,7 +224,8 @@ fn a_killed_study_resumes_from_sqlite() {
             .unwrap();
     }
     let mut store = SqliteStorage::open(&db).unwrap();
-    let out = run_study(&setup(&space, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent).unwrap();
+    let out =
+        run_study(&one_thread_setup("t", &space, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent).unwrap();
     assert_eq!(out.interrupted, 1);
     let complete: Vec<_> = out.trials.iter().filter(|t| t.state == TrialState::Complete).collect();
     assert_eq!(complete.len(), 25, "the 5 x 5 grid, each point once");
@@ -254,8 +234,9 @@ fn a_killed_study_resumes_from_sqlite() {
     assert_eq!(out.trials.iter().filter(|t| t.state == TrialState::Fail).count(), 1);
     // Resuming with another space is refused with the study named.
     let other = PointGrid(Grid::new(3, 5));
-    let e =
-        run_study(&setup(&other, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent).unwrap_err().to_string();
+    let e = run_study(&one_thread_setup("t", &other, s.as_ref(), &objective, &runners, 25, 1), &mut store, OpenMode::Resume, &Silent)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("study `t`") && e.contains("space") && !e.contains('\n'), "{e}");
 }
 
@@ -332,11 +313,7 @@ fn lab3_tied_pairs_are_16_points_and_brute_force_runs_exactly_16_trials() {
         ]
     );
     assert_eq!(space.params()[2].values, Some(LAB3_PAIRS.iter().map(|&(w, f)| json!([w, f])).collect()));
-    let sampler = build_sampler("brute", &cfg.sampler_options).unwrap();
-    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
-    let mut store = MemoryStorage::new();
-    let out = run_study(&setup(space.as_ref(), sampler.as_ref(), &cfg.objective, &runners, 20, 42), &mut store, OpenMode::Fresh, &Silent)
-        .unwrap();
+    let out = brute_force("t", space.as_ref(), &cfg, &cfg.sampler_options, splits, 20, 42);
     assert_eq!(out.stop, StopReason::Exhausted);
     assert_eq!(out.trials.len(), 16, "n_trials = 20 but the space has 4 x 4 points");
     assert!(out.trials.iter().all(|t| t.state == TrialState::Complete));
@@ -386,7 +363,9 @@ fn every_sampler_proposes_tuple_choices_and_repeats_itself_with_the_same_seed() 
         let s = build_sampler(name, &options).unwrap();
         let run = || {
             let mut store = MemoryStorage::new();
-            run_study(&setup(space.as_ref(), s.as_ref(), &objective, &runners, 12, 5), &mut store, OpenMode::Fresh, &Silent).unwrap().trials
+            run_study(&one_thread_setup("t", space.as_ref(), s.as_ref(), &objective, &runners, 12, 5), &mut store, OpenMode::Fresh, &Silent)
+                .unwrap()
+                .trials
         };
         let (a, b) = (run(), run());
         assert_eq!(a.len(), 12, "{name}");

@@ -7,8 +7,8 @@ use common::*;
 use mase_search::objective::{MetricSpec, Objective};
 use mase_search::runner::RunContext;
 use mase_search::{
-    build_sampler, run_study, AskTell, AskTellParts, Direction, Liveness, MemoryStorage, OpenMode, ParamDef, ParamKind, Runner,
-    SearchError, SearchSpace, Silent, StudySetup, Told, TrialState,
+    build_sampler, run_study, AskTell, AskTellParts, Direction, MemoryStorage, OpenMode, ParamDef, ParamKind, Runner, SearchError,
+    SearchSpace, Silent, Told, TrialState,
 };
 use serde_json::Value;
 
@@ -44,19 +44,7 @@ fn ask_tell_gives_the_trials_of_run_study() {
         let s = build_sampler(sampler, &Value::Null).unwrap();
         let obj = objective();
         let runners: Vec<Box<dyn Runner>> = vec![Box::new(quadratic())];
-        let setup = StudySetup {
-            name: "s".into(),
-            space: &space,
-            sampler: s.as_ref(),
-            objective: &obj,
-            runners: &runners,
-            n_trials: n,
-            n_jobs: 1,
-            timeout: None,
-            seed,
-            threads: 1,
-            liveness: Liveness::default(),
-        };
+        let setup = one_thread_setup("s", &space, s.as_ref(), &obj, &runners, n, seed);
         let looped = run_study(&setup, &mut MemoryStorage::new(), OpenMode::Fresh, &Silent).unwrap().trials;
 
         let mut study = AskTell::open(parts(sampler, seed), Box::new(MemoryStorage::new()), OpenMode::Fresh).unwrap();

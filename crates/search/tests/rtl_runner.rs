@@ -8,8 +8,7 @@ use mase_hw::{cost, lower, LowerOptions};
 use mase_ir::{Graph, Op, Rng};
 use mase_search::runner::RunContext;
 use mase_search::space::{BaseModel, Candidate, REUSE_FACTOR};
-use mase_search::storage::OpenMode;
-use mase_search::{build_runners, build_sampler, run_study, MemoryStorage, Quantizer, SearchConfig, Silent, StopReason, StudySetup};
+use mase_search::{build_runners, Quantizer, SearchConfig, StopReason};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -36,22 +35,7 @@ fn every_trial_reports_the_cost_model_of_its_sampled_formats_and_reuse_factor() 
             "relu/config/name"
         ]
     );
-    let sampler = build_sampler("brute", &Value::Null).unwrap();
-    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
-    let setup = StudySetup {
-        name: "rtl".into(),
-        space: space.as_ref(),
-        sampler: sampler.as_ref(),
-        objective: &cfg.objective,
-        runners: &runners,
-        n_trials: 60,
-        n_jobs: 1,
-        timeout: None,
-        seed: 1,
-        threads: 1,
-        liveness: Default::default(),
-    };
-    let out = run_study(&setup, &mut MemoryStorage::new(), OpenMode::Fresh, &Silent).unwrap();
+    let out = brute_force("rtl", space.as_ref(), &cfg, &Value::Null, splits, 60, 1);
     // 3 data_in pairs x 3 weight pairs x 5 reuse factors, each once.
     assert_eq!((out.stop, out.trials.len()), (StopReason::Exhausted, 45));
     let mut reuses = BTreeSet::new();

@@ -28,20 +28,6 @@ fn minimize_f() -> Objective {
     Objective::new(vec![MetricSpec { name: "f".into(), scale: 1.0, direction: Direction::Minimize }], Some(Direction::Minimize), vec![])
 }
 
-#[allow(clippy::too_many_arguments)]
-fn setup<'a>(
-    name: &str,
-    space: &'a dyn mase_search::SearchSpace,
-    sampler: &'a dyn mase_search::Sampler,
-    objective: &'a Objective,
-    runners: &'a [Box<dyn Runner>],
-    n_trials: usize,
-    seed: u64,
-    liveness: Liveness,
-) -> StudySetup<'a> {
-    StudySetup { name: name.into(), space, sampler, objective, runners, n_trials, n_jobs: 1, timeout: None, seed, threads: 1, liveness }
-}
-
 fn claim_point(st: &mut dyn Storage, study: &str, point: &[f64]) -> TrialRecord {
     st.claim(study, None, &mut |trials, number| {
         assert_eq!(number, trials.last().map_or(0, |t| t.number + 1), "the next free number");
@@ -155,7 +141,7 @@ fn four_worker_threads_share_a_brute_force_study_without_repeats() {
     let sampler = build_sampler("brute", &Value::Null).unwrap();
     for b in Backend::all("threads") {
         let name = unique_study("threads");
-        let s = setup(&name, &space, sampler.as_ref(), &objective, &runners, 100, 1, Liveness::default());
+        let s = one_thread_setup(&name, &space, sampler.as_ref(), &objective, &runners, 100, 1);
         let stops: Vec<StopReason> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
@@ -191,7 +177,7 @@ fn the_point_of_a_vanished_worker_is_requeued_and_finished() {
         let mut dead = b.open();
         dead.open_study(&name, &study_spec(&space, &objective, "brute", 1), OpenMode::Fresh).unwrap();
         claim_point(dead.as_mut(), &name, &[0.0, 0.0]);
-        let s = setup(&name, &space, sampler.as_ref(), &objective, &runners, 100, 1, liveness);
+        let s = StudySetup { liveness, ..one_thread_setup(&name, &space, sampler.as_ref(), &objective, &runners, 100, 1) };
         let out = run_study(&s, b.open().as_mut(), OpenMode::Join, &Silent).unwrap();
         assert_eq!(out.stop, StopReason::Exhausted);
         let t = &out.trials;
@@ -218,7 +204,7 @@ fn tpe_best(b: &Backend, seed: u64, workers: usize, budget: usize) -> f64 {
     let objective = minimize_f();
     let sampler = build_sampler("tpe", &Value::Null).unwrap();
     let name = unique_study(&format!("tpe{workers}-{seed}"));
-    let s = setup(&name, &space, sampler.as_ref(), &objective, &runners, budget, seed, Liveness::default());
+    let s = one_thread_setup(&name, &space, sampler.as_ref(), &objective, &runners, budget, seed);
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| run_study(&s, b.open().as_mut(), OpenMode::Join, &Silent).unwrap());
@@ -349,14 +335,14 @@ fn damaged_trial_rows_are_one_error_line() {
     for (change, want) in cases {
         let name = unique_study("damaged");
         run_study(
-            &setup(&name, &space, sampler.as_ref(), &objective, &runners, 12, 1, Liveness::default()),
+            &one_thread_setup(&name, &space, sampler.as_ref(), &objective, &runners, 12, 1),
             b.open().as_mut(),
             OpenMode::Fresh,
             &Silent,
         )
         .unwrap();
         rusqlite::Connection::open(&path).unwrap().execute_batch(change).unwrap();
-        let more = setup(&name, &space, sampler.as_ref(), &objective, &runners, 14, 1, Liveness::default());
+        let more = one_thread_setup(&name, &space, sampler.as_ref(), &objective, &runners, 14, 1);
         let e = run_study(&more, b.open().as_mut(), OpenMode::Resume, &Silent).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains(&format!("study `{name}`")) && e.contains(want) && !e.contains('\n'), "{change}: {e}");
     }

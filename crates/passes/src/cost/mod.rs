@@ -48,11 +48,16 @@ fn fmt_count(x: f64) -> String {
     }
 }
 
+/// The batch the counts are for: `batch_size`, at least 1 (1 when not given).
+fn batch_size(args: &CostArgs) -> u64 {
+    args.batch_size.unwrap_or(1).max(1) as u64
+}
+
 /// `flops`: forward and backward FLOPs, parameters and memory traffic.
 pub fn flops(graph: &mut Graph, ctx: &mut PassContext, args: &CostArgs) -> Result<PassReport> {
     const PASS: &str = "flops";
     let costs = graph_costs(PASS, graph, ctx)?;
-    let b = args.batch_size.unwrap_or(1).max(1) as u64;
+    let b = batch_size(args);
     let mut t = Table::new(["Node name", "Mase op", "FLOPs", "Backward FLOPs", "Params", "Buffers", "In elements", "Out elements"]);
     let mut nodes = Vec::new();
     let (mut f, mut bf, mut p, mut bu, mut ie, mut oe) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
@@ -95,7 +100,7 @@ pub fn flops(graph: &mut Graph, ctx: &mut PassContext, args: &CostArgs) -> Resul
 pub fn bitops(graph: &mut Graph, ctx: &mut PassContext, args: &CostArgs) -> Result<PassReport> {
     const PASS: &str = "bitops";
     let costs = graph_costs(PASS, graph, ctx)?;
-    let b = args.batch_size.unwrap_or(1).max(1) as f64;
+    let b = batch_size(args) as f64;
     let mut t = Table::new(["Node name", "Mase op", "Data in bits", "Weight bits", "BitOPs", "In bits", "Out bits", "Param bits"]);
     let mut nodes = Vec::new();
     let (mut bo, mut ib, mut ob, mut pb, mut wsum, mut wn, mut dsum, mut dn) = (0f64, 0f64, 0f64, 0f64, 0f64, 0f64, 0f64, 0f64);

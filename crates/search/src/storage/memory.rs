@@ -91,14 +91,7 @@ impl Storage for MemoryStorage {
         if t.state != TrialState::Running {
             return Err(SearchError::NotRunning { study: study.into(), trial: number, state: t.state.as_str().into() });
         }
-        t.state = o.state;
-        t.values = o.values.clone();
-        t.software_metrics = o.software_metrics.clone();
-        t.hardware_metrics = o.hardware_metrics.clone();
-        t.scaled_metrics = o.scaled_metrics.clone();
-        t.violation = o.violation;
-        t.error = o.error.clone();
-        t.complete_ms = Some(o.complete_ms);
+        t.record_outcome(o);
         s.heartbeats.remove(&number);
         Ok(())
     }

@@ -3,9 +3,14 @@
 
 use mase_io::{DataOptions, Splits};
 use mase_ir::{Graph, Rng};
+use mase_search::objective::Objective;
 use mase_search::runner::{RunContext, Stage};
 use mase_search::space::{BaseModel, Candidate, SpaceInputs};
-use mase_search::{build_space, Metrics, ParamDef, ParamKind, Result, Runner, RunnerEnv, SearchSpace};
+use mase_search::storage::OpenMode;
+use mase_search::{
+    build_runners, build_sampler, build_space, run_study, MemoryStorage, Metrics, ParamDef, ParamKind, Result, Runner, RunnerEnv, Sampler,
+    SearchConfig, SearchSpace, Silent, StudyOutcome, StudySetup,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +18,48 @@ use std::time::Duration;
 
 mod postgres_server;
 pub use postgres_server::postgres_url;
+
+/// A study named `name` of `n_trials` trials on one worker thread, default liveness, no timeout.
+pub fn one_thread_setup<'a>(
+    name: &str,
+    space: &'a dyn SearchSpace,
+    sampler: &'a dyn Sampler,
+    objective: &'a Objective,
+    runners: &'a [Box<dyn Runner>],
+    n_trials: usize,
+    seed: u64,
+) -> StudySetup<'a> {
+    StudySetup {
+        name: name.into(),
+        space,
+        sampler,
+        objective,
+        runners,
+        n_trials,
+        n_jobs: 1,
+        timeout: None,
+        seed,
+        threads: 1,
+        liveness: Default::default(),
+    }
+}
+
+/// A study `name` of `n_trials` trials of brute force (with `options`) over `space`, measured by
+/// the runners and objective of `cfg` on `splits`, in memory, on one worker thread.
+pub fn brute_force(
+    name: &str,
+    space: &dyn SearchSpace,
+    cfg: &SearchConfig,
+    options: &Value,
+    splits: Splits,
+    n_trials: usize,
+    seed: u64,
+) -> StudyOutcome {
+    let sampler = build_sampler("brute", options).unwrap();
+    let runners = build_runners(&cfg.sw_runners, &cfg.hw_runners, &env(splits)).unwrap();
+    let setup = one_thread_setup(name, space, sampler.as_ref(), &cfg.objective, &runners, n_trials, seed);
+    run_study(&setup, &mut MemoryStorage::new(), OpenMode::Fresh, &Silent).unwrap()
+}
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")

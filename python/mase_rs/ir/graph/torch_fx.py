@@ -285,32 +285,25 @@ def _dropout(call):
 
 
 def _fn_pool(kind, dims):
+    """`F.max_poolNd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)` or
+    `F.avg_poolNd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`."""
+
     def op(call):
         c = call
+        window = (c.get(1, "kernel_size"), c.get(2, "stride"), c.get(3, "padding", 0))
         if kind == "max":
-            spec = _pool(
-                "max",
-                dims,
-                c.get(1, "kernel_size"),
-                c.get(2, "stride"),
-                c.get(3, "padding", 0),
-                c.get(4, "dilation", 1),
-                c.get(5, "ceil_mode", False),
-                return_indices=c.get(6, "return_indices", False),
-            )
+            rest = {
+                "dilation": c.get(4, "dilation", 1),
+                "ceil_mode": c.get(5, "ceil_mode", False),
+                "return_indices": c.get(6, "return_indices", False),
+            }
         else:
-            spec = _pool(
-                "avg",
-                dims,
-                c.get(1, "kernel_size"),
-                c.get(2, "stride"),
-                c.get(3, "padding", 0),
-                1,
-                c.get(4, "ceil_mode", False),
-                c.get(5, "count_include_pad", True),
-                c.get(6, "divisor_override"),
-            )
-        return spec, [c.get(0, "input")]
+            rest = {
+                "ceil_mode": c.get(4, "ceil_mode", False),
+                "count_include_pad": c.get(5, "count_include_pad", True),
+                "divisor_override": c.get(6, "divisor_override"),
+            }
+        return _pool(kind, dims, *window, **rest), [c.get(0, "input")]
 
     return op
 
