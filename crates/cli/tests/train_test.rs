@@ -41,22 +41,8 @@ fn digits_with_small_mlp_reaches_93_percent() {
 fn same_seed_same_bits() {
     let dir = scratch("seed");
     let run = |p: &str, seed: &str| {
-        let args = [
-            "train",
-            "toy",
-            "toy_tiny",
-            "--max-epochs",
-            "2",
-            "--batch-size",
-            "512",
-            "--learning-rate",
-            "1e-2",
-            "--seed",
-            seed,
-            "--project",
-            p,
-        ];
-        ch_json(&args, &dir);
+        let args = format!("train toy toy_tiny --max-epochs 2 --batch-size 512 --learning-rate 1e-2 --seed {seed} --project {p}");
+        ch_json(&args.split_whitespace().collect::<Vec<_>>(), &dir);
         let ck = mase_io::load_checkpoint(&dir.join(format!("mase_output/{p}/software/training_ckpts/last.ckpt"))).unwrap();
         ck.params
     };
@@ -72,22 +58,9 @@ fn same_seed_same_bits() {
 fn accumulated_gradients_step_once_per_group_and_at_the_epoch_end() {
     let dir = scratch("accumulate");
     let run = |p: &str, k: &str| {
-        let args = [
-            "train",
-            "mlp",
-            "digits",
-            "--max-epochs",
-            "2",
-            "--batch-size",
-            "64",
-            "--learning-rate",
-            "3e-3",
-            "--project",
-            p,
-            "--accumulate-grad-batches",
-            k,
-        ];
-        ch_json(&args, &dir)
+        let args =
+            format!("train mlp digits --max-epochs 2 --batch-size 64 --learning-rate 3e-3 --project {p} --accumulate-grad-batches {k}");
+        ch_json(&args.split_whitespace().collect::<Vec<_>>(), &dir)
     };
     let (one, three) = (run("k1", "1"), run("k3", "3"));
     let batches = one["global_step"].as_u64().unwrap() / 2;

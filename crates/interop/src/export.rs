@@ -5,11 +5,7 @@
 //! parameters keep their state-dict names, so importing an exported file gives back the same
 //! module paths, node names and parameter names.
 
-use crate::onnx::proto::{
-    tensor_shape_proto::{dimension::Value as DV, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
-};
+use crate::onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
 use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
 use crate::{InteropError, Result};
@@ -57,27 +53,6 @@ fn a_float(name: &str, v: f32) -> AttributeProto {
 
 fn a_ints(name: &str, v: &[usize]) -> AttributeProto {
     AttributeProto { name: name.into(), ints: v.iter().map(|&x| x as i64).collect(), r#type: 7, ..Default::default() }
-}
-
-fn value_info(name: &str, dims: &[Option<usize>]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|d| Dimension {
-            value: Some(match d {
-                Some(v) => DV::DimValue(*v as i64),
-                None => DV::DimParam("batch".into()),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: 1, shape: Some(TensorShapeProto { dim }) })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 /// Per-sample input shape: the option, the input's metadata, or the first layer's width.
@@ -449,13 +424,13 @@ pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
     let mut inputs = Vec::new();
     for id in graph.ids() {
         if graph.node(id).kind == NodeKind::Placeholder {
-            inputs.push(value_info(&graph.node(id).name, &ex.dims(id)));
+            inputs.push(crate::onnx::float_value_info(&graph.node(id).name, &ex.dims(id)));
         }
         ex.node(id)?;
     }
     let out = graph.output_node()?;
     let src = graph.node(out).inputs[0];
-    let output = value_info(&ex.names[src.0], &ex.dims(src));
+    let output = crate::onnx::float_value_info(&ex.names[src.0], &ex.dims(src));
     let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: EXPORT_OPSET }];
     if ex.used_qonnx {
         opset_import.push(OperatorSetIdProto { domain: QONNX_DOMAIN.into(), version: 1 });

@@ -2,11 +2,7 @@
 //! unbounded memory: each must give one error line that names what is wrong. The mutation test
 //! (`mutation.rs`) damages real files at random; these cases are too structured for it to find.
 
-use mase_interop::onnx::proto::{
-    tensor_shape_proto::{dimension::Value as DV, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
-};
+use mase_interop::onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto};
 use mase_interop::{import_model, ImportOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -15,18 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A float value of shape `[batch, width]` (the batch symbolic).
 fn value(name: &str, width: i64) -> ValueInfoProto {
-    let dim = vec![
-        Dimension { value: Some(DV::DimParam("N".into())), ..Default::default() },
-        Dimension { value: Some(DV::DimValue(width)), ..Default::default() },
-    ];
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: 1, shape: Some(TensorShapeProto { dim }) })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    mase_interop::onnx::float_value_info(name, &[None, Some(width as usize)])
 }
 
 fn node(name: &str, op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>) -> NodeProto {

@@ -76,27 +76,32 @@ fn parts(a: f32) -> (i64, u32) {
 /// `floor(log2(a))` of a non-negative, non-NaN `a`; [`LOG2_ZERO`] for 0 and [`LOG2_INF`] for inf.
 #[inline(always)]
 pub fn floor_log2(a: f32) -> i64 {
-    if a == 0.0 {
-        return LOG2_ZERO;
+    match log2_floor_exact(a) {
+        Ok((floor, _)) => floor,
+        Err(special) => special,
     }
-    if a == f32::INFINITY {
-        return LOG2_INF;
-    }
-    let (p, m) = parts(a.abs());
-    p + (31 - m.leading_zeros() as i64)
 }
 
 /// `ceil(log2(a))` of a non-negative, non-NaN `a`; [`LOG2_ZERO`] for 0 and [`LOG2_INF`] for inf.
 #[inline(always)]
 pub fn ceil_log2(a: f32) -> i64 {
+    match log2_floor_exact(a) {
+        Ok((floor, exact)) => floor + i64::from(!exact),
+        Err(special) => special,
+    }
+}
+
+/// `floor(log2(a))` and whether `a` is a power of two, or the special value of 0 and inf.
+#[inline(always)]
+fn log2_floor_exact(a: f32) -> Result<(i64, bool), i64> {
     if a == 0.0 {
-        return LOG2_ZERO;
+        return Err(LOG2_ZERO);
     }
     if a == f32::INFINITY {
-        return LOG2_INF;
+        return Err(LOG2_INF);
     }
     let (p, m) = parts(a.abs());
-    p + (31 - m.leading_zeros() as i64) + i64::from(!m.is_power_of_two())
+    Ok((p + (31 - m.leading_zeros() as i64), m.is_power_of_two()))
 }
 
 /// `round(log2(a))` of a non-negative, non-NaN `a` (ties cannot happen: `log2` of a float is

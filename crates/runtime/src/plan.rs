@@ -118,8 +118,8 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Gelu { tanh } => act(if *tanh { ActKind::GeluTanh } else { ActKind::Gelu }),
         Op::Softmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), false)),
         Op::LogSoftmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), true)),
-        Op::MaxPool1d(p) | Op::MaxPool2d(p) => NodeKernel::MaxPool(MaxPool::new(pool_geom(p))),
-        Op::AvgPool1d(p) | Op::AvgPool2d(p) => NodeKernel::AvgPool(AvgPool::new(pool_geom(p))),
+        Op::MaxPool1d(p) | Op::MaxPool2d(p) => NodeKernel::MaxPool(MaxPool { g: pool_geom(p) }),
+        Op::AvgPool1d(p) | Op::AvgPool2d(p) => NodeKernel::AvgPool(AvgPool { g: pool_geom(p) }),
         Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => NodeKernel::AdaptiveAvgPool(AdaptiveAvgPool::new(x, out)),
         Op::Transpose { dim0, dim1 } => {
             let mut perm: Vec<usize> = (0..x.len()).collect();

@@ -29,11 +29,16 @@ fn broadcast_offsets(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let own = strides(shape);
     let lead = out.len() - shape.len();
     let st: Vec<usize> = (0..out.len()).map(|d| if d < lead || shape[d - lead] == 1 { 0 } else { own[d - lead] }).collect();
+    strided_offsets(out, &st)
+}
+
+/// The offset `sum_d i_d * strides[d]` of every index `i` of the shape `out`, in row-major order.
+fn strided_offsets(out: &[usize], strides: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let mut offs = Vec::with_capacity(n);
     let mut idx = vec![0usize; out.len()];
     for _ in 0..n {
-        offs.push(idx.iter().zip(&st).map(|(i, s)| i * s).sum());
+        offs.push(idx.iter().zip(strides).map(|(i, s)| i * s).sum());
         for d in (0..out.len()).rev() {
             idx[d] += 1;
             if idx[d] < out[d] {
@@ -95,19 +100,7 @@ pub(crate) fn transpose(c: &Const, perm: &[usize]) -> Const {
     let st = strides(&c.shape);
     let out: Vec<usize> = perm.iter().map(|&p| c.shape[p]).collect();
     let src: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
-    let n: usize = out.iter().product();
-    let mut idx = vec![0usize; out.len()];
-    let mut offs = Vec::with_capacity(n);
-    for _ in 0..n {
-        offs.push(idx.iter().zip(&src).map(|(i, s)| i * s).sum());
-        for d in (0..out.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < out[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
+    let offs = strided_offsets(&out, &src);
     Const { shape: out, data: gather_by(&c.data, &offs), origin: c.origin.clone() }
 }
 

@@ -31,3 +31,28 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
 pub fn encode_model(m: &ModelProto) -> Vec<u8> {
     m.encode_to_vec()
 }
+
+/// A float tensor's `ValueInfoProto` (a graph input or output): a `None` dimension is the
+/// symbolic `batch`.
+pub fn float_value_info(name: &str, dims: &[Option<usize>]) -> proto::ValueInfoProto {
+    use proto::tensor_shape_proto::{dimension::Value as DV, Dimension};
+    use proto::{type_proto, TensorShapeProto, TypeProto};
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(v) => DV::DimValue(*v as i64),
+                None => DV::DimParam("batch".into()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    proto::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: 1, shape: Some(TensorShapeProto { dim }) })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

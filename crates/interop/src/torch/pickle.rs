@@ -73,6 +73,20 @@ enum Slot {
     Mark,
 }
 
+/// The memo key of a PUT/GET opcode: a decimal line (`p`, `g`), one byte (`q`, `h`), four bytes
+/// (`r`, `j`), or the memo's next slot (MEMOIZE).
+fn memo_key(r: &mut Reader<'_>, op: u8, memo_len: usize) -> Result<u64> {
+    match op {
+        b'p' | b'g' => {
+            let what = if op == b'p' { "bad PUT key" } else { "bad GET key" };
+            r.line()?.trim().parse::<u64>().map_err(|_| r.err(what))
+        }
+        b'q' | b'h' => Ok(r.u8()? as u64),
+        b'r' | b'j' => Ok(r.u32()? as u64),
+        _ => Ok(memo_len as u64),
+    }
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
@@ -359,18 +373,10 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
                 let s = r.line()?.trim().trim_matches(['\'', '"']).to_string();
                 m.push(&r, Value::Str(s))?
             }
-            b'T' | b'B' => {
-                let n = r.u32()? as usize;
-                let v = if op == b'T' {
-                    Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
-                } else {
-                    Value::Bytes(r.take(n)?.to_vec())
-                };
-                m.push(&r, v)?
-            }
-            b'U' | b'C' => {
-                let n = r.u8()? as usize;
-                let v = if op == b'U' {
+            // BINSTRING and BINBYTES (4-byte length), SHORT_BINSTRING and SHORT_BINBYTES (1 byte).
+            b'T' | b'B' | b'U' | b'C' => {
+                let n = if matches!(op, b'T' | b'B') { r.u32()? as usize } else { r.u8()? as usize };
+                let v = if matches!(op, b'T' | b'U') {
                     Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
                 } else {
                     Value::Bytes(r.take(n)?.to_vec())
@@ -455,32 +461,14 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
                 let l = m.top(&r)?;
                 m.append(&r, &l, vals)?;
             }
-            b'p' => {
-                let key = r.line()?.trim().parse::<u64>().map_err(|_| r.err("bad PUT key"))?;
+            // PUT, BINPUT, LONG_BINPUT, MEMOIZE.
+            b'p' | b'q' | b'r' | 0x94 => {
+                let key = memo_key(&mut r, op, m.memo.len())?;
                 m.memo_put(&r, key)?;
             }
-            b'q' => {
-                let key = r.u8()? as u64;
-                m.memo_put(&r, key)?;
-            }
-            b'r' => {
-                let key = r.u32()? as u64;
-                m.memo_put(&r, key)?;
-            }
-            0x94 => {
-                let key = m.memo.len() as u64;
-                m.memo_put(&r, key)?;
-            }
-            b'g' => {
-                let key = r.line()?.trim().parse::<u64>().map_err(|_| r.err("bad GET key"))?;
-                m.memo_get(&r, key)?;
-            }
-            b'h' => {
-                let key = r.u8()? as u64;
-                m.memo_get(&r, key)?;
-            }
-            b'j' => {
-                let key = r.u32()? as u64;
+            // GET, BINGET, LONG_BINGET.
+            b'g' | b'h' | b'j' => {
+                let key = memo_key(&mut r, op, m.memo.len())?;
                 m.memo_get(&r, key)?;
             }
             b'c' => {

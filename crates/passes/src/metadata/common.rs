@@ -189,42 +189,42 @@ fn implicit(graph: &Graph, id: NodeId) -> bool {
 /// `hardware.is_implicit`. Returns `(nodes_in, nodes_out, implicit nodes)`.
 pub(crate) fn io_nodes(graph: &Graph) -> (Vec<NodeId>, Vec<NodeId>, Vec<NodeId>) {
     let (mut nodes_in, mut nodes_out, mut marked) = (Vec::new(), Vec::new(), Vec::new());
-    let mut stack: Vec<NodeId> = graph.inputs();
-    marked.extend(stack.iter().copied());
+    let inputs = graph.inputs();
+    marked.extend(inputs.iter().copied());
+    walk_implicit(graph, inputs, |n| graph.users(n), &mut marked, &mut nodes_in);
+    if let Ok(out) = graph.output_node() {
+        // The output is marked already when only implicit nodes lie between it and the inputs.
+        if !marked.contains(&out) {
+            marked.push(out);
+        }
+        walk_implicit(graph, vec![out], |n| graph.node(n).inputs.clone(), &mut marked, &mut nodes_out);
+    }
+    nodes_in.sort();
+    nodes_out.sort();
+    (nodes_in, nodes_out, marked)
+}
+
+/// Walks from `stack` along `next` (users or inputs) through implicit nodes, marking each once,
+/// and collects the first non-implicit nodes it meets into `found`.
+fn walk_implicit(
+    graph: &Graph,
+    mut stack: Vec<NodeId>,
+    next: impl Fn(NodeId) -> Vec<NodeId>,
+    marked: &mut Vec<NodeId>,
+    found: &mut Vec<NodeId>,
+) {
     while let Some(n) = stack.pop() {
-        for u in graph.users(n) {
+        for u in next(n) {
             if implicit(graph, u) {
                 if !marked.contains(&u) {
                     marked.push(u);
                     stack.push(u);
                 }
-            } else if !nodes_in.contains(&u) {
-                nodes_in.push(u);
+            } else if !found.contains(&u) {
+                found.push(u);
             }
         }
     }
-    if let Ok(out) = graph.output_node() {
-        let mut stack = vec![out];
-        // The output is marked already when only implicit nodes lie between it and the inputs.
-        if !marked.contains(&out) {
-            marked.push(out);
-        }
-        while let Some(n) = stack.pop() {
-            for &u in &graph.node(n).inputs {
-                if implicit(graph, u) {
-                    if !marked.contains(&u) {
-                        marked.push(u);
-                        stack.push(u);
-                    }
-                } else if !nodes_out.contains(&u) {
-                    nodes_out.push(u);
-                }
-            }
-        }
-    }
-    nodes_in.sort();
-    nodes_out.sort();
-    (nodes_in, nodes_out, marked)
 }
 
 /// `graph.meta.common` (`nodes_in`, `nodes_out` and their data entries) and `is_implicit` marks.

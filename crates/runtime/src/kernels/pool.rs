@@ -85,6 +85,20 @@ impl PoolGeom {
     }
 
     /// Index within the plane of the first maximum of the window (NaN wins, as in PyTorch).
+    /// Calls `f(o, at)` for every output `o` of a plane with `at` the index of its window's
+    /// maximum in `xp` (the fast 2x2 path where it applies).
+    fn for_each_argmax(&self, xp: &[f32], mut f: impl FnMut(usize, usize)) {
+        if self.is_2x2() {
+            self.argmax_2x2(xp, f);
+            return;
+        }
+        for oy in 0..self.oh {
+            for ox in 0..self.ow {
+                f(oy * self.ow + ox, self.argmax(xp, oy, ox));
+            }
+        }
+    }
+
     fn argmax(&self, xp: &[f32], oy: usize, ox: usize) -> usize {
         let (rows, cols) = self.window(oy, ox);
         let mut best = f32::NEG_INFINITY;
@@ -108,13 +122,7 @@ impl PoolGeom {
 /// Max pooling. The argmax is found again in backward instead of stored, which costs one more
 /// scan of the windows and saves a buffer per node.
 pub(crate) struct MaxPool {
-    g: PoolGeom,
-}
-
-impl MaxPool {
-    pub fn new(g: PoolGeom) -> MaxPool {
-        MaxPool { g }
-    }
+    pub g: PoolGeom,
 }
 
 impl Kernel for MaxPool {
@@ -123,15 +131,7 @@ impl Kernel for MaxPool {
         let x = cx.input(0);
         for_each_chunk(cx.pool, x.len(), y, g.out_plane(), |p, yp| {
             let xp = &x[p * g.in_plane()..][..g.in_plane()];
-            if g.is_2x2() {
-                g.argmax_2x2(xp, |o, at| yp[o] = xp[at]);
-                return;
-            }
-            for oy in 0..g.oh {
-                for ox in 0..g.ow {
-                    yp[oy * g.ow + ox] = xp[g.argmax(xp, oy, ox)];
-                }
-            }
+            g.for_each_argmax(xp, |o, at| yp[o] = xp[at]);
         });
     }
 
@@ -142,28 +142,14 @@ impl Kernel for MaxPool {
         for_each_chunk(cx.pool, x.len(), dx, g.in_plane(), |p, dxp| {
             let xp = &x[p * g.in_plane()..][..g.in_plane()];
             let dyp = &dy[p * g.out_plane()..][..g.out_plane()];
-            if g.is_2x2() {
-                g.argmax_2x2(xp, |o, at| dxp[at] += dyp[o]);
-                return;
-            }
-            for oy in 0..g.oh {
-                for ox in 0..g.ow {
-                    dxp[g.argmax(xp, oy, ox)] += dyp[oy * g.ow + ox];
-                }
-            }
+            g.for_each_argmax(xp, |o, at| dxp[at] += dyp[o]);
         });
     }
 }
 
 /// Average pooling with `count_include_pad=True`: every window divides by the kernel area.
 pub(crate) struct AvgPool {
-    g: PoolGeom,
-}
-
-impl AvgPool {
-    pub fn new(g: PoolGeom) -> AvgPool {
-        AvgPool { g }
-    }
+    pub g: PoolGeom,
 }
 
 impl Kernel for AvgPool {
