@@ -337,3 +337,20 @@ fn the_reuse_factors_a_search_samples_are_emitted() {
     let line = ch_error(&["transform", "jsc-three-layer", "--config", bad.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
     assert_eq!(line, "error: pass `quantize`: bad arguments: `seq_blocks_0.hardware.reuse`: unknown key (expected one of: reuse_factor)");
 }
+
+/// `configs/tfc_int4_emit_verilog.toml` runs as its comment says: tfc's batch norms folded, its
+/// linears at 4 bits and the design written under the project's output folder, every layer
+/// folded by 16 (latency 4 x (16 + 1) cycles, one sample every 16).
+#[test]
+fn the_tfc_emit_config_writes_the_folded_design() {
+    let root = scratch("hw-tfc-config");
+    let cfg = repo_root().join("configs/tfc_int4_emit_verilog.toml");
+    let data = repo_root().join("data");
+    let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap()], &root);
+    let report = &tr["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap()["report"];
+    assert_eq!((report["latency_cycles"].as_u64(), report["initiation_interval"].as_u64()), (Some(68), Some(16)), "{report}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("mase_output/tfc/hardware/manifest.json")).unwrap()).unwrap();
+    assert_eq!((m["input"]["elements"].as_u64(), m["input"]["element_width"].as_u64()), (Some(784), Some(4)));
+    assert_eq!(m["layers"].as_array().unwrap().len(), 4, "three batch norms folded, four linear layers");
+}
