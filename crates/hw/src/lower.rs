@@ -42,9 +42,7 @@ pub fn metadata_reuse(graph: &Graph) -> Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
     for n in graph.nodes() {
         if let Some(v) = n.meta.hardware.get(REUSE_FACTOR) {
-            let r = v.as_u64().filter(|&r| r > 0).ok_or_else(|| HwError::Structure {
-                reason: format!("node `{}`: hardware.{REUSE_FACTOR} must be a positive integer, got {v}", n.name),
-            })?;
+            let r = v.as_u64().filter(|&r| r > 0).ok_or_else(|| HwError::ReuseMetadata { node: n.name.clone(), value: v.to_string() })?;
             out.push((n.name.clone(), r as usize));
         }
     }
