@@ -4,6 +4,7 @@
 mod actions;
 mod args;
 mod config;
+mod hw_pass;
 mod output;
 pub mod plugins;
 mod session;

@@ -184,3 +184,156 @@ fn models_with_batch_norms_are_folded_emitted_and_simulated_with_the_accuracy_of
     let line = ch_error(&["emit", "--load", best.to_str().unwrap(), "-o", root.join("bad").to_str().unwrap()], &root);
     assert!(line.starts_with("error: the graph is not integer end to end: seq_blocks_0 (batch_norm1d): not quantized;"), "{line}");
 }
+
+/// `emit_verilog` in a transform pipeline writes the folder `ch emit` writes from the saved
+/// checkpoint, byte for byte; its report has the keys `ch transform --list-passes --json` lists;
+/// bad keys are one-line errors.
+#[test]
+fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
+    let root = scratch("hw-emit-pass");
+    let data = jsc_dir(&root);
+    let d = data.to_str().unwrap();
+    let t = ch_json(&["train", "jsc-toy", "jsc", "--data-dir", d, "--max-epochs", "1", "--project", "toy"], &root);
+    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let base = std::fs::read_to_string(fold_config(&root, "jsc-toy", 8)).unwrap();
+    let write = |name: &str, emit: &str| {
+        let p = root.join(name);
+        std::fs::write(&p, format!("{base}[passes.emit_verilog]\n{emit}\n")).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    // One line per table: its keys, the folder it writes (relative to the project's output
+    // folder when no `output_dir`), and the `ch emit` flags that write the same design.
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("", "mase_output/fold8/hardware", &[]),
+        (
+            "output_dir = \"rtl_pass\"\nreuse = 2\nreuse_layer = { seq_blocks_2 = 16 }",
+            "rtl_pass",
+            &["--reuse", "2", "--reuse-layer", "seq_blocks_2=16"],
+        ),
+    ];
+    for (i, &(keys, dir, flags)) in cases.iter().enumerate() {
+        let cfg = write(&format!("emit{i}.toml"), keys);
+        let tr = ch_json(&["transform", "--config", &cfg, "--load", &best, "--data-dir", d], &root);
+        let step = tr["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap().clone();
+        let report = &step["report"];
+        let q = tr["checkpoint"].as_str().unwrap().to_string();
+        let out = root.join(format!("by_ch_emit{i}"));
+        let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
+        assert_eq!(report["latency_cycles"], e["manifest"]["latency_cycles"], "{keys}");
+        assert_eq!(report["estimate"], e["manifest"]["estimate"], "{keys}");
+        for f in ["rtl/mase_top.v", "rtl/mase_seq_blocks_2.v", "manifest.json", "design.json", "tb/tb.cpp"] {
+            let a = std::fs::read(root.join(dir).join(f)).unwrap_or_else(|e| panic!("{dir}/{f}: {e}"));
+            assert!(a == std::fs::read(out.join(f)).unwrap(), "{keys}: {f} differs from ch emit's");
+        }
+    }
+    // The folded design: its first layer, seq_blocks_2 (16 inputs), by 16; the others by 2.
+    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("rtl_pass/manifest.json")).unwrap()).unwrap();
+    let reuse: Vec<u64> = m["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
+    assert_eq!(reuse, [16, 2, 2]);
+    // The report's keys are those listed for the pass.
+    let list = ch_json(&["transform", "--list-passes"], &root);
+    let info = list["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap().clone();
+    let listed: Vec<&str> = info["report"].as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
+    let cfg = write("emit_json.toml", "");
+    let tr = ch_json(&["transform", "--config", &cfg, "--load", &best, "--data-dir", d], &root);
+    let report = tr["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap()["report"].clone();
+    let mut have: Vec<String> = Vec::new();
+    for (k, v) in report.as_object().unwrap() {
+        have.push(k.clone());
+        if let Some(o) = v.as_object() {
+            have.extend(o.keys().map(|s| format!("{k}.{s}")));
+        }
+        if let Some(first) = v.as_array().and_then(|a| a.first()).and_then(|x| x.as_object()) {
+            have.extend(first.keys().map(|s| format!("{k}[].{s}")));
+        }
+    }
+    have.sort();
+    let mut listed: Vec<String> = listed.into_iter().map(String::from).collect();
+    listed.sort();
+    assert_eq!(have, listed);
+    // Errors are one line naming the pass and the key.
+    let errors: &[(&str, &str)] = &[
+        (
+            "reuse_factor = 2",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`",
+        ),
+        ("reuse = 0", "error: pass `emit_verilog`: reuse: expected a positive integer, got 0"),
+        ("reuse_layer = { nope = 2 }", "error: pass `emit_verilog`: reuse_layer `nope=2`: the model has no node `nope`"),
+        ("reuse = 3", "error: pass `emit_verilog`: node `seq_blocks_2`: reuse factor 3 does not divide its 16 inputs per output"),
+    ];
+    for (i, &(keys, want)) in errors.iter().enumerate() {
+        let cfg = write(&format!("bad{i}.toml"), keys);
+        assert_eq!(ch_error(&["transform", "--config", &cfg, "--load", &best, "--data-dir", d], &root), want, "{keys}");
+    }
+}
+
+/// A hardware search's `best.json` to RTL: its `sampled_config` under `[passes.quantize]` (by
+/// name, `null` formats as "NA") sets each layer's formats and, from the `hardware` tables, its
+/// reuse factor in the node's metadata, which `emit_verilog` (and `ch emit`) build.
+#[test]
+fn the_reuse_factors_a_search_samples_are_emitted() {
+    let root = scratch("hw-search-emit");
+    let data = jsc_dir(&root);
+    let d = data.to_str().unwrap();
+    let t = ch_json(&["train", "jsc-three-layer", "jsc", "--data-dir", d, "--max-epochs", "2", "--project", "hw"], &root);
+    let best = t["best_checkpoint"].as_str().unwrap().to_string();
+    let cfg = repo_root().join("configs/jsc_three_layer_hw_search.toml");
+    ch_json(&["search", "--config", cfg.to_str().unwrap(), "--data-dir", d, "--load", &best], &root);
+    let dir = root.join("mase_output/jsc_three_layer_hw_search/software/search_ckpts");
+    let front: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+    for (i, trial) in front.as_object().unwrap().values().enumerate() {
+        let mut sampled = trial["sampled_config"].clone();
+        // TOML has no null: MASE's `None` format is "NA".
+        for entry in sampled.as_object_mut().unwrap().values_mut() {
+            if entry["config"]["name"].is_null() {
+                entry["config"]["name"] = "NA".into();
+            }
+        }
+        sampled["by"] = "name".into();
+        let table = serde_json::json!({"passes": {"quantize": sampled, "emit_verilog": {"output_dir": format!("rtl{i}")}}});
+        let text: toml::Value = serde_json::from_value(table).unwrap();
+        let path = root.join(format!("best{i}.toml"));
+        std::fs::write(&path, toml::to_string(&text).unwrap()).unwrap();
+        let tr = ch_json(&["transform", "jsc-three-layer", "--config", path.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
+        let report = &tr["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap()["report"];
+        // The schedule and the estimate are the ones the search's `hw_runner.rtl` measured.
+        let hw = &trial["hardware_metrics"];
+        assert_eq!(report["initiation_interval"].as_f64(), hw["ii"].as_f64(), "{trial}");
+        assert_eq!(report["latency_cycles"].as_f64(), hw["latency_cycles"].as_f64(), "{trial}");
+        assert_eq!(report["estimate"]["luts"].as_f64(), hw["luts"].as_f64(), "{trial}");
+        for layer in report["layers"].as_array().unwrap() {
+            let node = layer["node"].as_str().unwrap();
+            assert_eq!(layer["reuse_factor"], trial["sampled_config"][node]["hardware"]["reuse_factor"], "{node}");
+        }
+        // `ch emit` of the transformed checkpoint reads the same reuse factors from the nodes.
+        let q = tr["checkpoint"].as_str().unwrap().to_string();
+        let e = ch_json(&["emit", "--load", &q, "-o", root.join(format!("emit{i}")).to_str().unwrap()], &root);
+        assert_eq!(e["manifest"]["initiation_interval"].as_f64(), hw["ii"].as_f64(), "{trial}");
+    }
+    // A bad hardware key in a quantize entry is one line.
+    let bad = root.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[passes.quantize]\nby = \"name\"\n[passes.quantize.seq_blocks_0.config]\nname = \"integer\"\n[passes.quantize.seq_blocks_0.hardware]\nreuse = 4\n",
+    )
+    .unwrap();
+    let line = ch_error(&["transform", "jsc-three-layer", "--config", bad.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
+    assert_eq!(line, "error: pass `quantize`: bad arguments: `seq_blocks_0.hardware.reuse`: unknown key (expected one of: reuse_factor)");
+}
+
+/// `configs/tfc_int4_emit_verilog.toml` runs as its comment says: tfc's batch norms folded, its
+/// linears at 4 bits and the design written under the project's output folder, every layer
+/// folded by 16 (latency 4 x (16 + 1) cycles, one sample every 16).
+#[test]
+fn the_tfc_emit_config_writes_the_folded_design() {
+    let root = scratch("hw-tfc-config");
+    let cfg = repo_root().join("configs/tfc_int4_emit_verilog.toml");
+    let data = repo_root().join("data");
+    let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap()], &root);
+    let report = &tr["passes"].as_array().unwrap().iter().find(|p| p["name"] == "emit_verilog").unwrap()["report"];
+    assert_eq!((report["latency_cycles"].as_u64(), report["initiation_interval"].as_u64()), (Some(68), Some(16)), "{report}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("mase_output/tfc/hardware/manifest.json")).unwrap()).unwrap();
+    assert_eq!((m["input"]["elements"].as_u64(), m["input"]["element_width"].as_u64()), (Some(784), Some(4)));
+    assert_eq!(m["layers"].as_array().unwrap().len(), 4, "three batch norms folded, four linear layers");
+}

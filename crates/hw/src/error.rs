@@ -14,6 +14,8 @@ pub enum HwError {
     AccumulatorTooWide { node: String, bits: u32 },
     #[error("node `{node}`: reuse factor {reuse} does not divide its {inputs} inputs per output")]
     ReuseFactor { node: String, reuse: usize, inputs: usize },
+    #[error("node `{node}`: hardware.reuse_factor must be a positive integer, got {value}")]
+    ReuseMetadata { node: String, value: String },
     #[error("parameter `{name}`: {reason}")]
     Param { name: String, reason: String },
     #[error("{tool} is not installed (Debian: apt-get install {tool})")]

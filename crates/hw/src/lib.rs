@@ -20,4 +20,4 @@ pub mod verilog;
 pub use design::{Design, Layer, Range, Step};
 pub use emit::{emit, manifest, read_design};
 pub use error::{HwError, Result};
-pub use lower::{lower, LowerOptions};
+pub use lower::{lower, metadata_reuse, LowerOptions, REUSE_FACTOR};

@@ -32,6 +32,23 @@ pub struct LowerOptions {
     pub default_reuse: usize,
 }
 
+/// The hardware metadata key of a layer's reuse factor (MASE's `node.meta["mase"]["hardware"]`),
+/// which a hardware search space and a `quantize` entry's `hardware` table set.
+pub const REUSE_FACTOR: &str = "reuse_factor";
+
+/// The reuse factor of every node that has one in its hardware metadata, in graph order; a value
+/// that is not a positive integer is an error naming the node.
+pub fn metadata_reuse(graph: &Graph) -> Result<Vec<(String, usize)>> {
+    let mut out = Vec::new();
+    for n in graph.nodes() {
+        if let Some(v) = n.meta.hardware.get(REUSE_FACTOR) {
+            let r = v.as_u64().filter(|&r| r > 0).ok_or_else(|| HwError::ReuseMetadata { node: n.name.clone(), value: v.to_string() })?;
+            out.push((n.name.clone(), r as usize));
+        }
+    }
+    Ok(out)
+}
+
 impl LowerOptions {
     fn reuse_of(&self, node: &str) -> usize {
         self.reuse.iter().find(|(n, _)| n == node).map_or(self.default_reuse.max(1), |(_, r)| (*r).max(1))

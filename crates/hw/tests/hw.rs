@@ -445,3 +445,31 @@ fn yosys_counts_the_resources_of_a_small_design() {
         assert_eq!(r.brams, 0);
     }
 }
+
+/// `metadata_reuse` reads each node's `hardware.reuse_factor` (as a search space or a quantize
+/// entry's `hardware` table writes it); anything but a positive integer is one line naming the
+/// node.
+#[test]
+fn reuse_factors_come_from_node_hardware_metadata() {
+    let cases: &[(serde_json::Value, Result<Vec<(&str, usize)>, &str>)] = &[
+        (json!(4), Ok(vec![("seq_blocks_0", 4)])),
+        (json!(0), Err("node `seq_blocks_0`: hardware.reuse_factor must be a positive integer, got 0")),
+        (json!("2"), Err("node `seq_blocks_0`: hardware.reuse_factor must be a positive integer, got \"2\"")),
+    ];
+    for (value, want) in cases {
+        let mut g = small_mlp();
+        let id = g.find("seq_blocks_0").unwrap();
+        g.node_mut(id).meta.hardware.insert(mase_hw::REUSE_FACTOR.into(), value.clone());
+        let got = mase_hw::metadata_reuse(&g).map_err(|e| e.to_string());
+        let want = want.clone().map(|v| v.into_iter().map(|(n, r)| (n.to_string(), r)).collect::<Vec<_>>()).map_err(str::to_string);
+        assert_eq!(got, want, "{value}");
+    }
+    // Lowered with it, the first layer is folded by 4 (16 inputs: 4 + 1 cycles) and the second,
+    // without metadata, is unrolled.
+    let (mut g, p) = quantize_graph(small_mlp(), 4, 2, None);
+    let id = g.find("seq_blocks_0").unwrap();
+    g.node_mut(id).meta.hardware.insert(mase_hw::REUSE_FACTOR.into(), json!(4));
+    let d = lower(&g, &p, "mlp", &LowerOptions { reuse: mase_hw::metadata_reuse(&g).unwrap(), default_reuse: 1 }).unwrap();
+    assert_eq!(d.layers.iter().map(|l| l.reuse).collect::<Vec<_>>(), [4, 1]);
+    assert_eq!(d.latency(), 6);
+}

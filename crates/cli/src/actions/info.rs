@@ -29,6 +29,9 @@ pub fn run() -> Result<()> {
     for p in PASSES {
         println!("  {:<30} {}", p.name, p.doc);
     }
+    for p in crate::hw_pass::CLI_PASSES {
+        println!("  {:<30} {}", p.name, p.doc);
+    }
     println!("Search spaces (`[search.search_space] name`):");
     for (name, doc, _) in SPACES {
         println!("  {name:<52} {doc}");

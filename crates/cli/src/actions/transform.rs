@@ -7,6 +7,7 @@
 
 use crate::args::{InputSpecArgs, RunArgs, TransformArgs};
 use crate::config::{merge_and_warn, Settings};
+use crate::hw_pass::{CliPasses, Layered, CLI_PASSES};
 use crate::output::{Human, ProjectDirs};
 use crate::plugins::{ExternalPasses, Plugins};
 use crate::session;
@@ -186,9 +187,13 @@ fn list_passes(human: &Human) {
     for p in PASSES {
         t.push([p.name, p.args.rsplit("::").next().unwrap_or(p.args).trim(), p.doc]);
     }
+    for p in CLI_PASSES {
+        t.push([p.name, p.args, p.doc]);
+    }
     human.line(t.render(mase_passes::table::TableFormat::Simple));
     human.line("The keys of each pass's JSON report (with units): `ch transform --list-passes --json`, or doc/pass-reports.md.");
-    let passes: Vec<Value> = PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc, "report": p.report})).collect();
+    let mut passes: Vec<Value> = PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc, "report": p.report})).collect();
+    passes.extend(CLI_PASSES.iter().map(|p| json!({"name": p.name, "args": p.args, "doc": p.doc, "report": p.report})));
     human.result(&json!({"action": "transform", "passes": passes}));
 }
 
@@ -211,13 +216,24 @@ pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
         )
     })?;
     let config_path = a.config.as_deref().unwrap_or(Path::new(""));
-    let steps = pipeline(&passes, config_path, plugins.passes)?;
+    // The pipeline is checked before the model is read; `ch`'s own passes learn the model's
+    // name, data set and project folder after.
+    let names_only = CliPasses { label: String::new(), dataset: None, dataset_info: None, hardware_dir: PathBuf::new() };
+    pipeline(&passes, config_path, Some(&Layered { first: &names_only, then: plugins.passes }))?;
     if s.load_name.is_none() && session::onnx_model_file(&s).is_none() {
         human.warn("no --load: the passes run on the untrained initial weights (train first and pass --load best.ckpt)");
     }
     let mut p = prepare(&s, &args.spec)?;
     let dataset = p.dataset.clone().unwrap_or_else(|| "none".into());
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &p.label, &s.task, &dataset);
+    let cli_passes = CliPasses {
+        label: p.label.clone(),
+        dataset: p.dataset.clone(),
+        dataset_info: p.dataset_info.clone(),
+        hardware_dir: dirs.root.join("hardware"),
+    };
+    let external = Layered { first: &cli_passes, then: plugins.passes };
+    let steps = pipeline(&passes, config_path, Some(&external))?;
     let out = dirs.software().join("transform");
     let reports_dir = out.join("reports");
     let label = p.label.clone();
@@ -236,7 +252,7 @@ pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
         format!("{seq:02}_{pass}")
     };
     for (i, step) in steps.iter().enumerate() {
-        let r = step.run(&mut graph, &mut ctx, plugins.passes)?;
+        let r = step.run(&mut graph, &mut ctx, Some(&external))?;
         for w in &r.warnings {
             human.warn(w);
         }

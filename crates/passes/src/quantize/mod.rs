@@ -23,7 +23,10 @@
 //! which MASE does not quantize, are quantized where a `type` or `name` key names them (never
 //! through `default` or a `regex_name` pattern), with `data_in` and optional `weight`, `bias` and `data_out` groups; missing
 //! `integer` weight and bias formats are derived from the values (for the affine
-//! `fold_batch_norm` leaves).
+//! `fold_batch_norm` leaves). Another: an entry may hold a `hardware` table beside its `config`
+//! (`reuse_factor = R`, a positive integer), as the entries of a hardware search's
+//! `sampled_config` do; the nodes the entry selects get it in their hardware metadata
+//! (`hardware.reuse_factor`), where `ch emit` and `emit_verilog` read each layer's reuse factor.
 
 pub mod config;
 pub mod summary;
@@ -49,6 +52,35 @@ pub struct QuantizeArgs {
     pub default: Option<Map<String, Value>>,
     /// Selector key (op type, node name or pattern) to its `config` table, in order.
     pub entries: IndexMap<String, Map<String, Value>>,
+    /// Selector key (or `default`) to its `hardware` table, for the entries that have one.
+    pub hardware: IndexMap<String, Map<String, Value>>,
+}
+
+/// The keys an entry's `hardware` table may hold.
+const HARDWARE_KEYS: &[&str] = &["reuse_factor"];
+
+/// Splits an entry into its `config` table and its `hardware` table (checked: known keys, each
+/// a positive integer).
+fn entry_parts(key: &str, v: &Value) -> std::result::Result<(Map<String, Value>, Option<Map<String, Value>>), String> {
+    let Value::Object(t) = v else { return Err(format!("`{key}` must be a table with a `config` table, got {v}")) };
+    let mut rest = t.clone();
+    let hardware = match rest.remove("hardware") {
+        None => None,
+        Some(Value::Object(hw)) => {
+            for (k, x) in &hw {
+                if !HARDWARE_KEYS.contains(&k.as_str()) {
+                    return Err(format!("`{key}.hardware.{k}`: unknown key (expected one of: {})", HARDWARE_KEYS.join(", ")));
+                }
+                if x.as_u64().filter(|&r| r > 0).is_none() {
+                    return Err(format!("`{key}.hardware.{k}`: expected a positive integer, got {x}"));
+                }
+            }
+            Some(hw)
+        }
+        Some(other) => return Err(format!("`{key}.hardware` must be a table such as {{ reuse_factor = 4 }}, got {other}")),
+    };
+    let config = entry_config(key, &Value::Object(rest))?.clone();
+    Ok((config, hardware))
 }
 
 impl TryFrom<Map<String, Value>> for QuantizeArgs {
@@ -58,18 +90,26 @@ impl TryFrom<Map<String, Value>> for QuantizeArgs {
         let by = parse_by(&m)?;
         let mut default = None;
         let mut entries = IndexMap::new();
+        let mut hardware = IndexMap::new();
         for (k, v) in &m {
             match k.as_str() {
                 "by" => {}
                 "report" if v.is_boolean() => {}
                 "baseline_weight_path" | "load_type" => return Err(format!("`{k}`: LogicNets baselines are not supported by mase-rs")),
-                "default" => default = Some(entry_config(k, v)?.clone()),
                 _ => {
-                    entries.insert(k.clone(), entry_config(k, v)?.clone());
+                    let (config, hw) = entry_parts(k, v)?;
+                    if let Some(hw) = hw {
+                        hardware.insert(k.clone(), hw);
+                    }
+                    if k == "default" {
+                        default = Some(config);
+                    } else {
+                        entries.insert(k.clone(), config);
+                    }
                 }
             }
         }
-        Ok(QuantizeArgs { by, default, entries })
+        Ok(QuantizeArgs { by, default, entries, hardware })
     }
 }
 
@@ -141,14 +181,19 @@ pub fn quantize_graph(graph: &mut Graph, args: &QuantizeArgs) -> Result<(Vec<Nod
             config: Value::Object(cfg.clone()),
             quant: q.clone(),
         });
-        if let Some(q) = q {
-            updates.push((id, q));
-        }
+        let hardware = args.hardware.get(pick.key.unwrap_or("default")).cloned();
+        updates.push((id, q, hardware));
     }
     // Formats are set only once every node's config has been read and checked, so a bad config
     // leaves the graph as it was.
-    for (id, q) in updates {
-        graph.node_mut(id).quant = Some(q);
+    for (id, q, hardware) in updates {
+        let node = graph.node_mut(id);
+        if let Some(q) = q {
+            node.quant = Some(q);
+        }
+        for (k, v) in hardware.into_iter().flatten() {
+            node.meta.hardware.insert(k, v);
+        }
     }
     if args.by == By::RegexName {
         for (k, _) in args.entries.keys().zip(&used).filter(|(_, u)| !**u) {

@@ -9,11 +9,11 @@
 //! `seed.<key>.hardware.reuse_factor` choices), else the runner's `reuse_factor` option (1).
 
 use crate::runner::{positive, runner_table, RunContext, Runner, RunnerEnv, Stage};
-use crate::space::{Candidate, REUSE_FACTOR};
+use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
 use mase_hw::synth::{synth, SynthTarget};
-use mase_hw::{lower, LowerOptions};
+use mase_hw::{lower, metadata_reuse, LowerOptions};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -63,21 +63,6 @@ fn runner_err(e: impl std::fmt::Display) -> SearchError {
     SearchError::Runner { runner: "rtl".into(), reason: e.to_string() }
 }
 
-/// The reuse factor of each node that has one in its hardware metadata.
-fn reuse_factors(cand: &Candidate) -> Result<Vec<(String, usize)>> {
-    let mut out = Vec::new();
-    for n in cand.graph.nodes() {
-        if let Some(v) = n.meta.hardware.get(REUSE_FACTOR) {
-            let r = v
-                .as_u64()
-                .filter(|&r| r > 0)
-                .ok_or_else(|| runner_err(format!("node `{}`: hardware.{REUSE_FACTOR} must be a positive integer, got {v}", n.name)))?;
-            out.push((n.name.clone(), r as usize));
-        }
-    }
-    Ok(out)
-}
-
 impl Runner for Rtl {
     fn name(&self) -> &'static str {
         "rtl"
@@ -92,7 +77,7 @@ impl Runner for Rtl {
     }
 
     fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
-        let opts = LowerOptions { reuse: reuse_factors(cand)?, default_reuse: self.opts.reuse_factor };
+        let opts = LowerOptions { reuse: metadata_reuse(&cand.graph).map_err(runner_err)?, default_reuse: self.opts.reuse_factor };
         let design = lower(&cand.graph, &cand.params, "candidate", &opts).map_err(runner_err)?;
         let (luts, ffs, dsps) = if self.opts.synth {
             let dir = self.opts.work_dir.join(format!("trial{}", cx.trial));

@@ -9,8 +9,7 @@ use crate::{Result, SearchError};
 use mase_ir::{Graph, Op};
 use serde_json::{Map, Value};
 
-/// The hardware metadata key of a layer's reuse factor.
-pub const REUSE_FACTOR: &str = "reuse_factor";
+pub use mase_hw::REUSE_FACTOR;
 
 /// The keys a `hardware` table of a seed entry may hold.
 const KEYS: &[&str] = &[REUSE_FACTOR];

@@ -1,0 +1,216 @@
+//! The `emit_verilog` transform pass, which `ch` itself provides beside the pass registry (it
+//! needs `mase-hw`, which the passes crate does not depend on): the graph, as quantized so far,
+//! written as the design folder `ch emit` writes, so that one `ch transform` goes from a float
+//! checkpoint (`fold_batch_norm`, `quantize`, `emit_verilog`) to RTL. `ch emit` and the pass
+//! share how reuse factors are chosen and what is printed.
+
+use crate::plugins::ExternalPasses;
+use anyhow::{anyhow, bail, Result};
+use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions};
+use mase_io::Checkpoint;
+use mase_ir::{Graph, ParamStore};
+use mase_passes::{PassContext, PassReport, ReportKey};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A pass `ch` provides: its name, its arguments and what it does (for `ch info` and
+/// `ch transform --list-passes`).
+pub(crate) struct CliPassInfo {
+    pub name: &'static str,
+    pub args: &'static str,
+    pub doc: &'static str,
+    /// The keys of its JSON report, as the registry's passes give them.
+    pub report: &'static [ReportKey],
+}
+
+const fn key(key: &'static str, unit: &'static str, meaning: &'static str) -> ReportKey {
+    ReportKey { key, unit, meaning }
+}
+
+/// The passes `ch` provides beside the registry's.
+pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
+    name: "emit_verilog",
+    args: "EmitVerilogArgs",
+    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer)",
+    report: &[
+        key("dir", "path", "the design folder written (RTL, testbench, build script, manifest, checkpoint)"),
+        key("latency_cycles", "cycles", "from the first input word to its output word"),
+        key("initiation_interval", "cycles", "between two samples (the largest reuse factor)"),
+        key("layers", "list", "one entry per layer, in pipeline order"),
+        key("layers[].node", "name", "the linear node of the layer"),
+        key("layers[].reuse_factor", "count", "its reuse factor (input terms per multiplier)"),
+        key("estimate", "object", "the cost model's resources (doc/hardware.md, Cost model)"),
+        key("estimate.model", "text", "the synthesis flow the cost model stands for"),
+        key("estimate.luts", "count", "LUTs"),
+        key("estimate.ffs", "count", "flip-flops"),
+        key("estimate.dsps", "count", "DSP blocks"),
+    ],
+}];
+
+/// Arguments of `emit_verilog` (a `[passes.emit_verilog]` table).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmitVerilogArgs {
+    /// The folder to write; default `<project>/hardware` under the project's output folder.
+    output_dir: Option<PathBuf>,
+    /// The reuse factor of layers given none (`ch emit --reuse`); default 1, fully unrolled.
+    reuse: Option<usize>,
+    /// Reuse factor per layer node (`ch emit --reuse-layer NODE=R`).
+    #[serde(default)]
+    reuse_layer: BTreeMap<String, usize>,
+}
+
+/// The lowering options of a graph: each layer's reuse factor is the one named for it in
+/// `layers`, else the one in its node's hardware metadata (`hardware.reuse_factor`, which a
+/// `quantize` entry's `hardware` table writes), else `default`. `what` names the source of
+/// `layers` in errors.
+pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, usize)], what: &str) -> Result<LowerOptions> {
+    let mut reuse = Vec::new();
+    for (node, r) in layers {
+        if !graph.nodes().iter().any(|n| &n.name == node) {
+            bail!("{what} `{node}={r}`: the model has no node `{node}`");
+        }
+        if *r == 0 {
+            bail!("{what} `{node}={r}`: the reuse factor must be a positive integer");
+        }
+        reuse.push((node.clone(), *r));
+    }
+    // The first entry naming a node wins, so the explicit ones come before the metadata.
+    reuse.extend(metadata_reuse(graph)?);
+    Ok(LowerOptions { reuse, default_reuse: default })
+}
+
+/// Lowers the graph and writes its design folder (RTL, testbench, build script, manifest, the
+/// design and the checkpoint `ch simulate` takes as the golden model). Returns the design and
+/// the manifest.
+pub(crate) fn write_design(ck: &Checkpoint, label: &str, opts: &LowerOptions, dir: &std::path::Path) -> Result<(Design, Value)> {
+    let design = lower(&ck.graph, &ck.params, label, opts)?;
+    let manifest = emit(&design, dir)?;
+    mase_io::save_checkpoint(&dir.join("model.ckpt"), ck)?;
+    Ok((design, manifest))
+}
+
+/// What `ch emit` prints about a design: its shape and schedule, one line per layer and the cost
+/// model's estimate.
+pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}: {} layers, input {} x {} bits, output {} x {} bits, latency {} cycles, initiation interval {}",
+        design.model,
+        design.layers.len(),
+        design.input_len(),
+        design.input_range().width(),
+        design.output_len(),
+        design.output_range().width(),
+        design.latency(),
+        design.initiation_interval()
+    )];
+    for l in manifest["layers"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        lines.push(format!(
+            "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}",
+            l["node"].as_str().unwrap_or(""),
+            l["in_features"],
+            l["out_features"],
+            l["product_input_width"],
+            l["accumulator_width"],
+            l["output_width"],
+            l["multipliers"]
+        ));
+    }
+    let est = &manifest["estimate"];
+    let n = |k: &str| est[k].as_f64().unwrap_or(0.0);
+    lines.push(format!(
+        "  estimate ({}): {:.0} LUTs, {:.0} FFs, {:.0} DSPs",
+        est["model"].as_str().unwrap_or(""),
+        n("luts"),
+        n("ffs"),
+        n("dsps")
+    ));
+    lines
+}
+
+/// The passes of one `ch transform` run that `ch` provides, with what they need to know of the
+/// run: the model's name and data set (recorded in the checkpoint of the design folder, for
+/// `ch simulate`) and the default output folder.
+pub(crate) struct CliPasses {
+    pub label: String,
+    pub dataset: Option<String>,
+    pub dataset_info: Option<Value>,
+    /// Where `emit_verilog` writes without an `output_dir`.
+    pub hardware_dir: PathBuf,
+}
+
+impl CliPasses {
+    fn emit_verilog(&self, graph: &mut Graph, ctx: &mut PassContext, args: &Value) -> Result<PassReport> {
+        // Errors are one line under the caller's `pass `emit_verilog``.
+        const PASS: &str = "emit_verilog";
+        let args = if args.is_null() { json!({}) } else { args.clone() };
+        let a: EmitVerilogArgs = serde_json::from_value(args).map_err(|e| anyhow!("bad arguments: {e}"))?;
+        let layers: Vec<(String, usize)> = a.reuse_layer.into_iter().collect();
+        if a.reuse == Some(0) {
+            bail!("reuse: expected a positive integer, got 0");
+        }
+        let opts = lower_options(graph, a.reuse.unwrap_or(1), &layers, "reuse_layer")?;
+        let dir = a.output_dir.unwrap_or_else(|| self.hardware_dir.clone());
+        let ck = Checkpoint {
+            graph: graph.clone(),
+            params: ParamStore::clone(&ctx.params),
+            optimizer_tensors: Vec::new(),
+            meta: json!({"model": self.label, "dataset": self.dataset, "dataset_info": self.dataset_info, "transformed": true}),
+        };
+        let (design, manifest) = write_design(&ck, &self.label, &opts, &dir)?;
+        let mut text = summary_lines(&design, &manifest);
+        text.push(format!("wrote {}", dir.display()));
+        let report = json!({
+            "dir": std::path::absolute(&dir).unwrap_or(dir.clone()),
+            "latency_cycles": design.latency(),
+            "initiation_interval": design.initiation_interval(),
+            "layers": design.layers.iter().map(|l| json!({"node": l.node, "reuse_factor": l.reuse})).collect::<Vec<_>>(),
+            "estimate": manifest["estimate"],
+        });
+        Ok(PassReport::new(PASS, report).with_text(text.join("\n")))
+    }
+}
+
+impl ExternalPasses for CliPasses {
+    fn knows(&self, name: &str) -> bool {
+        CLI_PASSES.iter().any(|p| p.name == name)
+    }
+
+    fn names(&self) -> Vec<String> {
+        CLI_PASSES.iter().map(|p| p.name.to_string()).collect()
+    }
+
+    fn run(&self, name: &str, graph: &mut Graph, ctx: &mut PassContext, args: &Value) -> Result<PassReport> {
+        match name {
+            "emit_verilog" => self.emit_verilog(graph, ctx, args),
+            other => bail!("unknown pass `{other}`"),
+        }
+    }
+}
+
+/// `ch`'s passes first, then the caller's (a program embedding `ch`).
+pub(crate) struct Layered<'a> {
+    pub first: &'a dyn ExternalPasses,
+    pub then: Option<&'a dyn ExternalPasses>,
+}
+
+impl ExternalPasses for Layered<'_> {
+    fn knows(&self, name: &str) -> bool {
+        self.first.knows(name) || self.then.is_some_and(|t| t.knows(name))
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names = self.first.names();
+        names.extend(self.then.map(|t| t.names()).unwrap_or_default());
+        names
+    }
+
+    fn run(&self, name: &str, graph: &mut Graph, ctx: &mut PassContext, args: &Value) -> Result<PassReport> {
+        match self.then.filter(|_| !self.first.knows(name)) {
+            Some(t) => t.run(name, graph, ctx, args),
+            None => self.first.run(name, graph, ctx, args),
+        }
+    }
+}
