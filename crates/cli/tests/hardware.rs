@@ -190,9 +190,8 @@ fn models_with_batch_norms_are_folded_emitted_and_simulated_with_the_accuracy_of
 /// bad keys are one-line errors.
 #[test]
 fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
-    let root = scratch("hw-emit-pass");
-    let data = jsc_dir(&root);
-    let d = data.to_str().unwrap();
+    let (root, data) = jsc_scratch("hw-emit-pass");
+    let d = data.as_str();
     let t = ch_json(&["train", "jsc-toy", "jsc", "--data-dir", d, "--max-epochs", "1", "--project", "toy"], &root);
     let best = t["best_checkpoint"].as_str().unwrap().to_string();
     let base = std::fs::read_to_string(fold_config(&root, "jsc-toy", 8)).unwrap();
@@ -272,9 +271,8 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
 /// reuse factor in the node's metadata, which `emit_verilog` (and `ch emit`) build.
 #[test]
 fn the_reuse_factors_a_search_samples_are_emitted() {
-    let root = scratch("hw-search-emit");
-    let data = jsc_dir(&root);
-    let d = data.to_str().unwrap();
+    let (root, data) = jsc_scratch("hw-search-emit");
+    let d = data.as_str();
     let t = ch_json(&["train", "jsc-three-layer", "jsc", "--data-dir", d, "--max-epochs", "2", "--project", "hw"], &root);
     let best = t["best_checkpoint"].as_str().unwrap().to_string();
     let cfg = repo_root().join("configs/jsc_three_layer_hw_search.toml");
