@@ -77,6 +77,14 @@ def traverse(ori_mg, mg):
     return changed
 
 
+def linear_features(target):
+    """`(in_features, out_features)` of a linear node's target: a `torch.nn.Linear` when torch is
+    installed (as in MASE), the layer as a dict otherwise."""
+    if isinstance(target, dict):
+        return target["in_features"], target["out_features"]
+    return target.in_features, target.out_features
+
+
 def weights_on_grid(mg, x):
     """Q6: the quantized layers compute with weights on the grid: for each quantized linear
     layer, the output of the quantized model equals a numpy forward with gridded weights."""
@@ -85,8 +93,8 @@ def weights_on_grid(mg, x):
     for name in names:
         target = get_node_actual_target([n for n in mg.nodes if n.name == name][0])
         key = [n.target for n in mg.nodes if n.name == name][0]
-        w = sd[f"{key}.weight"]
-        assert w.shape == (target["out_features"], target["in_features"])
+        w = np.asarray(sd[f"{key}.weight"])
+        assert w.shape == linear_features(target)[::-1]
         assert not np.array_equal(integer_grid(w, WIDTH, FRAC), w), "float weights are off the grid"
     _, info = verify_quantization_analysis_pass(mg, {})
     return names, info["off_grid"]
@@ -104,8 +112,8 @@ def my_flops(mg, pass_args):
         shape = node.meta["mase"].parameters["common"]["args"]["data_in_0"]["shape"]
         per_sample = int(np.prod(shape[1:]))
         if op == "linear":
-            t = get_node_actual_target(node)
-            flops = t["in_features"] * t["out_features"] * (per_sample // t["in_features"])
+            in_features, out_features = linear_features(get_node_actual_target(node))
+            flops = in_features * out_features * (per_sample // in_features)
         else:
             flops = per_input.get(op, 0) * per_sample
         nodes.append({"name": node.name, "mase_op": op, "flops": flops})
