@@ -47,6 +47,9 @@ pub enum RuntimeError {
     /// The integer executor met a value it cannot turn into an integer code.
     #[error("integer execution of node `{node}`: {reason}")]
     Integer { node: String, reason: String },
+    /// A NaN or infinite value reached the integer executor, where it has no integer code.
+    #[error("integer execution of node `{node}`: {operand} holds {value} at index {index}; a NaN or infinite value has no integer code")]
+    NonFiniteCode { node: String, operand: String, index: usize, value: f32 },
 }
 
 /// `Result` with [`RuntimeError`].

@@ -22,9 +22,14 @@ pub(crate) fn cross_entropy(logits: &[f32], classes: usize, labels: &[u32], mut 
     for (i, &label) in labels.iter().enumerate() {
         let row = &logits[i * classes..][..classes];
         let label = label as usize;
-        // log-sum-exp with the maximum taken out, so large logits cannot overflow.
+        // log-sum-exp with the maximum taken out, so large logits cannot overflow. The arg-max
+        // is torch.argmax's: the first NaN if there is one (the loss is then NaN too).
         let (mut arg, mut max) = (0, f32::NEG_INFINITY);
         for (c, &v) in row.iter().enumerate() {
+            if v.is_nan() {
+                (arg, max) = (c, v);
+                break;
+            }
             if v > max {
                 max = v;
                 arg = c;
@@ -70,6 +75,23 @@ mod tests {
         for (a, b) in g.iter().zip(want_g) {
             assert!((a - b).abs() < 1e-6, "{g:?}");
         }
+    }
+
+    #[test]
+    fn non_finite_logits_give_pytorchs_nan_loss() {
+        // torch.nn.functional.cross_entropy gives NaN for a row with a NaN or a +inf logit
+        // (inf - inf in its log-softmax), and torch.argmax picks the first NaN.
+        for (logits, label, correct) in [([1.0, f32::NAN, 3.0], 1, 1), ([f32::INFINITY, 0.0, 1.0], 0, 1), ([f32::NAN, f32::NAN, 0.0], 2, 0)]
+        {
+            let mut g = [0.0f32; 3];
+            let s = cross_entropy(&logits, 3, &[label], Some(&mut g));
+            assert!(s.loss.is_nan(), "{logits:?}: loss {}", s.loss);
+            assert_eq!(s.correct, correct, "{logits:?}");
+            assert!(cross_entropy(&logits, 3, &[label], None).loss.is_nan());
+        }
+        // -inf logits are fine while another is finite: log-softmax gives -inf there, 0 to the rest.
+        let s = cross_entropy(&[f32::NEG_INFINITY, 0.0], 2, &[1], None);
+        assert_eq!((s.loss, s.correct), (0.0, 1));
     }
 
     #[test]

@@ -319,3 +319,39 @@ fn sums_beyond_64_bits_run_in_float_with_the_reason() {
     let node = run.report.nodes.iter().find(|n| n.node == "add").expect("add is reported");
     assert!(node.float_reason.as_deref().is_some_and(|r| r.contains("beyond 64-bit integers")), "{node:?}");
 }
+
+#[test]
+fn non_finite_values_are_refused_with_the_node_operand_and_index() {
+    // x -> sqrt (float) -> fc (integer 8/4): a NaN or infinity in the batch stops at the graph
+    // input; a NaN that a float node makes stops at the integer node's data input.
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let s = g.call_function("torch.sqrt", Op::Sqrt, &[x]);
+    let fc = g.call_module("fc", Op::Linear { in_features: 2, out_features: 2, bias: false }, &[s]);
+    g.output(fc);
+    let f = int(8, 4, true);
+    let g = with_quant(g, |n| {
+        (n.name == "fc").then(|| NodeQuant { data_in: vec![Some(f.clone())], weight: Some(f.clone()), ..Default::default() })
+    });
+    let params = init_params(&g, &mut Rng::new(3));
+    let msg = |xs: &[f32]| run_integer(&g, &params, xs, &[2, 2]).map(|_| ()).unwrap_err().to_string();
+    let cases = [
+        (
+            [1.0, 4.0, f32::NAN, 1.0],
+            "integer execution of node `x`: the graph input holds NaN at index 2; a NaN or infinite value has no integer code",
+        ),
+        (
+            [1.0, f32::INFINITY, 0.0, 1.0],
+            "integer execution of node `x`: the graph input holds inf at index 1; a NaN or infinite value has no integer code",
+        ),
+        (
+            [1.0, 4.0, 9.0, -1.0],
+            "integer execution of node `fc`: data input 0 holds NaN at index 3; a NaN or infinite value has no integer code",
+        ),
+    ];
+    for (xs, want) in cases {
+        assert_eq!(msg(&xs), want);
+    }
+    // Finite batches still run.
+    assert!(run_integer(&g, &params, &[1.0, 4.0, 9.0, 0.0], &[2, 2]).is_ok());
+}

@@ -255,6 +255,12 @@ impl Executor {
     }
 
     fn run_integer_plan(&mut self, p: usize, x: &[f32]) -> Result<IntegerReport> {
+        // Hardware has no code for NaN or infinity: refuse the batch at the door rather than
+        // clamp an infinity to the format's largest code.
+        if let Some((index, &value)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            let input = &self.graph.node(mase_ir::NodeId(self.topo.input)).name;
+            return Err(RuntimeError::NonFiniteCode { node: input.clone(), operand: "the graph input".into(), index, value });
+        }
         let Plan { vals, kerns, trained, ins, quant, shapes, .. } = &mut self.plans[p];
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let mut ints: Vec<Option<IntVal>> = (0..vals.len()).map(|_| None).collect();
@@ -313,21 +319,31 @@ impl Executor {
 
 /// Codes of data input `k`: rescaled from the producer's integer result when it has one, else
 /// quantized from its float value.
-fn input_codes(node: &Node, f: Fixed, src: usize, vals: &[Vec<f32>], ints: &[Option<IntVal>]) -> Result<Vec<i64>> {
+fn input_codes(node: &Node, k: usize, f: Fixed, src: usize, vals: &[Vec<f32>], ints: &[Option<IntVal>]) -> Result<Vec<i64>> {
     if let Some(iv) = &ints[src] {
         return Ok(iv.v.iter().map(|&c| requant(c, iv.frac, f)).collect());
     }
-    vals[src]
-        .iter()
-        .map(|&v| f.code(v).ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "an input value is NaN".into() }))
+    finite_codes(node, f, &vals[src], || format!("data input {k}"))
+}
+
+/// Codes of finite values; the first NaN or infinity is an error naming `operand`.
+fn finite_codes(node: &Node, f: Fixed, data: &[f32], operand: impl Fn() -> String) -> Result<Vec<i64>> {
+    data.iter()
+        .enumerate()
+        .map(|(index, &v)| {
+            f.code(v).filter(|_| v.is_finite()).ok_or_else(|| RuntimeError::NonFiniteCode {
+                node: node.name.clone(),
+                operand: operand(),
+                index,
+                value: v,
+            })
+        })
         .collect()
 }
 
 /// Codes of a parameter.
-fn param_codes(node: &Node, f: Fixed, data: &[f32]) -> Result<Vec<i64>> {
-    data.iter()
-        .map(|&v| f.code(v).ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "a parameter value is NaN".into() }))
-        .collect()
+fn param_codes(node: &Node, f: Fixed, slot: &ParamSlot) -> Result<Vec<i64>> {
+    finite_codes(node, f, &slot.data, || format!("parameter `{}`", slot.name))
 }
 
 /// Runs one node in integer arithmetic: writes its dequantized result to `y` and returns the
@@ -345,14 +361,15 @@ fn integer_node(
     entry: &mut IntegerNode,
     y: &mut [f32],
 ) -> Result<IntVal> {
-    let xs: Vec<Vec<i64>> = spec.ins.iter().zip(srcs).map(|(&f, &s)| input_codes(node, f, s, vals, ints)).collect::<Result<_>>()?;
+    let xs: Vec<Vec<i64>> =
+        spec.ins.iter().zip(srcs).enumerate().map(|(k, (&f, &s))| input_codes(node, k, f, s, vals, ints)).collect::<Result<_>>()?;
     let fx: Vec<i32> = spec.ins.iter().map(|f| f.frac_width).collect();
     let mut acc = vec![0i64; y.len()];
     let mut frac;
     match &node.op {
         Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => {
             let (w_slot, fw) = spec.weight.ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "no weight".into() })?;
-            let w = param_codes(node, fw, &params[w_slot].data)?;
+            let w = param_codes(node, fw, &params[w_slot])?;
             let fin = spec.ins[0];
             let xc = Codes::pack(&xs[0], fin.lo(), fin.hi());
             let wc = Codes::pack(&w, fw.lo(), fw.hi());
@@ -376,7 +393,7 @@ fn integer_node(
             }
             frac = fx[0] + fw.frac_width;
             if let Some((b_slot, fb)) = spec.bias {
-                let b = param_codes(node, fb, &params[b_slot].data)?;
+                let b = param_codes(node, fb, &params[b_slot])?;
                 // Bias at the accumulator's scale: shift whichever has fewer fraction bits up.
                 let target = frac.max(fb.frac_width);
                 let (up_acc, up_b) = ((target - frac) as u32, (target - fb.frac_width) as u32);

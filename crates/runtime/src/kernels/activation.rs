@@ -76,6 +76,19 @@ fn map(y: &mut [f32], x: &[f32], f: impl Fn(f32) -> f32) {
     y.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v));
 }
 
+/// `torch.clamp(v, lo, hi)` as PyTorch's `min(max(v, lo), hi)` with comparisons: NaN stays NaN,
+/// -0.0 stays -0.0 at a bound of 0, `lo > hi` gives `hi` (as numpy and ONNX do too), and an
+/// open side (`f32::MIN` / `f32::MAX`, as `Op::Clip` writes a missing bound) leaves infinities
+/// alone.
+fn clip(v: f32, lo: f32, hi: f32) -> f32 {
+    let v = if lo != f32::MIN && v < lo { lo } else { v };
+    if hi != f32::MAX && hi < v {
+        hi
+    } else {
+        v
+    }
+}
+
 fn gelu_cdf(x: f32) -> f32 {
     (0.5 * (1.0 + erf(f64::from(x) * std::f64::consts::FRAC_1_SQRT_2))) as f32
 }
@@ -84,31 +97,36 @@ impl Kernel for Activation {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let x = cx.input(0);
         match self.kind {
-            ActKind::Relu => map(y, x, |v| if v > 0.0 { v } else { 0.0 }),
-            ActKind::Relu6 => map(y, x, |v| v.clamp(0.0, 6.0)),
+            // PyTorch's `x < 0 ? 0 : x`: NaN and -0.0 pass through.
+            ActKind::Relu => map(y, x, |v| if v < 0.0 { 0.0 } else { v }),
+            ActKind::Relu6 => map(y, x, |v| clip(v, 0.0, 6.0)),
             ActKind::LeakyRelu(s) => map(y, x, |v| if v > 0.0 { v } else { v * s }),
             ActKind::Sigmoid => map(y, x, |v| 1.0 / (1.0 + (-v).exp())),
             ActKind::Tanh => map(y, x, f32::tanh),
             ActKind::Selu => map(y, x, |v| if v > 0.0 { SELU_SCALE * v } else { SELU_SCALE * SELU_ALPHA * v.exp_m1() }),
-            ActKind::Gelu => map(y, x, |v| v * gelu_cdf(v)),
+            // PyTorch's vectorised CPU kernel gives NaN at both infinities (its scalar path
+            // gives +inf at +inf); tensors of more than one value take the vectorised path.
+            ActKind::Gelu => map(y, x, |v| if v.is_infinite() { f32::NAN } else { v * gelu_cdf(v) }),
             ActKind::GeluTanh => map(y, x, |v| 0.5 * v * (1.0 + (SQRT_2_OVER_PI * (v + GELU_KAPPA * v * v * v)).tanh())),
             ActKind::Sqrt => map(y, x, f32::sqrt),
-            // max-then-min rather than `clamp`, which panics when min > max; this gives `max`
-            // then, as numpy and ONNX do.
-            ActKind::Clip(lo, hi) => map(y, x, |v| v.max(lo).min(hi)),
+            ActKind::Clip(lo, hi) => map(y, x, |v| clip(v, lo, hi)),
         }
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
         let (x, y, dy) = (cx.input(0), cx.y, cx.dy);
         match self.kind {
-            // ReLU's mask is taken from the output, as PyTorch's threshold_backward does.
-            ActKind::Relu => store_zip(acc, dx, y, dy, |y, g| if y > 0.0 { g } else { 0.0 }),
+            // ReLU's mask is taken from the output, as PyTorch's threshold_backward does
+            // (`y <= 0 ? 0 : g`, so a NaN output passes the gradient).
+            ActKind::Relu => store_zip(acc, dx, y, dy, |y, g| if y <= 0.0 { 0.0 } else { g }),
             ActKind::Relu6 => store_zip(acc, dx, x, dy, |x, g| if x > 0.0 && x < 6.0 { g } else { 0.0 }),
             ActKind::LeakyRelu(s) => store_zip(acc, dx, x, dy, |x, g| if x > 0.0 { g } else { g * s }),
             ActKind::Sigmoid => store_zip(acc, dx, y, dy, |y, g| g * (1.0 - y) * y),
             ActKind::Tanh => store_zip(acc, dx, y, dy, |y, g| g * (1.0 - y * y)),
-            ActKind::Selu => store_zip(acc, dx, x, dy, |x, g| if x > 0.0 { g * SELU_SCALE } else { g * SELU_SCALE * SELU_ALPHA * x.exp() }),
+            // PyTorch's elu_backward tests `x <= 0`, so NaN takes the positive side's slope.
+            ActKind::Selu => {
+                store_zip(acc, dx, x, dy, |x, g| if x <= 0.0 { g * SELU_SCALE * SELU_ALPHA * x.exp() } else { g * SELU_SCALE })
+            }
             ActKind::Gelu => {
                 let k = 0.5 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;
                 store_zip(acc, dx, x, dy, |v, g| g * (gelu_cdf(v) + v * (-0.5 * v * v).exp() * k))
@@ -120,8 +138,17 @@ impl Kernel for Activation {
                 g * (left + right)
             }),
             ActKind::Sqrt => store_zip(acc, dx, y, dy, |y, g| g / (2.0 * y)),
-            // torch.clamp passes the gradient where min <= x <= max.
-            ActKind::Clip(lo, hi) => store_zip(acc, dx, x, dy, |x, g| if x >= lo && x <= hi { g } else { 0.0 }),
+            // torch.clamp (2.x) passes the gradient strictly inside the bounds it was given,
+            // and never at NaN; an open side (`f32::MIN` / `f32::MAX`) is no bound.
+            ActKind::Clip(lo, hi) => store_zip(acc, dx, x, dy, |x, g| {
+                let above = lo == f32::MIN || x > lo;
+                let below = hi == f32::MAX || x < hi;
+                if above && below && !x.is_nan() {
+                    g
+                } else {
+                    0.0
+                }
+            }),
         }
     }
 }

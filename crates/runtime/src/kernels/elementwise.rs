@@ -2,7 +2,7 @@
 //! of the output gradient over the dimensions it was broadcast along.
 
 use super::shape_ops::{strides, walk};
-use super::{store_zip, Accum, Bwd, Fwd, Kernel};
+use super::{store_each, store_zip, Accum, Bwd, Fwd, Kernel};
 
 /// Which binary operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,17 +106,30 @@ impl Binary {
         let (dy, y) = (cx.dy, cx.y);
         let (mine, other) = (cx.input(i), cx.input(1 - i));
         let op = self.op;
+        // PyTorch's pow_backward gives 0 where the exponent is 0 (even at a = NaN), and
+        // pow_backward_exponent 0 where a = 0 and b >= 0.
+        let local = move |g: f32, a: f32, b: f32, y: f32| match (op, i) {
+            (BinOp::Div, 0) => g / b,
+            (BinOp::Div, _) => -g * y / b,
+            (BinOp::Pow, 0) if b == 0.0 => 0.0,
+            (BinOp::Pow, 0) => g * b * a.powf(b - 1.0),
+            _ if a == 0.0 && b >= 0.0 => 0.0,
+            _ => g * y * a.ln(),
+        };
+        let operands = |m: f32, o: f32| if i == 0 { (m, o) } else { (o, m) };
+        if self.full == [true, true] {
+            // Written, not added to a zeroed buffer, so that a -0.0 gradient keeps its sign.
+            store_each(acc, dx, |j| {
+                let (a, b) = operands(mine[j], other[j]);
+                local(dy[j], a, b, y[j])
+            });
+            return;
+        }
         acc.prepare(dx);
         let (sm, so) = (&self.st[i], &self.st[1 - i]);
         walk(&self.out_shape, sm, so, &mut self.idx, |j, im, io| {
-            let (a, b) = if i == 0 { (mine[im], other[io]) } else { (other[io], mine[im]) };
-            let g = dy[j];
-            dx[im] += match (op, i) {
-                (BinOp::Div, 0) => g / b,
-                (BinOp::Div, _) => -g * y[j] / b,
-                (BinOp::Pow, 0) => g * b * a.powf(b - 1.0),
-                _ => g * y[j] * a.ln(),
-            };
+            let (a, b) = operands(mine[im], other[io]);
+            dx[im] += local(dy[j], a, b, y[j]);
         });
     }
 }
