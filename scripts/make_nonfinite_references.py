@@ -1,7 +1,8 @@
 """Writes PyTorch's answers for NaN, +inf, -inf and -0.0 inputs of every runtime op.
 
-usage: python3 scripts/make_nonfinite_references.py [OUT_DIR]
-       (OUT_DIR defaults to crates/runtime/tests/fixtures beside this script's repository root)
+usage: python3 scripts/make_nonfinite_references.py [OUT_DIR [QUANT_OUT_DIR]]
+       (OUT_DIR defaults to crates/runtime/tests/fixtures and QUANT_OUT_DIR to
+       crates/quant/tests/fixtures beside this script's repository root)
 
 The output, nonfinite_ops.txt, has one line per tensor, `name count v1 v2 ...`, with values
 written as Python writes floats (`nan`, `inf`, `-inf`, `-0.0`), which Rust's f32 parser reads
@@ -17,7 +18,11 @@ back exactly. Each case `<case>` has
 Batch norm runs in training mode for `bn_train` (batch statistics) and evaluation mode for
 `bn_eval`; every other case is the same in both modes.
 
-torch runs on the CPU with one thread, so the file is the same on every run.
+The second output, nonfinite_quant.txt (same format), holds MASE's quantizer formulas written in
+torch (`write_quantizers` below) on inputs with the same special values: `<case>.shape`, `<case>.x`
+and `<case>.y` per format case.
+
+torch runs on the CPU with one thread, so the files are the same on every run.
 """
 import math
 import pathlib
@@ -163,6 +168,123 @@ def main():
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "nonfinite_ops.txt"
+    path.write_text("\n".join(w.lines) + "\n")
+    print(f"wrote {path} ({len(w.lines)} tensors)")
+    quant_dir = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else root / "crates/quant/tests/fixtures"
+    write_quantizers(quant_dir)
+
+
+# MASE's quantizers (doc/mase-semantics.md#quantizers) in torch, in MASE's order of operations,
+# with its zero passthrough `(~is_close_to_0) * q + is_close_to_0 * x`, whose products make an
+# infinite input NaN (0 * inf) and a close-to-zero input NaN where q is NaN.
+
+
+def passthrough(q, x):
+    close = torch.isclose(x.abs(), torch.tensor([0.0]))
+    return (~close) * q + close * x
+
+
+def integer(x, w, f, signed=True):
+    lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if signed else (0, 2**w - 1)
+    return torch.clamp(torch.round(x * 2**f), lo, hi) / 2**f
+
+
+def minifloat_denorm(x, w, e_bits, bias=None):
+    bias = 2 ** (e_bits - 1) - 1 if bias is None else bias
+    e_max, e_min, m = 2**e_bits - 1 - bias, -bias, w - e_bits - 1
+    sign, value = torch.sign(x + 1e-9), x.abs()
+    e = torch.clamp(torch.ceil(torch.log2(value + 1e-9)), e_min, e_max)
+    shift = 2**m
+    mi = torch.clamp(torch.round(value / 2**e * shift), 0, shift - 1)
+    return passthrough(sign * 2**e * (mi / shift), x)
+
+
+def minifloat_ieee(x, w, e_bits, bias=None):
+    """`bias` may be a tensor broadcasting against `x` (block_minifloat)."""
+    bias = torch.tensor(2.0 ** (e_bits - 1) - 1) if bias is None else torch.as_tensor(bias, dtype=torch.float32)
+    e_max, e_min, m = 2**e_bits - 1 - bias, -bias, w - e_bits - 1
+    sign, value = torch.sign(x + 1e-9), x.abs()
+    e = torch.clamp(torch.floor(torch.log2(value + 1e-9)), e_min, e_max)
+    mant = value / 2**e
+    shift = 2**m
+    normal = 1 + torch.clamp(torch.round(mant * shift - shift), 0, shift - 1) / shift
+    subnormal = torch.clamp(torch.round(mant * shift / 2), 0, shift - 1) / shift * 2
+    return passthrough(sign * 2**e * torch.where(e != e_min, normal, subnormal), x)
+
+
+def log_quant(x, w, bias=None):
+    e_bits = w - 1
+    bias = torch.tensor(2.0 ** (e_bits - 1) - 1) if bias is None else torch.as_tensor(bias, dtype=torch.float32)
+    e_max, e_min = 2**e_bits - 1 - bias, -bias
+    t = 2**e_min * 0.1
+    sign, value = torch.sign(x + t), x.abs() + t
+    return sign * 2 ** torch.clamp(torch.round(torch.log2(value)), e_min, e_max)
+
+
+def block_max(x, b):
+    """Rows of `x` ([N, F], skip_first_dim) cut into blocks of `b`: the per-block `max |x|`
+    (NaN if the block holds one), broadcast back to `x`, with MASE's zero-block rule."""
+    n, f = x.shape
+    pmax = x.abs().reshape(n, f // b, b).amax(-1, keepdim=True)
+    if torch.all(pmax == 0):
+        pmax = torch.ones_like(pmax)
+    else:
+        pmax[pmax == 0] = pmax[pmax != 0].min()
+    return pmax.expand(n, f // b, b).reshape(n, f)
+
+
+def block_fp(x, w, e_bits, b):
+    bias = 2 ** (e_bits - 1) - 1
+    e = torch.clamp(torch.ceil(torch.log2(block_max(x, b))), -bias, 2**e_bits - 1 - bias)
+    shift = 2 ** (w - 1)
+    mi = torch.clamp(torch.round((x.abs() + 1e-9) / 2**e * shift), 0, shift - 1)
+    return passthrough(torch.sign(x + 1e-9) * 2**e * (mi / shift), x)
+
+
+def block_minifloat(x, w, e_bits, bias_bits, b):
+    bias = torch.clamp(torch.floor(torch.log2(block_max(x, b))), 0, 2**bias_bits - 1)
+    return minifloat_ieee(x, w, e_bits, bias)
+
+
+def block_log(x, w, bias_bits, b):
+    top = 2 ** (w - 1) - 1
+    bias = torch.clamp(top - torch.ceil(torch.log2(block_max(x, b))), 0, 2**bias_bits - 1)
+    return log_quant(x, w, bias)
+
+
+def write_quantizers(out_dir):
+    """nonfinite_quant.txt: `<case>.x`, `<case>.shape` and `<case>.y` per format case."""
+    w = Writer()
+    x = t(SPECIAL + [0.3, -0.05, 1e-9, -1e-9, 100.0, -100.0, 0.7, 3.0], [16])
+    cases = {
+        "integer_8_4": integer(x, 8, 4),
+        "integer_u4_1": integer(x, 4, 1, signed=False),
+        "minifloat_denorm_8_3": minifloat_denorm(x, 8, 3),
+        "minifloat_ieee_8_4": minifloat_ieee(x, 8, 4),
+        "minifloat_ieee_6_2_bias_1": minifloat_ieee(x, 6, 2, 1),
+        "log_5": log_quant(x, 5),
+    }
+    for name, y in cases.items():
+        w.shape(f"{name}.shape", list(x.shape))
+        w.tensor(f"{name}.x", x)
+        w.tensor(f"{name}.y", y)
+    # Blocks of 4 along each row: a block with +inf, one with NaN, one with -inf and -0.0, one
+    # finite, and a block of zeros beside blocks with a NaN (the smallest non-zero maximum is then
+    # NaN, as torch's min gives).
+    bx = t([1.5, INF, -0.5, 0.0, NAN, 1.0, 2.0, -3.0, -INF, 0.25, -0.0, 3.0, 0.5, 1.0, 2.0, 4.0], [2, 8])
+    zx = t([0.0, 0.0, 0.0, 0.0, NAN, 1.0, -0.0, 2.0, 0.5, -1.0, 0.0, 0.25, 1.0, 2.0, 3.0, 4.0], [2, 8])
+    blocks = {
+        "block_fp_8_4": lambda v: block_fp(v, 8, 4, 4),
+        "block_minifloat_8_3_2": lambda v: block_minifloat(v, 8, 3, 2, 4),
+        "block_log_5_2": lambda v: block_log(v, 5, 2, 4),
+    }
+    for name, f in blocks.items():
+        for suffix, v in (("", bx), ("_zero_block", zx)):
+            w.shape(f"{name}{suffix}.shape", list(v.shape))
+            w.tensor(f"{name}{suffix}.x", v)
+            w.tensor(f"{name}{suffix}.y", f(v.clone()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "nonfinite_quant.txt"
     path.write_text("\n".join(w.lines) + "\n")
     print(f"wrote {path} ({len(w.lines)} tensors)")
 

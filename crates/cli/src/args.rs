@@ -80,6 +80,9 @@ pub struct RunArgs {
     /// Random crop (zero padding 4) and horizontal flip of every training batch (cifar10).
     #[arg(long)]
     pub augment: bool,
+    /// Leave out data rows with a NaN or infinite feature (else loading refuses them).
+    #[arg(long = "drop-nonfinite")]
+    pub drop_nonfinite: bool,
     #[arg(long)]
     pub seed: Option<u64>,
     #[arg(long)]

@@ -33,6 +33,7 @@ pub struct ConfigFile {
     pub max_epochs: Option<usize>,
     pub max_steps: Option<i64>,
     pub augment: Option<bool>,
+    pub drop_nonfinite: Option<bool>,
     pub accumulate_grad_batches: Option<usize>,
     pub log_every_n_steps: Option<usize>,
     pub num_workers: Option<usize>,
@@ -142,6 +143,9 @@ pub struct Settings {
     pub accumulate_grad_batches: usize,
     /// Random crop and flip of every training batch (`--augment`, TOML `augment`).
     pub augment: bool,
+    /// Leave out data rows with a NaN or infinite feature instead of refusing the data set
+    /// (`--drop-nonfinite`, TOML `drop_nonfinite`).
+    pub drop_nonfinite: bool,
     pub seed: u64,
     pub eta_min: f64,
     pub project: Option<String>,
@@ -275,6 +279,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         max_steps,
         accumulate_grad_batches,
         augment: args.augment || cfg.augment == Some(true),
+        drop_nonfinite: args.drop_nonfinite || cfg.drop_nonfinite == Some(true),
         seed: args.seed.or(cfg.seed).unwrap_or(0),
         eta_min: cfg.eta_min.unwrap_or(if optimizer == OptimizerName::Sgd { 0.0 } else { 1e-6 }),
         project: args.project.clone().or(cfg.project.clone()),

@@ -1,17 +1,28 @@
 //! Glue shared by the actions: resolving the model and data set, checkpoints, evaluation.
 
 use crate::config::{OptimizerName, Settings};
+use crate::output::Human;
 use anyhow::{anyhow, bail, Context, Result};
-use mase_io::{Checkpoint, DataOptions, Dataset, FileKind, Splits};
+use mase_io::{Checkpoint, DataOptions, Dataset, FileKind, NonFinite, Splits};
 use mase_ir::{Graph, ParamStore};
 use mase_runtime::{Executor, Optimizer, OptimizerKind, OptimizerState};
 use mase_zoo::ModelContext;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// Loads the data set named in the settings.
+/// Loads the data set named in the settings; says how many rows `--drop-nonfinite` left out.
 pub fn load_data(s: &Settings, dataset: &str) -> Result<Splits> {
-    Ok(mase_io::load_dataset(dataset, &DataOptions { data_dir: s.data_dir.clone() })?)
+    let nonfinite = if s.drop_nonfinite { NonFinite::Drop } else { NonFinite::Refuse };
+    let splits = mase_io::load_dataset(dataset, &DataOptions { data_dir: s.data_dir.clone(), nonfinite })?;
+    let dropped = splits.info.dropped_nonfinite;
+    if dropped > 0 {
+        let rows = if dropped == 1 { "row" } else { "rows" };
+        Human { json: false }.warn(format!(
+            "data set `{}`: left out {dropped} {rows} with a NaN or infinite feature (--drop-nonfinite) from {}",
+            splits.info.name, splits.info.source
+        ));
+    }
+    Ok(splits)
 }
 
 /// What the data set tells a model about its input.

@@ -191,13 +191,13 @@ fn train_then_check(root: &Path, model: &Model, dataset: &str, data: &Path) {
 
 /// The shape of one sample of a shipped data set.
 fn sample_shape(dataset: &str, data: &Path) -> Vec<usize> {
-    let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()) };
+    let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()), ..Default::default() };
     mase_io::load_dataset(dataset, &opts).unwrap_or_else(|e| panic!("{dataset}: {e}")).test.sample_shape
 }
 
 /// The shipped data set whose samples have the shape `sample`, if any.
 fn dataset_for(sample: &[usize], data: &Path) -> Option<&'static str> {
-    let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()) };
+    let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()), ..Default::default() };
     mase_io::dataset_names().iter().copied().find(|name| mase_io::load_dataset(name, &opts).is_ok_and(|s| s.test.sample_shape == sample))
 }
 

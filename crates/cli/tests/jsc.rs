@@ -75,3 +75,37 @@ fn model_files_work_where_zoo_names_do() {
     }
     assert!(text.contains("(also: nsga2, nsga-ii)"), "sampler aliases");
 }
+
+#[test]
+fn a_nan_in_the_data_is_refused_in_one_line_or_dropped_with_a_count() {
+    // The OpenML CSV fixture with `nan` as the first field of line 3.
+    let root = scratch("jsc-nan");
+    let data = jsc_dir(&root, "hls4ml_lhc_jets_hlf.csv");
+    let csv = data.join("jsc/hls4ml_lhc_jets_hlf.csv");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let column = text.lines().next().unwrap().split(',').next().unwrap().trim_matches('"').to_string();
+    let edited: Vec<String> =
+        text.lines().enumerate().map(|(i, l)| if i == 2 { format!("nan{}", &l[l.find(',').unwrap()..]) } else { l.to_string() }).collect();
+    std::fs::write(&csv, edited.join("\n") + "\n").unwrap();
+    let d = data.to_str().unwrap();
+    let want = format!("{}, line 3, column `{column}`: NaN is not a finite number; fix the data, or pass --drop-nonfinite", csv.display());
+    let line = ch_error(&["train", "jsc-tiny", "jsc", "--data-dir", d, "--max-steps", "1"], &root);
+    assert!(line.contains(&want), "ch train: {line}");
+    // With the flag (or `drop_nonfinite = true` in a config) the row is left out, and said so.
+    let out = ch(&["train", "jsc-tiny", "jsc", "--data-dir", d, "--max-steps", "2", "--drop-nonfinite", "--json"], &root);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said = format!("WARNING  data set `jsc`: left out 1 row with a NaN or infinite feature (--drop-nonfinite) from {}", csv.display());
+    assert!(stderr.contains(&said), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["history"][0]["train_loss"].as_f64().unwrap().is_finite(), "{v}");
+    let ckpt = v["best_checkpoint"].as_str().unwrap();
+    let line = ch_error(&["test", "jsc-tiny", "jsc", "--data-dir", d, "--load", ckpt], &root);
+    assert!(line.contains(&want), "ch test: {line}");
+    std::fs::write(root.join("drop.toml"), "drop_nonfinite = true\n").unwrap();
+    let out = ch(&["test", "jsc-tiny", "jsc", "--data-dir", d, "--load", ckpt, "--config", "drop.toml", "--json"], &root);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains(&said), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["test_loss"].as_f64().unwrap().is_finite(), "{r}");
+}

@@ -194,3 +194,32 @@ fn model_file_without_a_data_set_is_run_and_analysed_from_its_input_shape() {
     let line = ch_error(&["analyze", "--model-file", "odd.toml", "--report", "flops"], &root);
     assert!(line.contains("--input-shape"), "{line}");
 }
+
+#[test]
+fn nan_inputs_give_nan_outputs_as_in_pytorch() {
+    // jsc-tiny (BatchNorm1d, ReLU, Linear 16-5, ReLU) in evaluation mode: a NaN feature stays
+    // NaN through the batch norm and the ReLU, and the Linear spreads it to every output, so
+    // PyTorch and onnxruntime give NaN for every logit of a sample with a NaN feature.
+    let root = scratch("run-nan");
+    let mut data = vec![0.5f32; 3 * 16];
+    data[..16].fill(f32::NAN); // sample 0: all NaN
+    data[16 + 7] = f32::NAN; // sample 1: one NaN feature
+    std::fs::write(root.join("x.npy"), mase_interop::npy::write_npy_f32(&Tensor::new(vec![3, 16], data).unwrap())).unwrap();
+    let args = ["run", "jsc-tiny", "--num-classes", "5", "--input", "x.npy"];
+    let out = ch(&args, &root);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("INFO")).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert_eq!(rows[0], "NaN NaN NaN NaN NaN");
+    assert_eq!(rows[1], "NaN NaN NaN NaN NaN");
+    assert!(!rows[2].contains("NaN"), "a finite sample stays finite: {}", rows[2]);
+    // The written outputs hold the NaNs too.
+    let mut with_o = args.to_vec();
+    with_o.extend(["-o", "y.npy"]);
+    ch_json(&with_o, &root);
+    let y = npy(&root.join("y.npy"));
+    assert_eq!(y.shape, [3, 5]);
+    assert!(y.data[..10].iter().all(|v| v.is_nan()), "{:?}", y.data);
+    assert!(y.data[10..].iter().all(|v| v.is_finite()), "{:?}", y.data);
+}

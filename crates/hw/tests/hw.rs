@@ -18,7 +18,7 @@ fn jsc() -> mase_io::Splits {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_jsc_data");
     std::fs::create_dir_all(dir.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), dir.join("jsc/jsc_fixture.h5")).unwrap();
-    mase_io::load_dataset("jsc", &mase_io::DataOptions { data_dir: Some(dir) }).unwrap()
+    mase_io::load_dataset("jsc", &mase_io::DataOptions { data_dir: Some(dir), ..Default::default() }).unwrap()
 }
 
 /// A zoo model with seeded weights, its linears (and relus when `relu_bits` is set) quantized
@@ -261,7 +261,8 @@ fn test_samples(model: &str, n: usize) -> (Vec<f32>, Vec<usize>, Vec<u32>) {
     if model.starts_with("jsc") {
         return test_split();
     }
-    let s = mase_io::load_dataset("mnist", &mase_io::DataOptions { data_dir: Some(repo_root().join("data")) }).unwrap();
+    let s =
+        mase_io::load_dataset("mnist", &mase_io::DataOptions { data_dir: Some(repo_root().join("data")), ..Default::default() }).unwrap();
     let n = n.min(s.test.len());
     (s.test.x[..n * 784].to_vec(), vec![n, 1, 28, 28], s.test.y[..n].to_vec())
 }

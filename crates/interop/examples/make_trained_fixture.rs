@@ -17,7 +17,7 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trained");
     std::fs::create_dir_all(&out)?;
-    let splits = load_dataset("digits", &DataOptions { data_dir: None })?;
+    let splits = load_dataset("digits", &DataOptions { data_dir: None, ..Default::default() })?;
     let ctx = ModelContext::new(splits.info.sample_shape.clone(), splits.info.num_classes);
     for model in ["mnist-cnn", "tfc"] {
         let graph = build_model(model, &ctx)?;

@@ -100,6 +100,7 @@ pub(crate) fn load(dir: &Path) -> Result<Splits> {
                 test.len()
             ),
             source: source_list(&sources),
+            dropped_nonfinite: 0,
         },
         train: full,
         val,

@@ -103,6 +103,9 @@ pub struct DatasetInfo {
     pub splits_note: String,
     /// The files read (or the generator used), comma-separated.
     pub source: String,
+    /// Rows left out because a feature was NaN or infinite ([`crate::NonFinite::Drop`]).
+    #[serde(default)]
+    pub dropped_nonfinite: usize,
 }
 
 /// The three splits of a data set and its description.

@@ -2,18 +2,20 @@
 
 use crate::dataset::{mod10_note, numbered_classes, split_mod10, Dataset, DatasetInfo, Splits};
 use crate::files::{find_maybe_gz, gz_optional, read_text};
-use crate::{IoError, Result};
+use crate::{IoError, NonFinite, Result};
 use std::path::Path;
 
 const FILE: &str = "digits.csv";
 const PIXELS: usize = 64;
 
 /// Parses the CSV (no header; 64 counts 0..16, then the label 0..9 per line) into `[1, 8, 8]`
-/// samples scaled by 1/16.
-fn parse(path: &Path, text: &str) -> Result<Dataset> {
+/// samples scaled by 1/16. A line with a NaN or infinite pixel is refused or left out as `policy`
+/// says; returns the samples and how many lines were left out.
+fn parse(path: &Path, text: &str, policy: NonFinite) -> Result<(Dataset, usize)> {
     let mut d = Dataset::with_capacity(vec![1, 8, 8], 1797);
     let mut row = [0f32; PIXELS];
-    for (ln, line) in text.lines().enumerate() {
+    let mut dropped = 0;
+    'lines: for (ln, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
@@ -26,6 +28,14 @@ fn parse(path: &Path, text: &str) -> Result<Dataset> {
         for (k, f) in fields[..PIXELS].iter().enumerate() {
             // Values are written as integers or as floats (`0.0`) depending on the writer.
             let v: f32 = f.parse().map_err(|_| bad(format!("pixel {k}: `{f}` is not a number")))?;
+            if !v.is_finite() {
+                if policy == NonFinite::Drop {
+                    dropped += 1;
+                    continue 'lines;
+                }
+                let (row, column) = (format!("line {}", ln + 1), format!("pixel {k}"));
+                return Err(IoError::NonFinite { path: path.to_path_buf(), row, column, value: f64::from(v) });
+            }
             if !(0.0..=16.0).contains(&v) {
                 return Err(bad(format!("pixel {k}: {v} is outside 0..16")));
             }
@@ -37,17 +47,17 @@ fn parse(path: &Path, text: &str) -> Result<Dataset> {
         }
         d.push(&row, label as u32);
     }
-    Ok(d)
+    Ok((d, dropped))
 }
 
 /// Loads `digits/digits.csv[.gz]` from `dir` (the `digits/` folder), split by the `i % 10` rule.
-pub(crate) fn load(dir: &Path) -> Result<Splits> {
+pub(crate) fn load(dir: &Path, policy: NonFinite) -> Result<Splits> {
     let path = find_maybe_gz(dir, FILE).ok_or_else(|| IoError::MissingData {
         dataset: "digits".into(),
         dir: dir.to_path_buf(),
         expected: vec![gz_optional(FILE)],
     })?;
-    let all = parse(&path, &read_text(&path)?)?;
+    let (all, dropped) = parse(&path, &read_text(&path)?, policy)?;
     let (train, val, test) = split_mod10(&all);
     Ok(Splits {
         info: DatasetInfo {
@@ -57,6 +67,7 @@ pub(crate) fn load(dir: &Path) -> Result<Splits> {
             class_names: numbered_classes(10),
             splits_note: mod10_note("scikit-learn digits", all.len()),
             source: path.display().to_string(),
+            dropped_nonfinite: dropped,
         },
         train,
         val,
@@ -72,17 +83,24 @@ mod tests {
     fn bad_lines_name_the_line() {
         let p = Path::new("d.csv");
         let row = |v: &str, l: &str| format!("{},{l}", vec![v; 64].join(","));
-        let ok = parse(p, &format!("{}\n\n{}\n", row("16", "3"), row("0.0", "9"))).map(|d| (d.len(), d.y.clone(), d.x[0], d.x[64]));
+        let ok = parse(p, &format!("{}\n\n{}\n", row("16", "3"), row("0.0", "9")), NonFinite::Refuse)
+            .map(|(d, _)| (d.len(), d.y.clone(), d.x[0], d.x[64]));
         assert_eq!(ok.ok(), Some((2, vec![3, 9], 1.0, 0.0)));
         let cases = [
             (row("17", "1"), "outside 0..16"),
             (row("1", "10"), "not a digit"),
             ("1,2,3".to_string(), "3 fields"),
             (row("x", "1"), "not a number"),
+            (row("nan", "1"), "column `pixel 0`: NaN is not a finite number"),
+            (row("-inf", "1"), "column `pixel 0`: -inf is not a finite number"),
         ];
         for (text, want) in cases {
-            let e = parse(p, &format!("{}\n{text}\n", row("1", "1"))).err().map(|e| e.to_string()).unwrap_or_default();
-            assert!(e.starts_with("d.csv, line 2:") && e.contains(want), "{e}");
+            let e = parse(p, &format!("{}\n{text}\n", row("1", "1")), NonFinite::Refuse).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("d.csv, line 2") && e.contains(want), "{e}");
         }
+        // Asked to, the line with a NaN pixel is left out and counted.
+        let kept =
+            parse(p, &format!("{}\n{}\n{}\n", row("1", "1"), row("nan", "2"), row("2", "3")), NonFinite::Drop).map(|(d, n)| (d.y, n));
+        assert_eq!(kept.ok(), Some((vec![1, 3], 1)));
     }
 }

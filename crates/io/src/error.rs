@@ -36,6 +36,14 @@ pub enum IoError {
     #[error("{}, line {line}: {reason}", .path.display())]
     Parse { path: PathBuf, line: usize, reason: String },
 
+    /// A feature of a data set is NaN or infinite (see `NonFinite`).
+    #[error(
+        "{}, {row}, column `{column}`: {value} is not a finite number; fix the data, or pass --drop-nonfinite \
+         (TOML drop_nonfinite = true) to leave out the rows that have such values",
+        .path.display()
+    )]
+    NonFinite { path: PathBuf, row: String, column: String, value: f64 },
+
     /// An HDF5 file could not be read or lacks what MASE's jet table needs.
     #[error("{}: HDF5: {reason}", .path.display())]
     Hdf5 { path: PathBuf, reason: String },

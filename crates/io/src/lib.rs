@@ -13,6 +13,7 @@ mod error;
 mod files;
 mod jsc;
 mod mnist;
+mod nonfinite;
 mod numpy_random;
 pub mod parse;
 mod registry;
@@ -27,6 +28,7 @@ pub use error::{IoError, Result};
 pub use jsc::{
     jsc_split_indices, preprocess_jsc, read_jsc_table, unique_rows, JscSplitIndices, JscTable, JSC_FEATURES, JSC_LABELS, MASE_CACHE_NAME,
 };
+pub use nonfinite::NonFinite;
 pub use numpy_random::RandomState;
 pub use registry::{data_dir, dataset_names, load_dataset, DataOptions, DATA_DIR_ENV};
 pub use standardize::Standardizer;

@@ -95,6 +95,7 @@ pub(crate) fn load(dir: &Path) -> Result<Splits> {
         class_names: numbered_classes(10),
         splits_note,
         source,
+        dropped_nonfinite: 0,
     };
     match find_maybe_gz(dir, TRAIN_IMAGES) {
         Some(train_images) => {

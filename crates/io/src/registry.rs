@@ -1,7 +1,7 @@
 //! Data set names, the data folder, and loading by name.
 
 use crate::dataset::Splits;
-use crate::{cifar10, digits, jsc, mnist, tabular, toy, IoError, Result};
+use crate::{cifar10, digits, jsc, mnist, tabular, toy, IoError, NonFinite, Result};
 use std::path::PathBuf;
 
 /// Where data sets are read from.
@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct DataOptions {
     /// The data folder (`--data-dir`); `None` means the default of [`data_dir`].
     pub data_dir: Option<PathBuf>,
+    /// What to do with rows whose features are NaN or infinite (refuse them by default).
+    pub nonfinite: NonFinite,
 }
 
 /// The environment variable naming the data folder.
@@ -41,11 +43,11 @@ pub fn load_dataset(name: &str, opts: &DataOptions) -> Result<Splits> {
     let root = data_dir(opts);
     match name.as_str() {
         "toy_tiny" => Ok(toy::load()),
-        "jsc" => jsc::load(&root.join("jsc")),
+        "jsc" => jsc::load(&root.join("jsc"), opts.nonfinite),
         "mnist" => mnist::load(&root.join("mnist")),
-        "digits" => digits::load(&root.join("digits")),
+        "digits" => digits::load(&root.join("digits"), opts.nonfinite),
         "cifar10" => cifar10::load(&root.join("cifar10")),
-        "iris" | "wine" | "breast_cancer" => tabular::load(&name, &root.join("tabular")),
+        "iris" | "wine" | "breast_cancer" => tabular::load(&name, &root.join("tabular"), opts.nonfinite),
         _ => Err(IoError::UnknownDataset { name, known: NAMES.iter().map(|s| s.to_string()).collect() }),
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::dataset::{mod10_note, mod10_split, Dataset, DatasetInfo, Splits};
 use crate::files::{find_first, gz_optional, read_text};
+use crate::nonfinite::{self, NonFinite};
 use crate::standardize::Standardizer;
 use crate::{IoError, Result};
 use std::path::Path;
@@ -16,6 +17,8 @@ struct Table {
     x: Vec<f64>,
     y: Vec<u32>,
     class_names: Vec<String>,
+    /// The file's line number (from 1) of every row.
+    lines: Vec<usize>,
 }
 
 /// Parses scikit-learn's format: first line `n_samples,n_features,class names...`, then rows of
@@ -36,7 +39,8 @@ fn parse(path: &Path, text: &str) -> Result<Table> {
     // reader ask for unbounded memory.
     let rows = n.min(text.lines().count());
     let values = rows.saturating_mul(features).min(text.len());
-    let mut t = Table { features, x: Vec::with_capacity(values), y: Vec::with_capacity(rows), class_names };
+    let mut t =
+        Table { features, x: Vec::with_capacity(values), y: Vec::with_capacity(rows), class_names, lines: Vec::with_capacity(rows) };
     for (ln, line) in lines {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         if fields.len().checked_sub(1) != Some(features) {
@@ -50,6 +54,7 @@ fn parse(path: &Path, text: &str) -> Result<Table> {
             return Err(bad(ln + 1, format!("label {label} but the header names {} classes", t.class_names.len())));
         }
         t.y.push(label);
+        t.lines.push(ln + 1);
     }
     if t.y.len() != n {
         return Err(IoError::Format {
@@ -71,16 +76,37 @@ pub(crate) fn parse_dataset(path: &Path, text: &str) -> Result<Dataset> {
     Ok(d)
 }
 
+/// Leaves out the rows with a NaN or infinite feature, or refuses the first such value, as
+/// `policy` says; returns how many rows were left out.
+fn drop_nonfinite(path: &Path, t: &mut Table, policy: NonFinite) -> Result<usize> {
+    let f = t.features;
+    let keep = {
+        let value = |i: usize, j: usize| t.x[i * f + j];
+        let row_name = |i: usize| format!("line {}", t.lines[i]);
+        let column_name = |j: usize| format!("field {}", j + 1);
+        let table = nonfinite::Table { path, rows: t.y.len(), features: f, value: &value, row_name: &row_name, column_name: &column_name };
+        nonfinite::finite_rows(&table, policy)?
+    };
+    let Some(keep) = keep else { return Ok(0) };
+    let dropped = t.y.len() - keep.len();
+    t.x = keep.iter().flat_map(|&i| t.x[i * f..(i + 1) * f].iter().copied()).collect();
+    t.y = keep.iter().map(|&i| t.y[i]).collect();
+    t.lines = keep.iter().map(|&i| t.lines[i]).collect();
+    Ok(dropped)
+}
+
 /// Loads `<dir>/<file>` for the table `name`; the `i % 10` split, features standardised with the
-/// training split's mean and population standard deviation.
-pub(crate) fn load(name: &str, dir: &Path) -> Result<Splits> {
+/// training split's mean and population standard deviation. Rows with a NaN or infinite feature
+/// are refused or dropped (before the split) as `policy` says.
+pub(crate) fn load(name: &str, dir: &Path, policy: NonFinite) -> Result<Splits> {
     let files = TABLES.iter().find(|(n, _)| *n == name).map(|(_, f)| *f).unwrap_or(&[]);
     let path = find_first(dir, files).ok_or_else(|| IoError::MissingData {
         dataset: name.into(),
         dir: dir.to_path_buf(),
         expected: files.iter().map(|f| gz_optional(f)).collect(),
     })?;
-    let t = parse(&path, &read_text(&path)?)?;
+    let mut t = parse(&path, &read_text(&path)?)?;
+    let dropped = drop_nonfinite(&path, &mut t, policy)?;
     let f = t.features;
     let [tr, va, te] = mod10_split(t.y.len());
     let train_rows: Vec<&[f64]> = tr.iter().map(|&i| &t.x[i * f..(i + 1) * f]).collect();
@@ -103,6 +129,7 @@ pub(crate) fn load(name: &str, dir: &Path) -> Result<Splits> {
             class_names: t.class_names.clone(),
             splits_note: format!("{}; standardised with the training split's mean and std", mod10_note(&format!("scikit-learn {name}"), n)),
             source: path.display().to_string(),
+            dropped_nonfinite: dropped,
         },
         train: make(&tr),
         val: make(&va),

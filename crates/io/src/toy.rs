@@ -36,6 +36,7 @@ pub(crate) fn load() -> Splits {
             class_names: vec!["sum <= 0".into(), "sum > 0".into()],
             splits_note: format!("generated as MASE: numpy RandomState(0 | 1 | 2).rand({n}, 4) * 2 - 1 for train | validation | test"),
             source: "generator (numpy RandomState MT19937)".into(),
+            dropped_nonfinite: 0,
         },
         train: toy_tiny_split(0, n),
         val: toy_tiny_split(1, n),

@@ -11,7 +11,7 @@ fn fixtures() -> PathBuf {
 
 #[test]
 fn fixture_loads_with_the_official_layout() {
-    let s = load_dataset("cifar10", &DataOptions { data_dir: Some(fixtures()) }).unwrap();
+    let s = load_dataset("cifar10", &DataOptions { data_dir: Some(fixtures()), ..Default::default() }).unwrap();
     // 5 x 32 training records: the last tenth (16) is the validation set; 40 test records.
     assert_eq!((s.train.len(), s.val.len(), s.test.len()), (144, 16, 40));
     assert_eq!(s.info.sample_shape, [3, 32, 32]);

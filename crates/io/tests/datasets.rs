@@ -14,7 +14,10 @@ fn load(name: &str, opts: &DataOptions) -> Splits {
 
 /// The message of loading data set `name` from `dir`, which must fail ("" when it loads).
 fn load_error(name: &str, dir: &Path) -> String {
-    load_dataset(name, &DataOptions { data_dir: Some(dir.to_path_buf()) }).err().map(|e| e.to_string()).unwrap_or_default()
+    load_dataset(name, &DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
 }
 
 fn sizes(s: &Splits) -> (usize, usize, usize) {
@@ -95,7 +98,7 @@ fn mnist_full_training_set_uses_official_split() {
     write(&m.join("train-labels-idx1-ubyte.gz"), &gz(&idx(&[20], &(0..20u8).map(|i| i % 10).collect::<Vec<_>>())));
     write(&m.join("t10k-images-idx3-ubyte.gz"), &gz(&idx(&[3, 28, 28], &[255u8; 3 * 784])));
     write(&m.join("t10k-labels-idx1-ubyte"), &idx(&[3], &[1, 2, 3]));
-    let s = load("mnist", &DataOptions { data_dir: Some(dir.clone()) });
+    let s = load("mnist", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() });
     // A small training file holds out its last tenth (2 of 20); the real one its last 5,000.
     assert_eq!(sizes(&s), (18, 2, 3));
     assert_eq!((s.val.x[0], s.val.y.clone()), (18.0 / 255.0, vec![8, 9]));
@@ -181,7 +184,7 @@ fn cifar10_batches_from_the_real_record() {
         write(&root.join(format!("data_batch_{k}.bin")), &b);
     }
     write(&root.join("test_batch.bin"), &rec);
-    let s = load("cifar10", &DataOptions { data_dir: Some(dir.clone()) });
+    let s = load("cifar10", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() });
     assert_eq!(sizes(&s), (9, 1, 1));
     assert_eq!(s.train.y, [1, 6, 2, 7, 3, 8, 4, 9, 5]);
     assert_eq!((s.val.y[0], s.test.y[0]), (0, 1));
@@ -200,7 +203,7 @@ fn cifar10_batches_from_the_real_record() {
 #[test]
 fn missing_data_errors_list_expected_files() {
     let dir = scratch("empty");
-    let opts = DataOptions { data_dir: Some(dir.clone()) };
+    let opts = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
     // (data set, expected file names in the message)
     let cases: [(&str, &[&str]); 6] = [
         ("mnist", &["t10k-images-idx3-ubyte[.gz]", "t10k-labels-idx1-ubyte[.gz]", "train-images-idx3-ubyte[.gz]"]),
@@ -243,7 +246,7 @@ fn missing_data_errors_list_expected_files() {
 
 #[test]
 fn data_dir_resolution_order() {
-    let explicit = DataOptions { data_dir: Some("/x/y".into()) };
+    let explicit = DataOptions { data_dir: Some("/x/y".into()), ..Default::default() };
     std::env::set_var(DATA_DIR_ENV, "/from/env");
     assert_eq!(data_dir(&explicit), Path::new("/x/y"));
     assert_eq!(data_dir(&DataOptions::default()), Path::new("/from/env"));
@@ -253,4 +256,29 @@ fn data_dir_resolution_order() {
     assert_eq!(default, data_dir(&DataOptions::default()));
     assert!(default.ends_with("crates/io/../../data"), "{}", default.display());
     assert!(default.join("mnist/t10k-labels-idx1-ubyte.gz").is_file(), "the default finds the shipped data");
+}
+
+#[test]
+fn tabular_rows_with_non_finite_features_are_refused_or_dropped() {
+    // An iris-shaped CSV of 12 rows with an `inf` on line 4 and a `nan` on line 9.
+    let dir = scratch("tabular-nonfinite");
+    let mut text = String::from("12,2,a,b\n");
+    for i in 0..12 {
+        let first = match i {
+            2 => "inf".to_string(),
+            7 => "nan".to_string(),
+            _ => format!("{}.5", i),
+        };
+        text.push_str(&format!("{first},{},{}\n", i * 2, i % 2));
+    }
+    let path = dir.join("tabular").join("iris.csv");
+    write(&path, text.as_bytes());
+    let e = load_error("iris", &dir);
+    assert!(e.starts_with(&format!("{}, line 4, column `field 1`: inf is not a finite number; ", path.display())), "{e}");
+    let opts = DataOptions { data_dir: Some(dir.clone()), nonfinite: mase_io::NonFinite::Drop };
+    let s = load("iris", &opts);
+    assert_eq!(s.info.dropped_nonfinite, 2);
+    assert_eq!(sizes(&s).0 + sizes(&s).1 + sizes(&s).2, 10);
+    assert!(s.train.x.iter().chain(&s.val.x).chain(&s.test.x).all(|v| v.is_finite()));
+    let _ = std::fs::remove_dir_all(&dir);
 }

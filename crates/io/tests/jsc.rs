@@ -22,7 +22,8 @@ fn load_only(file: &str) -> Splits {
     let dir = scratch(&format!("jsc-{file}"));
     let bytes = std::fs::read(jsc_fixture(file)).unwrap_or_else(|e| panic!("{e}"));
     write(&dir.join("jsc").join(file), &bytes);
-    let s = load_dataset("jsc", &DataOptions { data_dir: Some(dir.clone()) }).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let s =
+        load_dataset("jsc", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() }).unwrap_or_else(|e| panic!("{file}: {e}"));
     let _ = std::fs::remove_dir_all(&dir);
     s
 }
@@ -132,7 +133,7 @@ fn fixture_classes_are_learnable() {
 fn source_priority_and_errors() {
     let dir = scratch("jsc-priority");
     let copy = |from: &str, to: &str| write(&dir.join("jsc").join(to), &std::fs::read(jsc_fixture(from)).unwrap_or_else(|e| panic!("{e}")));
-    let opts = DataOptions { data_dir: Some(dir.clone()) };
+    let opts = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
     let source = || load_dataset("jsc", &opts).map(|s| s.info.source).unwrap_or_else(|e| e.to_string());
     copy(FORMATS[2], FORMATS[2]);
     assert!(source().ends_with(".arff"));
@@ -172,4 +173,41 @@ fn reader_errors_name_file_and_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     let _: &Path = &dir;
+}
+
+#[test]
+fn non_finite_features_are_refused_with_file_line_and_column_or_dropped_on_request() {
+    let text = std::fs::read_to_string(jsc_fixture(FORMATS[1])).unwrap_or_else(|e| panic!("{e}"));
+    let clean = load_only(FORMATS[1]);
+    let total = |s: &Splits| s.train.len() + s.val.len() + s.test.len();
+    let column = text.lines().next().unwrap_or_default().split(',').nth(2).unwrap_or_default().trim_matches('"').to_string();
+    // (value written into field 3 of line 5, how the message prints it)
+    for (bad, shown) in [("nan", "NaN"), ("inf", "inf"), ("-inf", "-inf")] {
+        let edited: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                if i != 4 {
+                    return l.to_string();
+                }
+                let mut f: Vec<&str> = l.split(',').collect();
+                f[2] = bad;
+                f.join(",")
+            })
+            .collect();
+        let dir = scratch(&format!("jsc-nonfinite-{bad}"));
+        let path = dir.join("jsc").join(FORMATS[1]);
+        write(&path, (edited.join("\n") + "\n").as_bytes());
+        let refuse = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
+        let e = load_dataset("jsc", &refuse).map(|_| ()).unwrap_err().to_string();
+        let want = format!("{}, line 5, column `{column}`: {shown} is not a finite number; ", path.display());
+        assert!(e.starts_with(&want) && e.contains("--drop-nonfinite") && !e.contains('\n'), "{e}");
+        let drop = DataOptions { data_dir: Some(dir.clone()), nonfinite: mase_io::NonFinite::Drop };
+        let s = load_dataset("jsc", &drop).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.info.dropped_nonfinite, 1);
+        assert_eq!(total(&s), total(&clean) - 1, "the fixture's rows are unique");
+        assert!(s.train.x.iter().chain(&s.val.x).chain(&s.test.x).all(|v| v.is_finite()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(clean.info.dropped_nonfinite, 0);
 }

@@ -129,7 +129,7 @@ fn widened_model_trains_and_its_gradients_match_finite_differences() {
     assert_eq!(checked, (16 * 32 + 32) + (32 * 64 + 64) + (64 * 5 + 5));
 
     // Training: 8 epochs of Adam on the jsc fixture take the widened model well above chance (20 %).
-    let splits = load_dataset("jsc", &DataOptions { data_dir: Some(io_fixtures()) }).unwrap();
+    let splits = load_dataset("jsc", &DataOptions { data_dir: Some(io_fixtures()), ..Default::default() }).unwrap();
     let mut exec = Executor::new(&g, &ctx.params, ExecOptions { threads: 1, seed: 3 }).unwrap();
     let mut opt = Optimizer::new(OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }, 1e-2);
     let (mut xb, mut yb) = (Vec::new(), Vec::new());
@@ -264,7 +264,7 @@ fn vgg7_widened_convs_match_the_closed_form() {
 
 #[test]
 fn widened_vgg7_takes_a_training_step_on_the_cifar_fixture() {
-    let splits = load_dataset("cifar10", &DataOptions { data_dir: Some(io_fixtures()) }).unwrap();
+    let splits = load_dataset("cifar10", &DataOptions { data_dir: Some(io_fixtures()), ..Default::default() }).unwrap();
     let (mut g, mut ctx) = model("vgg7", &[3, 32, 32], 10);
     let m = [2, 1, 1, 1, 1, 1];
     pass("channel_multiplier", &mut g, &mut ctx, vgg7_config(m));

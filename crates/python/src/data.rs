@@ -38,8 +38,9 @@ pub fn dataset_names() -> Vec<&'static str> {
 #[pyfunction]
 #[pyo3(signature = (name, data_dir=None))]
 pub fn load_dataset<'py>(py: Python<'py>, name: &str, data_dir: Option<PathBuf>) -> PyResult<Bound<'py, PyDict>> {
-    let splits =
-        guarded("load_dataset", || py.allow_threads(|| mase_io::load_dataset(name, &DataOptions { data_dir }).map_err(|e| to_py(&e))))?;
+    let splits = guarded("load_dataset", || {
+        py.allow_threads(|| mase_io::load_dataset(name, &DataOptions { data_dir, ..Default::default() }).map_err(|e| to_py(&e)))
+    })?;
     let info_json = serde_json::to_string(&splits.info).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("info", info_json)?;

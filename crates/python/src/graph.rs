@@ -336,7 +336,9 @@ impl NativeGraph {
     #[pyo3(signature = (name, data_dir=None))]
     fn use_dataset(&mut self, py: Python<'_>, name: &str, data_dir: Option<PathBuf>) -> PyResult<()> {
         let splits = guarded("use_dataset", || {
-            py.allow_threads(|| mase_io::load_dataset(name, &mase_io::DataOptions { data_dir }).map_err(|e| to_py(&e)))
+            py.allow_threads(|| {
+                mase_io::load_dataset(name, &mase_io::DataOptions { data_dir, ..Default::default() }).map_err(|e| to_py(&e))
+            })
         })?;
         self.ctx.inputs = InputSource::Data(Box::new(splits));
         Ok(())

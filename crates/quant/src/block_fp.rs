@@ -5,11 +5,13 @@
 //! e = clamp(ceil(log2(max |x| over the block)), -B, 2^E - 1 - B);  M = width - 1
 //! mi = clamp(round((|x| + 1e-9) / 2^e * 2^M), 0, 2^M - 1);  out = sign(x + 1e-9) * 2^e * mi / 2^M
 //! ```
-//! `|x| <= 1e-8` passes through. A NaN makes its block NaN (the shared exponent is NaN).
+//! `|x| <= 1e-8` passes through as MASE computes it, `(~close) * out + close * x` (-0.0 becomes
+//! +0.0). A NaN makes its whole block NaN, values near zero included (the shared exponent is
+//! NaN); ±inf give NaN (`0 * inf`) and set their block's exponent to the largest, as in torch.
 
 use crate::block::{reference_blocks, run_blocks, validate_block_size, Blocking};
 use crate::error::param;
-use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
+use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, mase_mask, rne, sign, zero_passthrough};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -58,14 +60,17 @@ pub(crate) fn validate(fmt: &QuantFormat) -> Result<()> {
 /// One value with the block's shared exponent `e` (`None` for a NaN block).
 #[inline(always)]
 fn one(v: f32, e: Option<i64>, shift: f32) -> f32 {
-    if v.is_nan() || close_to_zero(v) {
-        return v;
-    }
     let Some(e) = e else { return f32::NAN };
+    if !v.is_finite() {
+        // NaN stays NaN; MASE's zero passthrough multiplies ±inf by 0.
+        return f32::NAN;
+    }
+    // A shared scale 2^e beyond f32 (e = 128) makes every `q = sign * inf * 0` NaN, and with it
+    // the passthrough's `0 * q` of the values near zero.
     let p = exp2i(e);
     let s = sign(v + 1e-9);
     let mi = clamp_nan(rne((v.abs() + 1e-9) / p * shift), 0.0, shift - 1.0);
-    s * p * (mi / shift)
+    zero_passthrough(v, s * p * (mi / shift))
 }
 
 pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
@@ -82,16 +87,13 @@ pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(f.m);
     reference_blocks(&bl, x, out, |v, pmax| {
-        if v.is_nan() || v.abs() <= 1e-8 {
-            return v;
-        }
         if pmax.is_nan() {
             return f32::NAN;
         }
         let e = ((pmax as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
         let mantissa = (v.abs() + 1e-9) / pow2(e);
         let mi = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
-        sign(v + 1e-9) * pow2(e) * (mi / shift)
+        mase_mask(v, sign(v + 1e-9) * pow2(e) * (mi / shift))
     });
 }
 

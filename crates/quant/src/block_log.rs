@@ -5,7 +5,8 @@
 //! out = log(x, width, exponent_bias = bias)    # e_max = ceil(log2 max) when unclamped
 //! ```
 //! Zero blocks take the smallest non-zero block maximum (MASE's guard), which sets the value
-//! zeros map to. A NaN makes its block NaN.
+//! zeros map to. A NaN makes its block NaN; ±inf saturate to `±2^e_max` (the log format has no
+//! zero passthrough to multiply them by 0), as in torch.
 
 use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::log::{log_one, log_reference, log_representable, validate_width};

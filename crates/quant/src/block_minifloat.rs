@@ -5,7 +5,8 @@
 //! out = minifloat_ieee(x, width, exponent_width, exponent_bias = bias)
 //! ```
 //! As in MASE the bias is non-negative and subtracted, so blocks with large values get a range
-//! shifted *down*; reproduced as written. A NaN makes its block NaN.
+//! shifted *down*; reproduced as written. A NaN makes its whole block NaN, values near zero
+//! included (the bias is NaN); ±inf give NaN as in `minifloat_ieee`, as in torch.
 
 use crate::block::{on_grid_shared_bias, reference_blocks, run_blocks, validate_bias_width, validate_block_size, Blocking};
 use crate::minifloat_denorm::validate_mini;
@@ -80,7 +81,6 @@ pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut [f
         |m| f.bias(m).map(|b| f.range(b)),
         |v, r| match r {
             Some((lo, hi)) => ieee_one(v, lo, hi, shift),
-            None if v.is_nan() || crate::round::close_to_zero(v) => v,
             None => f32::NAN,
         },
     );
@@ -92,7 +92,7 @@ pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], shape: &[usize], out: &mut
     reference_blocks(&bl, x, out, |v, pmax| {
         let bias = (pmax as f64).log2().floor();
         if bias.is_nan() {
-            return if v.is_nan() || v.abs() <= 1e-8 { v } else { f32::NAN };
+            return f32::NAN;
         }
         let b = (bias as i64).clamp(0, f.bias_max);
         let (lo, hi) = f.range(b);

@@ -12,10 +12,13 @@
 //! format is the straight-through estimator: the gradient of the float operand is the gradient of
 //! its quantized value, unchanged and unmasked, as in MASE ([`ste_backward`]).
 //!
-//! NaN and infinity: NaN stays NaN in the arithmetic formats (a NaN in a block makes the block
-//! NaN, since the shared exponent is NaN); sign-based formats give what their comparison gives
-//! (`x >= 0` is false: bipolar -1); ternary counts NaN as 0. ±inf saturate to the largest
-//! value of the format, except in QONNX's FloatQuant, whose reference turns them into NaN. Each
+//! NaN and infinity follow what MASE's torch formulas give (checked against them in
+//! `tests/nonfinite.rs`): NaN stays NaN in the arithmetic formats, and a NaN in a block makes the
+//! whole block NaN (the shared exponent is NaN). ±inf saturate in `integer` (`clamp`) and the log
+//! formats, and become NaN in the minifloat formats and `block_fp`, whose zero passthrough
+//! `(~close) * q + close * x` multiplies them by 0 (the same products turn a -0.0 input into
+//! +0.0). Sign-based formats give what their comparison gives (`x >= 0` is false: bipolar -1);
+//! ternary counts NaN as 0. QONNX's FloatQuant turns ±inf into NaN, as its reference does. Each
 //! module's documentation says where it differs from MASE on purpose.
 //!
 //! ```

@@ -4,7 +4,8 @@
 //! Eb = width - 1;  B = exponent_bias or 2^(Eb-1) - 1;  e in [-B, 2^Eb - 1 - B];  t = 0.1 * 2^-B
 //! out = sign(x + t) * 2^clamp(round(log2(|x| + t)), e_min, e_max)
 //! ```
-//! Zero maps to `2^e_min`; NaN stays NaN; ±inf saturate to `±2^e_max`.
+//! Zero maps to `2^e_min`; NaN stays NaN (torch's `sign(NaN) = 0` times `2^NaN`); ±inf saturate to
+//! `±2^e_max`, as in torch.
 
 use crate::error::param;
 use crate::round::{exp2i, exponent_range, floor_log2, round_log2, sign};

@@ -5,12 +5,13 @@
 //! s = sign(x + 1e-9);  v = |x|;  e = clamp(ceil(log2(v + 1e-9)), e_min, e_max)
 //! mi = clamp(round(v / 2^e * 2^M), 0, 2^M - 1);  out = s * 2^e * mi / 2^M
 //! ```
-//! Values with `|x| <= 1e-8` pass through unchanged (MASE's `isclose(x, 0)`). Because of `ceil`,
-//! an exact power of two has mantissa 1.0, which saturates to `(2^M - 1) / 2^M`. NaN stays NaN;
-//! ±inf saturate to `±2^e_max (1 - 2^-M)` (MASE's mask arithmetic turns them into NaN).
+//! Values with `|x| <= 1e-8` pass through (MASE's `isclose(x, 0)`), computed as MASE does,
+//! `(~close) * out + close * x`: -0.0 becomes +0.0, and NaN and ±inf give NaN (`0 * inf`), as in
+//! torch. Because of `ceil`, an exact power of two has mantissa 1.0, which saturates to
+//! `(2^M - 1) / 2^M`.
 
 use crate::error::param;
-use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, rne, sign};
+use crate::round::{ceil_log2, clamp_nan, close_to_zero, exp2i, exponent_range, mase_mask, rne, sign, zero_passthrough};
 use crate::Result;
 use mase_ir::{QuantFormat, Rng};
 
@@ -88,15 +89,16 @@ pub(crate) fn validate_mini(format: &'static str, width: u32, exponent_width: u3
 /// One value, exactly as the kernel computes it.
 #[inline(always)]
 fn one(v: f32, f: Mini, shift: f32) -> f32 {
-    if v.is_nan() || close_to_zero(v) {
-        return v;
+    if !v.is_finite() {
+        // NaN stays NaN; MASE's zero passthrough multiplies ±inf by 0.
+        return f32::NAN;
     }
     let s = sign(v + 1e-9);
     let a = v.abs();
     let e = ceil_log2(a + 1e-9).clamp(f.e_min, f.e_max);
     let p = exp2i(e);
     let mi = clamp_nan(rne(a / p * shift), 0.0, shift - 1.0);
-    s * p * (mi / shift)
+    zero_passthrough(v, s * p * (mi / shift))
 }
 
 pub(crate) fn kernel(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mut [f32], _rng: &mut Rng) {
@@ -112,16 +114,13 @@ pub(crate) fn reference(fmt: &QuantFormat, x: &[f32], _shape: &[usize], out: &mu
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(f.m);
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = if v.is_nan() || v.abs() <= 1e-8 {
-            v
-        } else {
-            let s = sign(v + 1e-9);
-            let value = v.abs();
-            let exponent = (((value + 1e-9) as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
-            let mantissa = value / pow2(exponent);
-            let shifted = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
-            s * pow2(exponent) * (shifted / shift)
-        };
+        let s = sign(v + 1e-9);
+        let value = v.abs();
+        // `as i64` saturates: +inf gives the largest exponent, NaN 0 (its mantissa stays NaN).
+        let exponent = (((value + 1e-9) as f64).log2().ceil() as i64).clamp(f.e_min, f.e_max);
+        let mantissa = value / pow2(exponent);
+        let shifted = (mantissa * shift).round_ties_even().clamp(0.0, shift - 1.0);
+        *o = mase_mask(v, s * pow2(exponent) * (shifted / shift));
     }
 }
 

@@ -7,10 +7,12 @@
 //! subnormal:        mi = clamp(round(m 2^M / 2), 0, 2^M - 1);    mant = 2 mi / 2^M
 //! out = sign(x + 1e-9) * 2^e * mant
 //! ```
-//! `|x| <= 1e-8` passes through; large values saturate at `2^e_max (2 - 2^-M)`; NaN stays NaN.
+//! `|x| <= 1e-8` passes through as MASE computes it, `(~close) * out + close * x` (-0.0 becomes
+//! +0.0); large finite values saturate at `2^e_max (2 - 2^-M)`; NaN and ±inf give NaN (`0 * inf`
+//! in that passthrough), as in torch.
 
 use crate::minifloat_denorm::{lowest_bit_exponent, Mini};
-use crate::round::{clamp_nan, close_to_zero, exp2i, floor_log2, rne, sign};
+use crate::round::{clamp_nan, close_to_zero, exp2i, floor_log2, mase_mask, rne, sign, zero_passthrough};
 use mase_ir::{QuantFormat, Rng};
 
 /// The format's entry in `registry::FORMATS`: its name, its one-line doc, and the functions
@@ -25,8 +27,9 @@ pub(crate) use crate::registry::{any_shape as validate_shape, on_grid_elementwis
 /// with block minifloat, whose bias (and so range) is per block.
 #[inline(always)]
 pub(crate) fn ieee_one(v: f32, e_min: i64, e_max: i64, shift: f32) -> f32 {
-    if v.is_nan() || close_to_zero(v) {
-        return v;
+    if !v.is_finite() {
+        // NaN stays NaN; MASE's zero passthrough multiplies ±inf by 0.
+        return f32::NAN;
     }
     let s = sign(v + 1e-9);
     let a = v.abs();
@@ -38,14 +41,11 @@ pub(crate) fn ieee_one(v: f32, e_min: i64, e_max: i64, shift: f32) -> f32 {
     } else {
         clamp_nan(rne(m * shift / 2.0), 0.0, shift - 1.0) / shift * 2.0
     };
-    s * p * mant
+    zero_passthrough(v, s * p * mant)
 }
 
 /// [`ieee_one`] written from the formula with `f64` logarithms and powers.
 pub(crate) fn ieee_reference(v: f32, e_min: i64, e_max: i64, m_bits: i64) -> f32 {
-    if v.is_nan() || v.abs() <= 1e-8 {
-        return v;
-    }
     let pow2 = |e: i64| 2f64.powi(e as i32) as f32;
     let shift = pow2(m_bits);
     let sign = sign(v + 1e-9);
@@ -58,7 +58,7 @@ pub(crate) fn ieee_reference(v: f32, e_min: i64, e_max: i64, m_bits: i64) -> f32
     } else {
         (mantissa * shift / 2.0).round_ties_even().clamp(0.0, shift - 1.0) / shift * 2.0
     };
-    sign * pow2(exponent) * mant
+    mase_mask(v, sign * pow2(exponent) * mant)
 }
 
 /// Whether `v` is an output of the minifloat with mantissa bits `m` and range `[e_min, e_max]`:

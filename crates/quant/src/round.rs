@@ -215,6 +215,25 @@ pub fn close_to_zero(v: f32) -> bool {
     v.abs() <= 1e-8_f32
 }
 
+/// MASE's zero passthrough `(~isclose(x, 0)) * q + isclose(x, 0) * x` for a finite `x` and its
+/// quantized value `q`: `x` within 1e-8 of zero passes through as `0 * q + x` (so -0.0 becomes
+/// +0.0 beside `q = +0`, and a NaN `q` still gives NaN), any other `x` gives `q`. (For NaN and
+/// ±inf the products give NaN; the kernels return that before computing `q`.)
+#[inline(always)]
+pub(crate) fn zero_passthrough(v: f32, q: f32) -> f32 {
+    if close_to_zero(v) {
+        0.0 * q + v
+    } else {
+        q
+    }
+}
+
+/// The passthrough as MASE writes it, with its products, for the reference functions.
+pub(crate) fn mase_mask(v: f32, q: f32) -> f32 {
+    let close = if v.abs() <= 1e-8 { 1.0f32 } else { 0.0 };
+    (1.0 - close) * q + close * v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

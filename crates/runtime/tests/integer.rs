@@ -41,7 +41,7 @@ fn quantize_8_4(node: &Node) -> Option<NodeQuant> {
 /// The shipped MNIST data (8,000 / 1,000 / 1,000 images).
 fn mnist() -> mase_io::Splits {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data");
-    load_dataset("mnist", &DataOptions { data_dir: Some(dir) }).expect("the repository ships MNIST")
+    load_dataset("mnist", &DataOptions { data_dir: Some(dir), ..Default::default() }).expect("the repository ships MNIST")
 }
 
 /// Trains `graph` in float for one epoch on the first `images` training images (so that weights

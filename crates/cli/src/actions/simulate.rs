@@ -26,7 +26,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         None => {
             let saved = ck.meta.get("dataset").and_then(Value::as_str).map(str::to_string);
             let name = args.dataset.clone().or(saved).ok_or_else(|| anyhow!("no data set: pass --dataset or --random N"))?;
-            let splits = mase_io::load_dataset(&name, &DataOptions { data_dir: args.data_dir.clone() })?;
+            let splits = mase_io::load_dataset(&name, &DataOptions { data_dir: args.data_dir.clone(), ..Default::default() })?;
             let split = args.split.as_deref().unwrap_or("test");
             let data = match split {
                 "train" => splits.train,

@@ -19,6 +19,7 @@ pub(crate) mod h5;
 pub(crate) mod text;
 
 use crate::dataset::{Dataset, DatasetInfo, Splits};
+use crate::nonfinite::{self, NonFinite};
 use crate::numpy_random::RandomState;
 use crate::standardize::Standardizer;
 use crate::{IoError, Result};
@@ -81,15 +82,42 @@ impl JscTable {
 
 /// Reads the 21 columns from a file, choosing the reader by its name.
 pub fn read_jsc_table(path: &Path) -> Result<JscTable> {
+    Ok(read_with_lines(path)?.0)
+}
+
+/// [`read_jsc_table`] and, for the text forms, the line number of every row.
+fn read_with_lines(path: &Path) -> Result<(JscTable, Option<Vec<usize>>)> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     let base = name.strip_suffix(".gz").unwrap_or(&name);
     if base.ends_with(".csv") {
-        text::read_csv(path)
+        text::read_csv(path).map(|(t, l)| (t, Some(l)))
     } else if base.ends_with(".arff") {
-        text::read_arff(path)
+        text::read_arff(path).map(|(t, l)| (t, Some(l)))
     } else {
-        h5::read(path)
+        h5::read(path).map(|t| (t, None))
     }
+}
+
+/// The table without its rows that have a NaN or infinite feature (or the error of
+/// [`NonFinite::Refuse`]), and how many rows were left out.
+fn finite_table(path: &Path, table: JscTable, lines: Option<&[usize]>, policy: NonFinite) -> Result<(JscTable, usize)> {
+    let value = |i: usize, j: usize| f64::from(table.row(i)[j]);
+    let row_name = |i: usize| match lines {
+        Some(l) => format!("line {}", l[i]),
+        None => format!("row {i} of {}", h5::TABLE),
+    };
+    let column_name = |j: usize| JSC_FEATURES[j].to_string();
+    let t = nonfinite::Table {
+        path,
+        rows: table.len(),
+        features: JSC_FEATURES.len(),
+        value: &value,
+        row_name: &row_name,
+        column_name: &column_name,
+    };
+    let Some(keep) = nonfinite::finite_rows(&t, policy)? else { return Ok((table, 0)) };
+    let rows = keep.iter().flat_map(|&i| table.row(i).iter().copied()).collect();
+    Ok((JscTable { rows }, table.len() - keep.len()))
 }
 
 /// The source file in `dir` (the `jsc/` folder), by the priority in the module documentation.
@@ -217,6 +245,7 @@ pub fn preprocess_jsc(table: &JscTable, source: &str) -> Splits {
                 s.n_val
             ),
             source: source.to_string(),
+            dropped_nonfinite: 0,
         },
         train: make(&s.train_val[..cut]),
         val: make(&s.train_val[cut..]),
@@ -224,14 +253,19 @@ pub fn preprocess_jsc(table: &JscTable, source: &str) -> Splits {
     }
 }
 
-/// Loads jsc from `dir` (the `jsc/` folder).
-pub(crate) fn load(dir: &Path) -> Result<Splits> {
+/// Loads jsc from `dir` (the `jsc/` folder); rows with a NaN or infinite feature are refused or
+/// dropped (before deduplication) as `policy` says.
+pub(crate) fn load(dir: &Path, policy: NonFinite) -> Result<Splits> {
     let path = find_source(dir)?;
-    let table = read_jsc_table(&path)?;
+    let (table, lines) = read_with_lines(&path)?;
+    let (table, dropped) = finite_table(&path, table, lines.as_deref(), policy)?;
     if table.is_empty() {
-        return Err(IoError::Format { path, reason: "the table has no rows".into() });
+        let reason = if dropped > 0 { "every row has a NaN or infinite feature" } else { "the table has no rows" };
+        return Err(IoError::Format { path, reason: reason.into() });
     }
-    Ok(preprocess_jsc(&table, &path.display().to_string()))
+    let mut splits = preprocess_jsc(&table, &path.display().to_string());
+    splits.info.dropped_nonfinite = dropped;
+    Ok(splits)
 }
 
 #[cfg(test)]

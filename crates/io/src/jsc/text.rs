@@ -62,36 +62,48 @@ fn push_row(path: &Path, line: usize, text: &str, lay: &Layout, rows: &mut Vec<f
     Ok(())
 }
 
-/// Reads OpenML's CSV form: a header line naming the columns, then one jet per line.
-pub(crate) fn read_csv(path: &Path) -> Result<JscTable> {
-    parse_csv(path, &read_text(path)?)
+/// Reads OpenML's CSV form: a header line naming the columns, then one jet per line; with the
+/// line number of every row.
+pub(crate) fn read_csv(path: &Path) -> Result<(JscTable, Vec<usize>)> {
+    parse_csv_lines(path, &read_text(path)?)
 }
 
 /// The text of OpenML's CSV form (see [`read_csv`]).
 pub(crate) fn parse_csv(path: &Path, text: &str) -> Result<JscTable> {
+    Ok(parse_csv_lines(path, text)?.0)
+}
+
+/// [`parse_csv`] and the file's line number (from 1) of every row.
+pub(crate) fn parse_csv_lines(path: &Path, text: &str) -> Result<(JscTable, Vec<usize>)> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (hl, header) = lines.next().ok_or_else(|| IoError::Format { path: path.to_path_buf(), reason: "empty file".into() })?;
     let names: Vec<String> = header.split(',').map(|s| unquote(s).to_string()).collect();
     let lay = layout(path, hl + 1, &names)?;
-    let mut rows = Vec::new();
+    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
     for (ln, l) in lines {
         push_row(path, ln + 1, l, &lay, &mut rows)?;
+        numbers.push(ln + 1);
     }
     debug_assert_eq!(rows.len() % ROW, 0);
-    Ok(JscTable { rows })
+    Ok((JscTable { rows }, numbers))
 }
 
 /// Reads OpenML's ARFF form: `@attribute NAME TYPE` lines, `@data`, then comma-separated rows;
-/// `%` starts a comment.
-pub(crate) fn read_arff(path: &Path) -> Result<JscTable> {
-    parse_arff(path, &read_text(path)?)
+/// `%` starts a comment. With the line number of every row.
+pub(crate) fn read_arff(path: &Path) -> Result<(JscTable, Vec<usize>)> {
+    parse_arff_lines(path, &read_text(path)?)
 }
 
 /// The text of OpenML's ARFF form (see [`read_arff`]).
 pub(crate) fn parse_arff(path: &Path, text: &str) -> Result<JscTable> {
+    Ok(parse_arff_lines(path, text)?.0)
+}
+
+/// [`parse_arff`] and the file's line number (from 1) of every row.
+fn parse_arff_lines(path: &Path, text: &str) -> Result<(JscTable, Vec<usize>)> {
     let mut names: Vec<String> = Vec::new();
     let mut lay: Option<Layout> = None;
-    let mut rows = Vec::new();
+    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
     for (ln, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('%') {
@@ -102,6 +114,7 @@ pub(crate) fn parse_arff(path: &Path, text: &str) -> Result<JscTable> {
                 return Err(IoError::Parse { path: path.to_path_buf(), line: ln + 1, reason: "sparse ARFF rows are not supported".into() });
             }
             push_row(path, ln + 1, line, lay, &mut rows)?;
+            numbers.push(ln + 1);
             continue;
         }
         let lower = line.to_ascii_lowercase();
@@ -122,7 +135,7 @@ pub(crate) fn parse_arff(path: &Path, text: &str) -> Result<JscTable> {
     if lay.is_none() {
         return Err(IoError::Format { path: path.to_path_buf(), reason: "no @data section".into() });
     }
-    Ok(JscTable { rows })
+    Ok((JscTable { rows }, numbers))
 }
 
 #[cfg(test)]

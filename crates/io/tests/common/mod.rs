@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// The repository's shipped data folder.
 pub fn shipped() -> DataOptions {
-    DataOptions { data_dir: Some(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data"))) }
+    DataOptions { data_dir: Some(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data"))), ..Default::default() }
 }
 
 /// This crate's test fixtures.

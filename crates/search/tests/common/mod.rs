@@ -80,12 +80,12 @@ pub fn jsc_splits() -> Splits {
     let d = scratch(&format!("jsc-data-{}", CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     std::fs::create_dir_all(d.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
-    mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d) }).expect("jsc fixture")
+    mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d), ..Default::default() }).expect("jsc fixture")
 }
 
 /// The MNIST test images shipped in the repo.
 pub fn mnist_splits() -> Splits {
-    mase_io::load_dataset("mnist", &DataOptions { data_dir: Some(repo_root().join("data")) }).expect("shipped mnist")
+    mase_io::load_dataset("mnist", &DataOptions { data_dir: Some(repo_root().join("data")), ..Default::default() }).expect("shipped mnist")
 }
 
 /// A zoo model for a data set, with seeded initial weights.
