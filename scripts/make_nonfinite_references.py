@@ -102,6 +102,10 @@ def main():
     w.case("clip", x, lambda v: torch.clamp(v, -1.0, 1.0))
     w.case("clip_min", x, lambda v: torch.clamp(v, min=0.0))
     w.case("clip_max", x, lambda v: torch.clamp(v, max=0.0))
+    # Values on the bounds: PyTorch 2.x passes no gradient there.
+    bounds = t([-1.0, 1.0, 0.5, -1.5, 1.5, 0.0, 6.0, 7.0], [1, 8])
+    w.case("clip_bounds", bounds, lambda v: torch.clamp(v, -1.0, 1.0))
+    w.case("relu6_bounds", bounds, F.relu6)
 
     # Softmax over rows holding NaN, +inf, -inf, all -inf and two +inf.
     rows = t([NAN, 1, 2, INF, 1, 2, -INF, 1, 2, -INF, -INF, -INF, INF, INF, 1, 1, 2, 3, -0.0, 0.0, 0.0], [7, 3])

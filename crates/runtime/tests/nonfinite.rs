@@ -119,6 +119,8 @@ fn nonfinite_values_propagate_as_in_pytorch() {
     bad.extend(check(&fx, "clip", t, F(Op::Clip { min: -1.0, max: 1.0 })));
     bad.extend(check(&fx, "clip_min", t, F(Op::Clip { min: 0.0, max: f32::MAX })));
     bad.extend(check(&fx, "clip_max", t, F(Op::Clip { min: f32::MIN, max: 0.0 })));
+    bad.extend(check(&fx, "clip_bounds", t, F(Op::Clip { min: -1.0, max: 1.0 })));
+    bad.extend(check(&fx, "relu6_bounds", t, M(Op::Relu6)));
     bad.extend(check(&fx, "softmax", t, F(Op::Softmax { dim: 1 })));
     bad.extend(check(&fx, "log_softmax", t, F(Op::LogSoftmax { dim: 1 })));
     bad.extend(check(&fx, "max_pool2d", t, M(Op::MaxPool2d(pool(2, 2, 0)))));
