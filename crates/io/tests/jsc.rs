@@ -211,3 +211,32 @@ fn non_finite_features_are_refused_with_file_line_and_column_or_dropped_on_reque
     }
     assert_eq!(clean.info.dropped_nonfinite, 0);
 }
+
+#[test]
+fn non_finite_features_of_an_arff_file_are_named_by_line() {
+    // The ARFF fixture with `nan` as the first value of its 3rd data row.
+    let text = std::fs::read_to_string(jsc_fixture(FORMATS[2])).unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<&str> = text.lines().collect();
+    let data = lines.iter().position(|l| l.trim().eq_ignore_ascii_case("@data")).unwrap_or_else(|| panic!("no @data"));
+    let rows: Vec<usize> = (data + 1..lines.len()).filter(|&i| !lines[i].trim().is_empty() && !lines[i].starts_with('%')).collect();
+    let at = rows[2];
+    let column = lines[..data]
+        .iter()
+        .find(|l| l.to_ascii_lowercase().starts_with("@attribute"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .trim_matches(|c| c == '\'' || c == '"')
+        .to_string();
+    let edited: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| if i == at { format!("nan{}", &l[l.find(',').unwrap_or(0)..]) } else { l.to_string() })
+        .collect();
+    let dir = scratch("jsc-nonfinite-arff");
+    let path = dir.join("jsc").join(FORMATS[2]);
+    write(&path, (edited.join("\n") + "\n").as_bytes());
+    let e = load_dataset("jsc", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() }).map(|_| ()).unwrap_err().to_string();
+    let want = format!("{}, line {}, column `{column}`: NaN is not a finite number", path.display(), at + 1);
+    assert!(e.starts_with(&want), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

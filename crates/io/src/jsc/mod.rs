@@ -282,6 +282,19 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_rows_of_the_hdf5_table_are_named_by_index() {
+        // Row 1 has -inf in j_c1_b0_mmdt (column 1), row 2 NaN in j_multiplicity (column 15).
+        let mut rows = vec![1.0f32; 3 * ROW];
+        rows[ROW + 1] = f32::NEG_INFINITY;
+        rows[2 * ROW + 15] = f32::NAN;
+        let path = Path::new("jets.h5");
+        let e = finite_table(path, JscTable { rows: rows.clone() }, None, NonFinite::Refuse).map(|_| ()).unwrap_err().to_string();
+        assert!(e.starts_with("jets.h5, row 1 of t_allpar_new, column `j_c1_b0_mmdt`: -inf is not a finite number"), "{e}");
+        let kept = finite_table(path, JscTable { rows }, None, NonFinite::Drop).map(|(t, n)| (t.len(), n)).ok();
+        assert_eq!(kept, Some((1, 2)));
+    }
+
+    #[test]
     fn argmax_takes_first_maximum() {
         let mut r = [0f32; ROW];
         assert_eq!(label_of(&r), 0);
