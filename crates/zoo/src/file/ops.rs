@@ -83,6 +83,11 @@ pub(crate) const NOT_IN_MODEL_FILES: &[(&str, &str)] = &[
     ("pad", "arrives by ONNX (Pad) or torch.fx import"),
 ];
 
+/// Why model files do not name the op `mase_op`, for the ops of [`NOT_IN_MODEL_FILES`].
+pub(crate) fn why_not_in_model_files(mase_op: &str) -> Option<&'static str> {
+    NOT_IN_MODEL_FILES.iter().find(|(n, _)| *n == mase_op).map(|(_, why)| *why)
+}
+
 /// The entry of an op name.
 pub(crate) fn layer_entry(op: &str) -> Option<&'static LayerEntry> {
     LAYERS.iter().find(|l| l.name == op)
