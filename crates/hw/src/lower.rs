@@ -61,171 +61,193 @@ fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
 
 /// Lowers `graph` (quantized, with its parameters) to a design named `model`.
 pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOptions) -> Result<Design> {
+    let mut chain = Chain::default();
     let mut not_integer = Vec::new();
-    let mut layers: Vec<Layer> = Vec::new();
-    let mut input_format: Option<Fixed> = None;
-    // Steps before the first layer, from the stream's input format, and the channels they need.
-    let mut lead: Option<Lead> = None;
-    // Steps met before the first layer have no format to work on yet.
-    let mut prev = None;
     for (i, node) in graph.nodes().iter().enumerate() {
-        let label = format!("{} ({})", node.name, node.op.mase_op());
-        if node.kind != NodeKind::Placeholder {
-            if let Some(p) = prev {
-                if node.inputs.first().map(|u| u.0) != Some(p) || node.inputs.len() != 1 {
-                    return Err(HwError::Structure {
-                        reason: format!("node `{}` does not read the node before it alone; only chains of layers are lowered", node.name),
-                    });
-                }
-            }
-        }
-        prev = Some(i);
+        check_reads_the_node_before(node, i)?;
         let q = node.quant.as_ref().filter(|q| q.is_active());
-        match &node.op {
-            Op::Input => {
-                if i != 0 {
-                    return Err(HwError::Structure { reason: format!("input `{}` is not the first node", node.name) });
-                }
-            }
-            Op::Output | Op::Flatten { .. } | Op::Dropout { .. } => {}
+        let lowered = match &node.op {
+            Op::Input if i != 0 => return Err(HwError::Structure { reason: format!("input `{}` is not the first node", node.name) }),
+            Op::Input | Op::Output | Op::Flatten { .. } | Op::Dropout { .. } => Ok(()),
             Op::Linear { in_features, out_features, bias } => {
-                let Some(q) = q else {
-                    not_integer.push(format!("{label}: not quantized"));
-                    continue;
-                };
-                let fx = fixed(q.data_in.first().and_then(Option::as_ref));
-                let fw = fixed(q.weight.as_ref());
-                let fb = if *bias { fixed(q.bias.as_ref()) } else { Some(Fixed { width: 1, frac_width: 0, signed: true }) };
-                let fo = q.data_out.as_ref().map(Fixed::of);
-                let (Some(fx), Some(fw), Some(fb), None | Some(Some(_))) = (fx, fw, fb, fo) else {
-                    not_integer.push(format!("{label}: data_in, weight and bias need `integer` formats"));
-                    continue;
-                };
-                let mut pre = Vec::new();
-                let input = match (layers.last(), lead.take()) {
-                    (Some(l), _) => {
-                        pre.push(Step::requant(fx));
-                        l.output()
-                    }
-                    (None, Some(lead)) => {
-                        if let Some((bn, c)) = lead.channels.iter().find(|(_, c)| *c != *in_features) {
-                            return Err(HwError::Structure {
-                                reason: format!("node `{bn}` has {c} channels, the linear `{}` after it {in_features} inputs", node.name),
-                            });
-                        }
-                        input_format = Some(lead.format);
-                        pre = lead.steps;
-                        pre.push(Step::requant(fx));
-                        Range::of(lead.format)
-                    }
-                    (None, None) => {
-                        input_format = Some(fx);
-                        Range::of(fx)
-                    }
-                };
-                let w = param_codes(params, &format!("{}.weight", node.target), fw, in_features * out_features)?;
-                let frac = fx.frac_width + fw.frac_width;
-                let (target, w, b) = if *bias {
-                    let b = param_codes(params, &format!("{}.bias", node.target), fb, *out_features)?;
-                    // The bias at the accumulator's scale: whichever has fewer fraction bits moves up.
-                    let target = frac.max(fb.frac_width);
-                    let up_w = 1i64 << (target - frac);
-                    let up_b = 1i64 << (target - fb.frac_width);
-                    (target, w.iter().map(|v| v * up_w).collect(), b.iter().map(|v| v * up_b).collect())
-                } else {
-                    (frac, w, vec![0; *out_features])
-                };
-                let xr = pre.iter().fold(input, |r, s: &Step| s.range(r));
-                let (lo, hi) = sum_bounds(&w, &b, *in_features, xr);
-                let bits = signed_bits(lo, hi);
-                if bits > 64 {
-                    return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
-                }
-                let reuse = opts.reuse_of(&node.name);
-                if in_features % reuse != 0 {
-                    return Err(HwError::ReuseFactor { node: node.name.clone(), reuse, inputs: *in_features });
-                }
-                let mut post = Vec::new();
-                if let Some(Some(fo)) = fo {
-                    post.push(Step::requant(fo));
-                }
-                layers.push(Layer {
-                    node: node.name.clone(),
-                    input,
-                    pre,
-                    in_features: *in_features,
-                    out_features: *out_features,
-                    weight: w,
-                    bias: b,
-                    acc: Range { lo: lo as i64, hi: hi as i64, frac: target },
-                    post,
-                    reuse,
-                });
+                lower_linear(&mut chain, node, (*in_features, *out_features, *bias), q, params, opts)?
             }
-            Op::Relu => {
-                let mut steps = Vec::new();
-                let mut fin = None;
-                if let Some(q) = q {
-                    let fi = fixed(q.data_in.first().and_then(Option::as_ref));
-                    let fo = q.data_out.as_ref().map(Fixed::of);
-                    let (Some(fi), None | Some(Some(_))) = (fi, fo) else {
-                        not_integer.push(format!("{label}: data_in and data_out need `integer` formats"));
-                        continue;
-                    };
-                    fin = Some(fi);
-                    steps.push(Step::Relu);
-                    if let Some(Some(fo)) = fo {
-                        steps.push(Step::requant(fo));
-                    }
-                } else {
-                    steps.push(Step::Relu);
-                }
-                if let Err(reason) = attach(&mut layers, &mut lead, fin, steps, None) {
-                    not_integer.push(format!("{label}: {reason}"));
-                }
-            }
-            Op::BatchNorm1d(spec) => {
-                let (fin, steps) = match affine_steps(node, spec.num_features, q, params) {
-                    Ok(v) => v,
-                    Err(reason) => {
-                        not_integer.push(format!("{label}: {reason}"));
-                        continue;
-                    }
-                };
-                // The widest value of the affine, over the range it sees, must fit 64 bits.
-                if let Some(Step::Affine { mul, add, .. }) = steps.first() {
-                    let (lo, hi) = crate::design::affine_bounds(mul, add, Range::of(fin));
-                    let bits = signed_bits(lo, hi);
-                    if bits > 64 {
-                        return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
-                    }
-                }
-                if let Some(l) = layers.last() {
-                    if l.out_features != spec.num_features {
-                        return Err(HwError::Structure {
-                            reason: format!(
-                                "node `{}` has {} channels, the layer `{}` before it {} outputs",
-                                node.name, spec.num_features, l.node, l.out_features
-                            ),
-                        });
-                    }
-                }
-                if let Err(reason) = attach(&mut layers, &mut lead, Some(fin), steps, Some((node.name.clone(), spec.num_features))) {
-                    not_integer.push(format!("{label}: {reason}"));
-                }
-            }
-            other => not_integer.push(format!("{label}: no integer hardware for {}", other.mase_op())),
+            Op::Relu => lower_relu(&mut chain, q),
+            Op::BatchNorm1d(spec) => lower_batch_norm(&mut chain, node, spec.num_features, q, params)?,
+            other => Err(format!("no integer hardware for {}", other.mase_op())),
+        };
+        if let Err(reason) = lowered {
+            not_integer.push(format!("{} ({}): {reason}", node.name, node.op.mase_op()));
         }
     }
     if !not_integer.is_empty() {
         return Err(HwError::NotInteger { nodes: not_integer.join("; ") });
     }
-    let (Some(fx), false, None) = (input_format, layers.is_empty(), lead.as_ref()) else {
+    let (Some(fx), false, None) = (chain.input_format, chain.layers.is_empty(), chain.lead.as_ref()) else {
         return Err(HwError::Structure {
             reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
         });
     };
-    Ok(Design { model: model.to_string(), input_format: (fx.width, fx.frac_width, fx.signed), layers })
+    Ok(Design { model: model.to_string(), input_format: (fx.width, fx.frac_width, fx.signed), layers: chain.layers })
+}
+
+/// What the lowering has built so far.
+#[derive(Default)]
+struct Chain {
+    layers: Vec<Layer>,
+    /// The format of the stream's input, set by the first layer.
+    input_format: Option<Fixed>,
+    /// Steps before the first layer, from the stream's input format, and the channels they need.
+    lead: Option<Lead>,
+}
+
+/// A node's lowering: `Err` when the graph cannot become a design at all, `Ok(Err(reason))` when
+/// this node is not integer hardware (every such node is listed in one error at the end).
+type Lowered = Result<std::result::Result<(), String>>;
+
+/// Every node but the input must read the node before it, and only it.
+fn check_reads_the_node_before(node: &Node, i: usize) -> Result<()> {
+    if node.kind == NodeKind::Placeholder || i == 0 {
+        return Ok(());
+    }
+    if node.inputs.first().map(|u| u.0) != Some(i - 1) || node.inputs.len() != 1 {
+        return Err(HwError::Structure {
+            reason: format!("node `{}` does not read the node before it alone; only chains of layers are lowered", node.name),
+        });
+    }
+    Ok(())
+}
+
+/// The `data_in`, weight, bias and (optional) `data_out` formats of a linear node; a linear
+/// without bias gets a 1-bit zero bias.
+fn linear_formats(q: &mase_ir::NodeQuant, bias: bool) -> Option<(Fixed, Fixed, Fixed, Option<Fixed>)> {
+    let fx = fixed(q.data_in.first().and_then(Option::as_ref))?;
+    let fw = fixed(q.weight.as_ref())?;
+    let fb = if bias { fixed(q.bias.as_ref())? } else { Fixed { width: 1, frac_width: 0, signed: true } };
+    let fo = match q.data_out.as_ref().map(Fixed::of) {
+        None => None,
+        Some(Some(f)) => Some(f),
+        Some(None) => return None,
+    };
+    Some((fx, fw, fb, fo))
+}
+
+/// The range of codes a new layer reads and the steps before its product: the last layer's output
+/// rescaled to `fx`, or the steps before the first layer (which then set the stream's format).
+fn layer_input(chain: &mut Chain, node: &Node, fx: Fixed, in_features: usize) -> Result<(Range, Vec<Step>)> {
+    match (chain.layers.last(), chain.lead.take()) {
+        (Some(l), _) => Ok((l.output(), vec![Step::requant(fx)])),
+        (None, Some(lead)) => {
+            if let Some((bn, c)) = lead.channels.iter().find(|(_, c)| *c != in_features) {
+                return Err(HwError::Structure {
+                    reason: format!("node `{bn}` has {c} channels, the linear `{}` after it {in_features} inputs", node.name),
+                });
+            }
+            chain.input_format = Some(lead.format);
+            let mut pre = lead.steps;
+            pre.push(Step::requant(fx));
+            Ok((Range::of(lead.format), pre))
+        }
+        (None, None) => {
+            chain.input_format = Some(fx);
+            Ok((Range::of(fx), Vec::new()))
+        }
+    }
+}
+
+/// A linear node as a layer of the chain.
+fn lower_linear(
+    chain: &mut Chain,
+    node: &Node,
+    (in_features, out_features, bias): (usize, usize, bool),
+    q: Option<&mase_ir::NodeQuant>,
+    params: &ParamStore,
+    opts: &LowerOptions,
+) -> Lowered {
+    let Some(q) = q else { return Ok(Err("not quantized".into())) };
+    let Some((fx, fw, fb, fo)) = linear_formats(q, bias) else {
+        return Ok(Err("data_in, weight and bias need `integer` formats".into()));
+    };
+    let (input, pre) = layer_input(chain, node, fx, in_features)?;
+    let w = param_codes(params, &format!("{}.weight", node.target), fw, in_features * out_features)?;
+    let frac = fx.frac_width + fw.frac_width;
+    let (target, w, b) = if bias {
+        let b = param_codes(params, &format!("{}.bias", node.target), fb, out_features)?;
+        // The bias at the accumulator's scale: whichever has fewer fraction bits moves up.
+        let target = frac.max(fb.frac_width);
+        let up_w = 1i64 << (target - frac);
+        let up_b = 1i64 << (target - fb.frac_width);
+        (target, w.iter().map(|v| v * up_w).collect(), b.iter().map(|v| v * up_b).collect())
+    } else {
+        (frac, w, vec![0; out_features])
+    };
+    let xr = pre.iter().fold(input, |r, s: &Step| s.range(r));
+    let (lo, hi) = sum_bounds(&w, &b, in_features, xr);
+    let bits = signed_bits(lo, hi);
+    if bits > 64 {
+        return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
+    }
+    let reuse = opts.reuse_of(&node.name);
+    if in_features % reuse != 0 {
+        return Err(HwError::ReuseFactor { node: node.name.clone(), reuse, inputs: in_features });
+    }
+    chain.layers.push(Layer {
+        node: node.name.clone(),
+        input,
+        pre,
+        in_features,
+        out_features,
+        weight: w,
+        bias: b,
+        acc: Range { lo: lo as i64, hi: hi as i64, frac: target },
+        post: fo.map(Step::requant).into_iter().collect(),
+        reuse,
+    });
+    Ok(Ok(()))
+}
+
+/// A relu as steps of the chain: on codes of its `data_in` (then rescaled to `data_out`) when
+/// quantized, else on the codes of the value before it.
+fn lower_relu(chain: &mut Chain, q: Option<&mase_ir::NodeQuant>) -> std::result::Result<(), String> {
+    let mut steps = vec![Step::Relu];
+    let mut fin = None;
+    if let Some(q) = q {
+        let fi = fixed(q.data_in.first().and_then(Option::as_ref));
+        let fo = q.data_out.as_ref().map(Fixed::of);
+        let (Some(fi), None | Some(Some(_))) = (fi, fo) else {
+            return Err("data_in and data_out need `integer` formats".into());
+        };
+        fin = Some(fi);
+        steps.extend(fo.flatten().map(Step::requant));
+    }
+    attach(&mut chain.layers, &mut chain.lead, fin, steps, None)
+}
+
+/// A batch norm in affine form as steps of the chain.
+fn lower_batch_norm(chain: &mut Chain, node: &Node, channels: usize, q: Option<&mase_ir::NodeQuant>, params: &ParamStore) -> Lowered {
+    let (fin, steps) = match affine_steps(node, channels, q, params) {
+        Ok(v) => v,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    // The widest value of the affine, over the range it sees, must fit 64 bits.
+    if let Some(Step::Affine { mul, add, .. }) = steps.first() {
+        let (lo, hi) = crate::design::affine_bounds(mul, add, Range::of(fin));
+        let bits = signed_bits(lo, hi);
+        if bits > 64 {
+            return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
+        }
+    }
+    if let Some(l) = chain.layers.last() {
+        if l.out_features != channels {
+            return Err(HwError::Structure {
+                reason: format!(
+                    "node `{}` has {} channels, the layer `{}` before it {} outputs",
+                    node.name, channels, l.node, l.out_features
+                ),
+            });
+        }
+    }
+    Ok(attach(&mut chain.layers, &mut chain.lead, Some(fin), steps, Some((node.name.clone(), channels))))
 }
 
 /// Element-wise steps met before the first layer.

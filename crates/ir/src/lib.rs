@@ -7,6 +7,7 @@
 //! (`seq_blocks.2.weight`), so checkpoints and configs written for MASE map one to one.
 
 mod error;
+mod family;
 mod graph;
 mod meta;
 mod naming;
@@ -20,6 +21,7 @@ mod tensor;
 mod validate;
 
 pub use error::{IrError, Result};
+pub use family::OpFamily;
 pub use graph::{Graph, Node, NodeId, NodeKind};
 pub use meta::{ArgMeta, CommonMeta, GraphMeta, NodeMeta, TensorMeta};
 pub use naming::{snake_case, Namer};

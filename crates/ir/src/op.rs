@@ -2,7 +2,7 @@
 //! target of the node say how torch.fx would have spelled it (module, function or method).
 
 use crate::shape::{self, ValueInfo};
-use crate::{IrError, Result};
+use crate::{IrError, OpFamily, Result};
 use serde::{Deserialize, Serialize};
 
 /// Geometry of a 1-D or 2-D convolution. Vectors have one entry per spatial dimension.
@@ -422,37 +422,12 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Input | Op::Constant => Some(0),
-            Op::Add | Op::Sub | Op::Mul | Op::MatMul | Op::Div | Op::Pow => Some(2),
             Op::Reshape { .. } | Op::Concat { .. } => None,
-            Op::Output
-            | Op::Linear { .. }
-            | Op::Conv1d(_)
-            | Op::Conv2d(_)
-            | Op::BatchNorm1d(_)
-            | Op::BatchNorm2d(_)
-            | Op::Relu
-            | Op::Relu6
-            | Op::LeakyRelu { .. }
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Selu
-            | Op::Gelu { .. }
-            | Op::Softmax { .. }
-            | Op::LogSoftmax { .. }
-            | Op::MaxPool1d(_)
-            | Op::MaxPool2d(_)
-            | Op::AvgPool1d(_)
-            | Op::AvgPool2d(_)
-            | Op::AdaptiveAvgPool1d { .. }
-            | Op::AdaptiveAvgPool2d { .. }
-            | Op::Flatten { .. }
-            | Op::Transpose { .. }
-            | Op::Permute { .. }
-            | Op::Size { .. }
-            | Op::Dropout { .. }
-            | Op::Sqrt
-            | Op::Clip { .. }
-            | Op::Pad { .. } => Some(1),
+            other => match other.family() {
+                OpFamily::Binary | OpFamily::MatMul => Some(2),
+                OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),
+                OpFamily::Softmax | OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Shape => Some(1),
+            },
         }
     }
 

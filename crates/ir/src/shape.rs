@@ -80,6 +80,9 @@ pub(crate) fn infer(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueIn
     Ok(out)
 }
 
+/// A shape rule's answer: the output shape, or the reason the input does not fit.
+type Shaped = std::result::Result<Vec<usize>, String>;
+
 fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInfo> {
     let err = |reason: String| op.err(node, inputs, reason);
     if let Some(n) = op.arity() {
@@ -93,37 +96,15 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             ValueInfo::Int(_) => Err(err(format!("input {i} is an integer, expected a tensor"))),
         }
     };
-    let t = |s: Vec<usize>| Ok(ValueInfo::Tensor(s));
+    let shaped = |s: Shaped| s.map(ValueInfo::Tensor).map_err(err);
     match op {
         Op::Input | Op::Constant => Err(err("inputs and constants take their shape from outside the graph".into())),
         Op::Output => Ok(inputs[0].clone()),
-        Op::Linear { in_features, out_features, .. } => {
-            let x = tensor_in(0)?;
-            match x.last() {
-                Some(&f) if f == *in_features => {
-                    let mut s = x.to_vec();
-                    *s.last_mut().expect("the match saw a last dimension") = *out_features;
-                    t(s)
-                }
-                _ => Err(err(format!("last dimension must be in_features = {in_features}"))),
-            }
-        }
-        Op::Conv1d(c) => conv(c, tensor_in(0)?, 1).map_err(err).map(ValueInfo::Tensor),
-        Op::Conv2d(c) => conv(c, tensor_in(0)?, 2).map_err(err).map(ValueInfo::Tensor),
-        Op::BatchNorm1d(n) => {
-            let x = tensor_in(0)?;
-            if !(x.len() == 2 || x.len() == 3) || x[1] != n.num_features {
-                return Err(err(format!("expected [N, {}] or [N, {}, L]", n.num_features, n.num_features)));
-            }
-            t(x.to_vec())
-        }
-        Op::BatchNorm2d(n) => {
-            let x = tensor_in(0)?;
-            if x.len() != 4 || x[1] != n.num_features {
-                return Err(err(format!("expected [N, {}, H, W]", n.num_features)));
-            }
-            t(x.to_vec())
-        }
+        Op::Linear { in_features, out_features, .. } => shaped(linear(tensor_in(0)?, *in_features, *out_features)),
+        Op::Conv1d(c) => shaped(conv(c, tensor_in(0)?, 1)),
+        Op::Conv2d(c) => shaped(conv(c, tensor_in(0)?, 2)),
+        Op::BatchNorm1d(n) => shaped(batch_norm(tensor_in(0)?, n.num_features, &[2, 3], "[N, C] or [N, C, L]")),
+        Op::BatchNorm2d(n) => shaped(batch_norm(tensor_in(0)?, n.num_features, &[4], "[N, C, H, W]")),
         Op::Relu
         | Op::Relu6
         | Op::LeakyRelu { .. }
@@ -133,86 +114,23 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
         | Op::Gelu { .. }
         | Op::Dropout { .. }
         | Op::Sqrt
-        | Op::Clip { .. } => t(tensor_in(0)?.to_vec()),
+        | Op::Clip { .. } => shaped(Ok(tensor_in(0)?.to_vec())),
         Op::Softmax { dim } | Op::LogSoftmax { dim } => {
             let x = tensor_in(0)?;
-            norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
-            t(x.to_vec())
+            shaped(norm_dim(*dim, x.len()).map(|_| x.to_vec()).ok_or_else(|| format!("dim {dim} out of range")))
         }
-        Op::MaxPool1d(p) | Op::AvgPool1d(p) => pool(p, tensor_in(0)?, 1).map_err(err).map(ValueInfo::Tensor),
-        Op::MaxPool2d(p) | Op::AvgPool2d(p) => pool(p, tensor_in(0)?, 2).map_err(err).map(ValueInfo::Tensor),
-        Op::AdaptiveAvgPool1d { output_size } => {
-            let x = tensor_in(0)?;
-            if x.len() != 3 {
-                return Err(err("expected [N, C, L]".into()));
-            }
-            t(vec![x[0], x[1], *output_size])
-        }
-        Op::AdaptiveAvgPool2d { output_size } => {
-            let x = tensor_in(0)?;
-            if x.len() != 4 {
-                return Err(err("expected [N, C, H, W]".into()));
-            }
-            t(vec![x[0], x[1], output_size[0], output_size[1]])
-        }
-        Op::Flatten { start_dim, end_dim } => {
-            let x = tensor_in(0)?;
-            let rank = x.len().max(1);
-            let (s, e) = match (norm_dim(*start_dim, rank), norm_dim(*end_dim, rank)) {
-                (Some(s), Some(e)) if s <= e => (s, e),
-                _ => return Err(err(format!("bad dims start={start_dim} end={end_dim}"))),
-            };
-            if x.is_empty() {
-                return t(vec![1]);
-            }
-            let mut out = x[..s].to_vec();
-            out.push(checked_numel(&x[s..=e]).ok_or_else(|| err(format!("the flattened size has more than {MAX_ELEMENTS} elements")))?);
-            out.extend(&x[e + 1..]);
-            t(out)
-        }
+        Op::MaxPool1d(p) | Op::AvgPool1d(p) => shaped(pool(p, tensor_in(0)?, 1)),
+        Op::MaxPool2d(p) | Op::AvgPool2d(p) => shaped(pool(p, tensor_in(0)?, 2)),
+        Op::AdaptiveAvgPool1d { output_size } => shaped(adaptive_pool(tensor_in(0)?, &[*output_size], "[N, C, L]")),
+        Op::AdaptiveAvgPool2d { output_size } => shaped(adaptive_pool(tensor_in(0)?, output_size, "[N, C, H, W]")),
+        Op::Flatten { start_dim, end_dim } => shaped(flatten(tensor_in(0)?, *start_dim, *end_dim)),
         Op::Reshape { shape } => {
             let x = tensor_in(0)?;
             let numel = checked_numel(x).ok_or_else(|| err(format!("the input has more than {MAX_ELEMENTS} elements")))?;
-            let mut dims = Vec::with_capacity(shape.len());
-            for d in shape {
-                dims.push(match d {
-                    DimArg::Const(v) => *v,
-                    DimArg::Input(k) => match inputs.get(*k) {
-                        Some(ValueInfo::Int(v)) => *v,
-                        _ => return Err(err(format!("shape entry refers to input {k}, which is not an integer"))),
-                    },
-                });
-            }
-            resolve_reshape(&dims, numel).map_err(err).map(ValueInfo::Tensor)
+            shaped(reshape_dims(shape, inputs).and_then(|dims| resolve_reshape(&dims, numel)))
         }
-        Op::Transpose { dim0, dim1 } => {
-            let x = tensor_in(0)?;
-            let (a, b) = match (norm_dim(*dim0, x.len()), norm_dim(*dim1, x.len())) {
-                (Some(a), Some(b)) => (a, b),
-                _ => return Err(err(format!("dims {dim0}, {dim1} out of range"))),
-            };
-            let mut s = x.to_vec();
-            s.swap(a, b);
-            t(s)
-        }
-        Op::Permute { dims } => {
-            let x = tensor_in(0)?;
-            let mut seen = vec![false; x.len()];
-            let mut s = Vec::with_capacity(x.len());
-            if dims.len() != x.len() {
-                return Err(err(format!("permutation {dims:?} has the wrong length")));
-            }
-            for &d in dims {
-                match norm_dim(d, x.len()) {
-                    Some(d) if !seen[d] => {
-                        seen[d] = true;
-                        s.push(x[d]);
-                    }
-                    _ => return Err(err(format!("{dims:?} is not a permutation"))),
-                }
-            }
-            t(s)
-        }
+        Op::Transpose { dim0, dim1 } => shaped(transpose(tensor_in(0)?, *dim0, *dim1)),
+        Op::Permute { dims } => shaped(permute(tensor_in(0)?, dims)),
         Op::Size { dim } => {
             let x = tensor_in(0)?;
             let d = norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
@@ -220,56 +138,143 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
         }
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => {
             let (a, b) = (tensor_in(0)?, tensor_in(1)?);
-            broadcast_shapes(a, b).map(ValueInfo::Tensor).ok_or_else(|| err("shapes do not broadcast".into()))
+            shaped(broadcast_shapes(a, b).ok_or_else(|| "shapes do not broadcast".into()))
         }
         Op::Concat { dim } => {
-            let first = match inputs.first() {
-                Some(_) => tensor_in(0)?,
-                None => return Err(err("cat needs at least one input".into())),
-            };
+            if inputs.is_empty() {
+                return Err(err("cat needs at least one input".into()));
+            }
+            let first = tensor_in(0)?;
             let d = norm_dim(*dim, first.len()).filter(|_| !first.is_empty()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
             let mut s = first.to_vec();
             for i in 1..inputs.len() {
-                let x = tensor_in(i)?;
-                if x.len() != first.len() || x.iter().zip(first).enumerate().any(|(k, (a, b))| k != d && a != b) {
-                    return Err(err(format!("input {i} does not match input 0 outside dim {dim}")));
-                }
-                s[d] = s[d].checked_add(x[d]).ok_or_else(|| err(format!("the size along dim {dim} overflows")))?;
+                s = concat_one(s, first, tensor_in(i)?, i, d, *dim).map_err(err)?;
             }
-            t(s)
+            Ok(ValueInfo::Tensor(s))
         }
-        Op::Pad { begin, end, .. } => {
-            let x = tensor_in(0)?;
-            if begin.len() != end.len() || begin.len() > x.len() {
-                return Err(err(format!("pads {begin:?} / {end:?} do not fit a rank-{} input", x.len())));
-            }
-            let lead = x.len() - begin.len();
-            let padded =
-                |(d, &v): (usize, &usize)| if d < lead { Some(v) } else { v.checked_add(begin[d - lead])?.checked_add(end[d - lead]) };
-            let s: Option<Vec<usize>> = x.iter().enumerate().map(padded).collect();
-            t(s.ok_or_else(|| err(format!("pads {begin:?} / {end:?} make a size that overflows")))?)
-        }
-        Op::MatMul => {
-            let (a, b) = (tensor_in(0)?, tensor_in(1)?);
-            if a.len() < 2 || b.len() < 2 {
-                return Err(err("matmul needs operands of rank 2 or more".into()));
-            }
-            let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
-            let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
-            if k != k2 {
-                return Err(err(format!("inner dimensions {k} and {k2} differ")));
-            }
-            let batch =
-                broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or_else(|| err("batch dimensions do not broadcast".into()))?;
-            let mut s = batch;
-            s.push(m);
-            s.push(n);
-            t(s)
-        }
+        Op::Pad { begin, end, .. } => shaped(pad(tensor_in(0)?, begin, end)),
+        Op::MatMul => shaped(matmul(tensor_in(0)?, tensor_in(1)?)),
     }
 }
 
-fn conv(c: &ConvSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize>, String> {
+fn linear(x: &[usize], in_features: usize, out_features: usize) -> Shaped {
+    match x.split_last() {
+        Some((&f, lead)) if f == in_features => Ok(lead.iter().copied().chain([out_features]).collect()),
+        _ => Err(format!("last dimension must be in_features = {in_features}")),
+    }
+}
+
+/// Batch norm over `[N, C, ...]` inputs of one of the ranks `ranks` (drawn as `layout`).
+fn batch_norm(x: &[usize], num_features: usize, ranks: &[usize], layout: &str) -> Shaped {
+    if !ranks.contains(&x.len()) || x[1] != num_features {
+        return Err(format!("expected {}", layout.replace('C', &num_features.to_string())));
+    }
+    Ok(x.to_vec())
+}
+
+fn adaptive_pool(x: &[usize], output_size: &[usize], layout: &str) -> Shaped {
+    if x.len() != output_size.len() + 2 {
+        return Err(format!("expected {layout}"));
+    }
+    Ok([x[0], x[1]].into_iter().chain(output_size.iter().copied()).collect())
+}
+
+fn flatten(x: &[usize], start_dim: i64, end_dim: i64) -> Shaped {
+    let rank = x.len().max(1);
+    let (s, e) = match (norm_dim(start_dim, rank), norm_dim(end_dim, rank)) {
+        (Some(s), Some(e)) if s <= e => (s, e),
+        _ => return Err(format!("bad dims start={start_dim} end={end_dim}")),
+    };
+    if x.is_empty() {
+        return Ok(vec![1]);
+    }
+    let mut out = x[..s].to_vec();
+    out.push(checked_numel(&x[s..=e]).ok_or_else(|| format!("the flattened size has more than {MAX_ELEMENTS} elements"))?);
+    out.extend(&x[e + 1..]);
+    Ok(out)
+}
+
+/// The target shape of a `view`, with `DimArg::Input` entries read from the integer inputs.
+fn reshape_dims(shape: &[DimArg], inputs: &[ValueInfo]) -> std::result::Result<Vec<i64>, String> {
+    shape
+        .iter()
+        .map(|d| match d {
+            DimArg::Const(v) => Ok(*v),
+            DimArg::Input(k) => match inputs.get(*k) {
+                Some(ValueInfo::Int(v)) => Ok(*v),
+                _ => Err(format!("shape entry refers to input {k}, which is not an integer")),
+            },
+        })
+        .collect()
+}
+
+fn transpose(x: &[usize], dim0: i64, dim1: i64) -> Shaped {
+    let (a, b) = match (norm_dim(dim0, x.len()), norm_dim(dim1, x.len())) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return Err(format!("dims {dim0}, {dim1} out of range")),
+    };
+    let mut s = x.to_vec();
+    s.swap(a, b);
+    Ok(s)
+}
+
+fn permute(x: &[usize], dims: &[i64]) -> Shaped {
+    if dims.len() != x.len() {
+        return Err(format!("permutation {dims:?} has the wrong length"));
+    }
+    let mut seen = vec![false; x.len()];
+    let mut s = Vec::with_capacity(x.len());
+    for &d in dims {
+        match norm_dim(d, x.len()) {
+            Some(d) if !seen[d] => {
+                seen[d] = true;
+                s.push(x[d]);
+            }
+            _ => return Err(format!("{dims:?} is not a permutation")),
+        }
+    }
+    Ok(s)
+}
+
+/// The shape `s` of the inputs before input `i` (`x`) concatenated with it along `d` (the
+/// normalised `dim`); `first` is input 0, which every input must match outside `d`.
+fn concat_one(mut s: Vec<usize>, first: &[usize], x: &[usize], i: usize, d: usize, dim: i64) -> Shaped {
+    if x.len() != first.len() || x.iter().zip(first).enumerate().any(|(k, (a, b))| k != d && a != b) {
+        return Err(format!("input {i} does not match input 0 outside dim {dim}"));
+    }
+    s[d] = s[d].checked_add(x[d]).ok_or_else(|| format!("the size along dim {dim} overflows"))?;
+    Ok(s)
+}
+
+fn pad(x: &[usize], begin: &[usize], end: &[usize]) -> Shaped {
+    if begin.len() != end.len() || begin.len() > x.len() {
+        return Err(format!("pads {begin:?} / {end:?} do not fit a rank-{} input", x.len()));
+    }
+    let lead = x.len() - begin.len();
+    let padded = |(d, &v): (usize, &usize)| if d < lead { Some(v) } else { v.checked_add(begin[d - lead])?.checked_add(end[d - lead]) };
+    x.iter()
+        .enumerate()
+        .map(padded)
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| format!("pads {begin:?} / {end:?} make a size that overflows"))
+}
+
+fn matmul(a: &[usize], b: &[usize]) -> Shaped {
+    if a.len() < 2 || b.len() < 2 {
+        return Err("matmul needs operands of rank 2 or more".into());
+    }
+    let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
+    let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner dimensions {k} and {k2} differ"));
+    }
+    let mut s = broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or("batch dimensions do not broadcast")?;
+    s.push(m);
+    s.push(n);
+    Ok(s)
+}
+
+fn conv(c: &ConvSpec, x: &[usize], dims: usize) -> Shaped {
     if x.len() != dims + 2 {
         return Err(format!("expected a rank-{} input [N, C, ...]", dims + 2));
     }
@@ -286,7 +291,7 @@ fn conv(c: &ConvSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize
     Ok(out)
 }
 
-fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize>, String> {
+fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> Shaped {
     if x.len() != dims + 2 {
         return Err(format!("expected a rank-{} input [N, C, ...]", dims + 2));
     }
@@ -301,7 +306,7 @@ fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> std::result::Result<Vec<usize
     Ok(out)
 }
 
-fn resolve_reshape(dims: &[i64], numel: usize) -> std::result::Result<Vec<usize>, String> {
+fn resolve_reshape(dims: &[i64], numel: usize) -> Shaped {
     let mut infer_at = None;
     let mut known = 1usize;
     for (i, &d) in dims.iter().enumerate() {

@@ -9,7 +9,7 @@
 
 use crate::metadata::classify::classify;
 use crate::{PassError, Result};
-use mase_ir::{Graph, Node, NodeId};
+use mase_ir::{Graph, Node, NodeId, Op};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -49,61 +49,29 @@ impl By {
     }
 }
 
-/// Every `mase_op` a node can have (mase-rs's ops and MASE's names for the ones it lacks), so
-/// that a misspelt type is caught.
-pub const KNOWN_TYPES: &[&str] = &[
-    "placeholder",
-    "output",
-    "constant",
-    "linear",
-    "conv1d",
-    "conv2d",
+/// Types a config may name besides the `mase_op` of every [`Op`]: the spellings `classify`
+/// gives some calls (`bmm`, `reshape`) and MASE's names for ops mase-rs lacks, so that a config
+/// written for MASE selects nothing there instead of failing as a misspelling.
+pub const OTHER_TYPES: &[&str] = &[
+    "bmm",
+    "reshape",
     "conv3d",
-    "batch_norm1d",
-    "batch_norm2d",
     "batch_norm",
     "layer_norm",
-    "relu",
-    "relu6",
     "hardtanh",
-    "leaky_relu",
-    "sigmoid",
-    "tanh",
-    "selu",
-    "gelu",
-    "softmax",
-    "log_softmax",
-    "max_pool1d",
-    "max_pool2d",
-    "avg_pool1d",
-    "avg_pool2d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",
-    "flatten",
-    "view",
-    "reshape",
-    "transpose",
-    "permute",
-    "size",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "sqrt",
-    "clamp",
-    "cat",
-    "pad",
-    "matmul",
-    "bmm",
-    "dropout",
     "hardswish",
     "hardsigmoid",
     "embedding",
     "attention",
 ];
+
+/// Whether `k` is a type some node can have: the `mase_op` of an op (every variant, from
+/// [`Op::examples`]) or one of [`OTHER_TYPES`]; anything else is taken for a misspelling.
+pub fn is_known_type(k: &str) -> bool {
+    OTHER_TYPES.contains(&k) || Op::examples().iter().any(|op| op.mase_op() == k)
+}
 
 /// The type key of a node: its `mase_op`, from metadata when present, else classified.
 pub fn type_key(node: &Node) -> String {
@@ -129,7 +97,7 @@ impl Selector {
                     key: k.clone(),
                     reason: format!("bad regular expression: {}", first_line(&e.to_string())),
                 })?),
-                By::Type if !KNOWN_TYPES.contains(&k.as_str()) => {
+                By::Type if !is_known_type(k) => {
                     return Err(PassError::Config {
                         pass: pass.into(),
                         key: k.clone(),
@@ -188,7 +156,7 @@ fn first_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mase_ir::{NormSpec, Op};
+    use mase_ir::NormSpec;
 
     fn jsc_tiny() -> Graph {
         let mut g = Graph::new();
@@ -264,5 +232,20 @@ mod tests {
         let s = Selector::new("p", By::Type, &["conv2d".to_string()]).unwrap();
         let (ids, warnings) = s.select("p", &g).unwrap();
         assert!(ids.is_empty() && warnings.len() == 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn every_op_is_a_known_type_and_other_types_name_no_op() {
+        let ops = Op::examples();
+        for op in &ops {
+            assert!(Selector::new("p", By::Type, &[op.mase_op().to_string()]).is_ok(), "{}", op.mase_op());
+        }
+        for t in OTHER_TYPES {
+            assert!(!ops.iter().any(|op| op.mase_op() == *t), "`{t}` is an op's mase_op; drop it from OTHER_TYPES");
+            assert!(is_known_type(t), "{t}");
+        }
+        for t in ["linaer", "Linear", "mat_mul", "clip", "concat", ""] {
+            assert!(!is_known_type(t), "{t}");
+        }
     }
 }

@@ -16,7 +16,7 @@
 use crate::executor::{ExecOptions, Executor, Mode};
 use crate::slots::store_from_slots;
 use crate::Result;
-use mase_ir::{Graph, Op, QuantFormat, ValueInfo};
+use mase_ir::{Graph, Op, OpFamily, QuantFormat, ValueInfo};
 use mase_quant::Reach;
 use rayon::prelude::*;
 
@@ -115,42 +115,15 @@ fn row_wise(op: &Op, rank: usize) -> bool {
         Op::Permute { dims } => dims.first().is_some_and(|&d| touches_batch(d)),
         Op::Flatten { start_dim, .. } => !touches_batch(*start_dim) || rank == 1,
         Op::Concat { dim } => !touches_batch(*dim),
-        // Element-wise ops, per-sample layers (batch norm uses its running statistics in
-        // evaluation, dropout is off), and shape changes, whose batch dimension the shape check
-        // of `batch_local` has already seen kept first.
-        Op::Input
-        | Op::Output
-        | Op::Constant
-        | Op::Linear { .. }
-        | Op::Conv1d(_)
-        | Op::Conv2d(_)
-        | Op::BatchNorm1d(_)
-        | Op::BatchNorm2d(_)
-        | Op::Relu
-        | Op::Relu6
-        | Op::LeakyRelu { .. }
-        | Op::Sigmoid
-        | Op::Tanh
-        | Op::Selu
-        | Op::Gelu { .. }
-        | Op::MaxPool1d(_)
-        | Op::MaxPool2d(_)
-        | Op::AvgPool1d(_)
-        | Op::AvgPool2d(_)
-        | Op::AdaptiveAvgPool1d { .. }
-        | Op::AdaptiveAvgPool2d { .. }
-        | Op::Reshape { .. }
-        | Op::Size { .. }
-        | Op::Add
-        | Op::Sub
-        | Op::Mul
-        | Op::MatMul
-        | Op::Dropout { .. }
-        | Op::Div
-        | Op::Pow
-        | Op::Sqrt
-        | Op::Clip { .. }
-        | Op::Pad { .. } => true,
+        other => match other.family() {
+            // Element-wise ops and per-sample layers (batch norm uses its running statistics in
+            // evaluation, dropout is off).
+            OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => true,
+            OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Binary | OpFamily::MatMul => true,
+            // The other shape changes (view, size, pad), whose batch dimension the shape check of
+            // `batch_local` has already seen kept first; softmax decides by its dim above.
+            OpFamily::Shape | OpFamily::Softmax => true,
+        },
     }
 }
 

@@ -324,174 +324,235 @@ pub fn run_study(setup: &StudySetup<'_>, storage: &mut dyn Storage, mode: OpenMo
     let spec = study_spec(setup.space, setup.objective, setup.sampler.name(), setup.seed);
     let (n_params, n_values) = (setup.space.params().len(), setup.objective.directions().len());
     let (stored, interrupted) = open_trials(storage, &setup.name, &spec, mode, n_params, n_values)?;
+    let progress = stored_progress(&stored, setup.objective);
+    let directions = setup.objective.directions();
+    let run = Run {
+        setup,
+        rules: ClaimRules {
+            study: &setup.name,
+            space: setup.space,
+            sampler: setup.sampler,
+            directions: &directions,
+            seed: setup.seed,
+            n_trials: setup.n_trials,
+        },
+        threads: if setup.n_jobs > 1 { 1 } else { setup.threads },
+        start: Instant::now(),
+        storage: Mutex::new(storage),
+        progress: Mutex::new(progress),
+        abort: AtomicBool::new(false),
+        exhausted: AtomicBool::new(false),
+        timed_out: AtomicBool::new(false),
+        discarded: AtomicUsize::new(0),
+        failure: Mutex::new(None),
+        inflight: Mutex::new(HashSet::new()),
+        done: (Mutex::new(false), Condvar::new()),
+    };
+    std::thread::scope(|s| {
+        if setup.liveness.stale_after.is_some() {
+            s.spawn(|| keep_heartbeats(&run));
+        }
+        // Ends the heartbeats when the workers are done, and also when a worker on this thread
+        // panics: the scope would otherwise wait for the heartbeat thread forever.
+        let _done = WorkersDoneGuard(&run.done);
+        if setup.n_jobs <= 1 {
+            work(&run, observer);
+        } else {
+            let jobs: Vec<_> = (0..setup.n_jobs).map(|_| s.spawn(|| work(&run, observer))).collect();
+            for j in jobs {
+                if j.join().is_err() {
+                    run.fail(SearchError::Trial { trial: 0, reason: "a worker thread panicked".into() });
+                }
+            }
+        }
+    });
+    if let Some(e) = run.failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let storage = run.storage.into_inner().unwrap_or_else(|p| p.into_inner());
+    let trials = storage.trials(&setup.name)?;
+    let stop = if run.exhausted.load(Ordering::SeqCst) {
+        StopReason::Exhausted
+    } else if run.timed_out.load(Ordering::SeqCst) {
+        StopReason::Timeout
+    } else {
+        StopReason::Completed
+    };
+    Ok(StudyOutcome { trials, stop, interrupted, discarded: run.discarded.load(Ordering::SeqCst) })
+}
+
+/// The progress the stored trials of a resumed study already made.
+fn stored_progress(stored: &[TrialRecord], objective: &Objective) -> Progress {
     let mut progress = Progress { complete: 0, front: Vec::new() };
     for t in stored {
         if t.state == TrialState::Complete {
             progress.complete += 1;
         }
         if t.is_feasible_complete() {
-            progress.add(setup.objective.losses(t.values.as_deref().unwrap_or(&[])));
+            progress.add(objective.losses(t.values.as_deref().unwrap_or(&[])));
         }
     }
-    let storage = Mutex::new(storage);
-    let progress = Mutex::new(progress);
-    let abort = AtomicBool::new(false);
-    let exhausted = AtomicBool::new(false);
-    let timed_out = AtomicBool::new(false);
-    let discarded = AtomicUsize::new(0);
-    let failure: Mutex<Option<SearchError>> = Mutex::new(None);
-    // The trials this process is evaluating: they get heartbeats, and a worker never waits for them.
-    let inflight: Mutex<HashSet<u64>> = Mutex::new(HashSet::new());
-    let done = (Mutex::new(false), Condvar::new());
-    let start = Instant::now();
-    let directions = setup.objective.directions();
-    let rules = ClaimRules {
-        study: &setup.name,
-        space: setup.space,
-        sampler: setup.sampler,
-        directions: &directions,
-        seed: setup.seed,
-        n_trials: setup.n_trials,
-    };
-    let threads = if setup.n_jobs > 1 { 1 } else { setup.threads };
-    let stale_after = setup.liveness.stale_after;
-    let poll = setup.liveness.heartbeat_interval.min(Duration::from_secs(1));
-    let fail = |e: SearchError| {
-        abort.store(true, Ordering::SeqCst);
-        failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-    };
+    progress
+}
 
-    let worker = || {
-        while !abort.load(Ordering::SeqCst) {
-            if setup.timeout.is_some_and(|t| start.elapsed() >= t) {
-                timed_out.store(true, Ordering::SeqCst);
-                break;
-            }
-            let mut wait = false;
-            let claimed = {
-                let mut st = storage.lock().unwrap_or_else(|p| p.into_inner());
-                let claimed = st.claim(&setup.name, stale_after, &mut |trials: &[TrialRecord], number: u64| {
-                    let ours = inflight.lock().unwrap_or_else(|p| p.into_inner());
-                    match propose(&rules, trials, number, &ours)? {
-                        Proposed::Claim(claim) => Ok(Some(claim)),
-                        Proposed::Wait => {
-                            wait = true;
-                            Ok(None)
-                        }
-                        Proposed::Exhausted => {
-                            exhausted.store(true, Ordering::SeqCst);
-                            Ok(None)
-                        }
-                        Proposed::Done => Ok(None),
-                    }
-                });
-                // Recorded before the store is unlocked, so that this process's other threads
-                // never take the new trial for another worker's and wait for it.
-                if let Ok(Some(t)) = &claimed {
-                    inflight.lock().unwrap_or_else(|p| p.into_inner()).insert(t.number);
-                }
-                claimed
-            };
-            let trial = match claimed {
-                Ok(Some(t)) => t,
-                Ok(None) if wait => {
-                    std::thread::sleep(poll);
-                    continue;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    fail(e);
-                    break;
-                }
-            };
-            // A test hook (`MASE_FAILPOINT`): dying here leaves a claimed trial that never ends.
-            crate::failpoint::hit("after-claim");
-            let outcome = evaluate(setup, &trial, threads);
-            let failed = outcome.error.clone();
-            let rec = finished_record(&trial, &outcome);
-            let stored = storage.lock().unwrap_or_else(|p| p.into_inner()).finish(&setup.name, trial.number, &outcome);
-            inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&trial.number);
-            match stored {
-                // A test hook (`MASE_FAILPOINT`): dying here leaves exactly the trials committed so far.
-                Ok(()) => crate::failpoint::hit("after-finish"),
-                Err(SearchError::NotRunning { .. }) => {
-                    // Declared stale while we were slow: the point was handed out again, and
-                    // recording this result too would duplicate it.
-                    discarded.fetch_add(1, Ordering::SeqCst);
-                    continue;
-                }
-                Err(e) => {
-                    fail(e);
-                    break;
-                }
-            }
-            if let Some(reason) = failed {
-                fail(SearchError::Trial { trial: trial.number, reason });
-                break;
-            }
-            let (complete, best) = {
-                let mut b = progress.lock().unwrap_or_else(|p| p.into_inner());
-                b.complete += 1;
-                if rec.is_feasible_complete() {
-                    b.add(setup.objective.losses(rec.values.as_deref().unwrap_or(&[])));
-                }
-                (b.complete, b.describe(setup.objective))
-            };
-            observer.trial_finished(&rec, complete, setup.n_trials, &best);
-        }
-    };
-    // Refreshes the heartbeats of this process's running trials until the workers are done. A
-    // failed refresh is not fatal: at worst another worker declares a trial stale and re-runs it.
-    let heartbeats = || {
-        let (lock, signal) = &done;
-        loop {
-            {
-                let finished = lock.lock().unwrap_or_else(|p| p.into_inner());
-                if *finished {
-                    break;
-                }
-                let (finished, _) = signal.wait_timeout(finished, setup.liveness.heartbeat_interval).unwrap_or_else(|p| p.into_inner());
-                if *finished {
-                    break;
-                }
-            }
-            let numbers: Vec<u64> = inflight.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-            if !numbers.is_empty() {
-                let _ = storage.lock().unwrap_or_else(|p| p.into_inner()).heartbeat(&setup.name, &numbers);
-            }
-        }
-    };
-    std::thread::scope(|s| {
-        if stale_after.is_some() {
-            s.spawn(heartbeats);
-        }
-        // Ends the heartbeats when the workers are done, and also when a worker on this thread
-        // panics: the scope would otherwise wait for the heartbeat thread forever.
-        let _done = WorkersDoneGuard(&done);
-        if setup.n_jobs <= 1 {
-            worker();
-        } else {
-            let jobs: Vec<_> = (0..setup.n_jobs).map(|_| s.spawn(worker)).collect();
-            for j in jobs {
-                if j.join().is_err() {
-                    fail(SearchError::Trial { trial: 0, reason: "a worker thread panicked".into() });
-                }
-            }
-        }
-    });
-    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
+/// What the threads of one [`run_study`] share.
+struct Run<'a> {
+    setup: &'a StudySetup<'a>,
+    rules: ClaimRules<'a>,
+    /// Threads each trial's evaluation may use.
+    threads: usize,
+    start: Instant,
+    storage: Mutex<&'a mut dyn Storage>,
+    progress: Mutex<Progress>,
+    abort: AtomicBool,
+    exhausted: AtomicBool,
+    timed_out: AtomicBool,
+    discarded: AtomicUsize,
+    failure: Mutex<Option<SearchError>>,
+    /// The trials this process is evaluating: they get heartbeats, and a worker never waits for them.
+    inflight: Mutex<HashSet<u64>>,
+    done: (Mutex<bool>, Condvar),
+}
+
+/// What a worker claimed.
+enum Next {
+    Trial(Box<TrialRecord>),
+    /// Every open point is running elsewhere: poll again.
+    Wait,
+    /// Nothing left to run (or the claim failed, already recorded): the worker stops.
+    Stop,
+}
+
+impl Run<'_> {
+    /// Records the first error and stops every worker.
+    fn fail(&self, e: SearchError) {
+        self.abort.store(true, Ordering::SeqCst);
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
     }
-    let storage = storage.into_inner().unwrap_or_else(|p| p.into_inner());
-    let trials = storage.trials(&setup.name)?;
-    let stop = if exhausted.load(Ordering::SeqCst) {
-        StopReason::Exhausted
-    } else if timed_out.load(Ordering::SeqCst) {
-        StopReason::Timeout
-    } else {
-        StopReason::Completed
+}
+
+/// One worker: claims, evaluates and records trials until a stop condition holds.
+fn work(run: &Run<'_>, observer: &dyn Observer) {
+    let setup = run.setup;
+    let poll = setup.liveness.heartbeat_interval.min(Duration::from_secs(1));
+    while !run.abort.load(Ordering::SeqCst) {
+        if setup.timeout.is_some_and(|t| run.start.elapsed() >= t) {
+            run.timed_out.store(true, Ordering::SeqCst);
+            break;
+        }
+        let trial = match claim_next(run) {
+            Next::Trial(t) => t,
+            Next::Wait => {
+                std::thread::sleep(poll);
+                continue;
+            }
+            Next::Stop => break,
+        };
+        // A test hook (`MASE_FAILPOINT`): dying here leaves a claimed trial that never ends.
+        crate::failpoint::hit("after-claim");
+        if !evaluate_and_record(run, &trial, observer) {
+            break;
+        }
+    }
+}
+
+/// Claims a trial ([`propose`] inside the store's claim) and marks it as this process's.
+fn claim_next(run: &Run<'_>) -> Next {
+    let mut wait = false;
+    let claimed = {
+        let mut st = run.storage.lock().unwrap_or_else(|p| p.into_inner());
+        let claimed = st.claim(&run.setup.name, run.setup.liveness.stale_after, &mut |trials: &[TrialRecord], number: u64| {
+            let ours = run.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            match propose(&run.rules, trials, number, &ours)? {
+                Proposed::Claim(claim) => Ok(Some(claim)),
+                Proposed::Wait => {
+                    wait = true;
+                    Ok(None)
+                }
+                Proposed::Exhausted => {
+                    run.exhausted.store(true, Ordering::SeqCst);
+                    Ok(None)
+                }
+                Proposed::Done => Ok(None),
+            }
+        });
+        // Recorded before the store is unlocked, so that this process's other threads
+        // never take the new trial for another worker's and wait for it.
+        if let Ok(Some(t)) = &claimed {
+            run.inflight.lock().unwrap_or_else(|p| p.into_inner()).insert(t.number);
+        }
+        claimed
     };
-    Ok(StudyOutcome { trials, stop, interrupted, discarded: discarded.load(Ordering::SeqCst) })
+    match claimed {
+        Ok(Some(t)) => Next::Trial(Box::new(t)),
+        Ok(None) if wait => Next::Wait,
+        Ok(None) => Next::Stop,
+        Err(e) => {
+            run.fail(e);
+            Next::Stop
+        }
+    }
+}
+
+/// Measures a claimed trial (`evaluate`, scored by [`outcome_of`]), records it
+/// ([`finished_record`]) and reports it; `false` when the worker must stop.
+fn evaluate_and_record(run: &Run<'_>, trial: &TrialRecord, observer: &dyn Observer) -> bool {
+    let setup = run.setup;
+    let outcome = evaluate(setup, trial, run.threads);
+    let failed = outcome.error.clone();
+    let rec = finished_record(trial, &outcome);
+    let stored = run.storage.lock().unwrap_or_else(|p| p.into_inner()).finish(&setup.name, trial.number, &outcome);
+    run.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&trial.number);
+    match stored {
+        // A test hook (`MASE_FAILPOINT`): dying here leaves exactly the trials committed so far.
+        Ok(()) => crate::failpoint::hit("after-finish"),
+        Err(SearchError::NotRunning { .. }) => {
+            // Declared stale while we were slow: the point was handed out again, and
+            // recording this result too would duplicate it.
+            run.discarded.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        Err(e) => {
+            run.fail(e);
+            return false;
+        }
+    }
+    if let Some(reason) = failed {
+        run.fail(SearchError::Trial { trial: trial.number, reason });
+        return false;
+    }
+    let (complete, best) = {
+        let mut b = run.progress.lock().unwrap_or_else(|p| p.into_inner());
+        b.complete += 1;
+        if rec.is_feasible_complete() {
+            b.add(setup.objective.losses(rec.values.as_deref().unwrap_or(&[])));
+        }
+        (b.complete, b.describe(setup.objective))
+    };
+    observer.trial_finished(&rec, complete, setup.n_trials, &best);
+    true
+}
+
+/// Refreshes the heartbeats of this process's running trials until the workers are done. A
+/// failed refresh is not fatal: at worst another worker declares a trial stale and re-runs it.
+fn keep_heartbeats(run: &Run<'_>) {
+    let (lock, signal) = &run.done;
+    loop {
+        {
+            let finished = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if *finished {
+                break;
+            }
+            let (finished, _) = signal.wait_timeout(finished, run.setup.liveness.heartbeat_interval).unwrap_or_else(|p| p.into_inner());
+            if *finished {
+                break;
+            }
+        }
+        let numbers: Vec<u64> = run.inflight.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        if !numbers.is_empty() {
+            let _ = run.storage.lock().unwrap_or_else(|p| p.into_inner()).heartbeat(&run.setup.name, &numbers);
+        }
+    }
 }
 
 /// Sets the workers-done flag and wakes the heartbeat thread when dropped, whether the workers

@@ -266,6 +266,10 @@ fn bad_files_give_errors_naming_layer_and_key() {
         ("[[layers]]\nop = \"linear\"\nout_feature = 4\n".into(), &["layer 0", "key `out_feature`", "unknown key"]),
         ("[[layers]]\nop = \"relu\"\nslope = 1\n".into(), &["layer 0", "key `slope`", "takes no keys"]),
         ("[[layers]]\nop = \"lineer\"\n".into(), &["layer 0", "key `op`", "unknown op `lineer`", "linear, conv1d"]),
+        (
+            "[[layers]]\nop = \"div\"\n".into(),
+            &["layer 0", "key `op`", "op `div` is not for model files: arithmetic beyond add, sub, mul and matmul arrives by ONNX", "linear, conv1d"],
+        ),
         ("[[layers]]\nout_features = 4\n".into(), &["layer 0 (op `?`)", "key `op`", "missing"]),
         ("[[layers]]\nop = 3\n".into(), &["layer 0", "key `op`", "expected an op name"]),
         (format!("{BN}[[layers]]\nop = \"linear\"\n"), &["layer 1 (op `linear`)", "key `out_features`", "missing"]),

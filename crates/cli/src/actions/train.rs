@@ -9,7 +9,7 @@ use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use mase_io::Checkpoint;
+use mase_io::{Checkpoint, Dataset, Splits};
 use mase_ir::Rng;
 use mase_runtime::{cosine_lr, ExecOptions, Executor};
 use serde::{Deserialize, Serialize};
@@ -69,49 +69,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
-    // Lightning's fast_dev_run logs nothing; neither does `--debug`.
-    let mut tensorboard = match s.report_to {
-        ReportTo::TensorBoard if !s.debug => Some(open_tensorboard(&dirs.software(), s.optimizer)?),
-        ReportTo::TensorBoard | ReportTo::None => None,
-    };
-    if let Some(tb) = &tensorboard {
-        human.info(format!(
-            "TensorBoard logs: {} (tensorboard --logdir {})",
-            tb.dir().display(),
-            dirs.software().join("tensorboard").display()
-        ));
-    }
-    human.info(format!("Training model '{label}'..."));
-    human.line(format!(
-        "Model '{label}': {} trainable parameters; data set '{dataset}': {} train / {} val / {} test samples ({})",
-        mase_zoo::trainable_params(&graph),
-        splits.train.len(),
-        splits.val.len(),
-        splits.test.len(),
-        splits.info.splits_note
-    ));
-    if s.debug {
-        human.info("debug: one training batch and one validation batch, no checkpoints (Lightning's fast_dev_run)");
-    }
-    human.line(format!(
-        "{:>5} {:>11} {:>10} {:>10} {:>9} {:>10} {:>7}",
-        "epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "secs"
-    ));
-    for r in &history {
-        print_row(&human, r);
-    }
+    let mut tensorboard = open_logs(&s, &dirs, &human)?;
+    announce(&human, &s, &graph, &label, &dataset, &splits, &history);
 
     let mut watch = LossWatch::new(splits.info.num_classes, &history);
     // The epoch held by this project's last.ckpt, which a divergence leaves as it is: the
     // resumed one when the run continues it.
     let mut saved_epoch = history.last().map(|r| r.epoch).filter(|_| resume_path.as_deref() == Some(ckpt_dir.join("last.ckpt").as_path()));
-    let diverged = |what: &str, saved: Option<usize>| {
-        let kept = match saved {
-            Some(e) => format!("last.ckpt keeps epoch {e} and best.ckpt the best epoch so far"),
-            None => "no checkpoint was written".to_string(),
-        };
-        anyhow!("training diverged: {what}; stopped, {kept} (lower the learning rate)")
-    };
 
     let mut stopped = false;
     let start_epoch = history.len();
@@ -122,10 +86,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let lr = cosine_lr(s.learning_rate as f32, s.eta_min as f32, epoch, s.max_epochs);
         opt.lr = lr;
         let t0 = Instant::now();
-        let mut order = mase_io::batch_order(splits.train.len(), s.batch_size, Some(&mut seed_rng.fork(SHUFFLE_STREAM + epoch as u64)));
-        if s.debug {
-            order.truncate(1);
-        }
+        let order = epoch_order(&s, splits.train.len(), &seed_rng, epoch);
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
         let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
         let mut run =
@@ -141,27 +102,23 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 return Err(diverged(&what, saved_epoch));
             }
         };
-        let (loss_sum, seen, correct, n_batches) = (sums.loss, sums.seen, sums.correct, sums.batches);
         bar.finish_and_clear();
-        let val_data =
-            if s.debug { splits.val.subset(&(0..splits.val.len().min(s.batch_size)).collect::<Vec<_>>()) } else { splits.val.clone() };
-        let val = evaluate(&mut exec, &val_data, s.batch_size)?;
+        let val = evaluate(&mut exec, &validation_data(&s, &splits.val), s.batch_size)?;
         if !val.loss.is_finite() {
             return Err(diverged(
                 &format!("validation loss is {} after epoch {epoch}, step {global_step}", number(val.loss as f32)),
                 saved_epoch,
             ));
         }
-        let rec = EpochRecord {
+        history.push(EpochRecord {
             epoch,
-            train_loss: loss_sum / n_batches.max(1) as f64,
-            train_acc: correct as f64 / seen.max(1) as f64,
+            train_loss: sums.loss / sums.batches.max(1) as f64,
+            train_acc: sums.correct as f64 / sums.seen.max(1) as f64,
             val_loss: val.loss,
             val_acc: val.accuracy,
             lr: lr as f64,
             seconds: t0.elapsed().as_secs_f64(),
-        };
-        history.push(rec);
+        });
         if s.debug {
             print_row(&human, history.last().expect("pushed above"));
             continue;
@@ -174,14 +131,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         if let Some(name) = first_non_finite(&ck.params) {
             return Err(diverged(&format!("`{name}` is no longer finite after epoch {epoch}, step {global_step}"), saved_epoch));
         }
-        // `last` is written first: a kill between the two writes leaves a resumable run.
-        mase_io::save_checkpoint(&ckpt_dir.join("last.ckpt"), &ck)?;
-        if improved {
-            mase_io::save_checkpoint(&ckpt_dir.join("best.ckpt"), &ck)?;
-        }
+        save_epoch(&ckpt_dir, &ck, improved, &label, &history)?;
         saved_epoch = Some(epoch);
-        write_metrics(&ckpt_dir, &history)?;
-        write_curves(&ckpt_dir, &label, &history)?;
         if let Some(tb) = &mut tensorboard {
             tb.epoch(global_step, history.last().expect("pushed above"))?;
         }
@@ -190,7 +141,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     human.info("Training is completed");
     let best = ckpt_dir.join("best.ckpt");
-    let last = ckpt_dir.join("last.ckpt");
     human.line(format!("best checkpoint: {}", best.display()));
     human.result(&json!({
         "action": "train",
@@ -198,11 +148,92 @@ pub fn run(args: &RunArgs) -> Result<()> {
         "dataset": dataset,
         "trainable_params": mase_zoo::trainable_params(&graph),
         "best_checkpoint": abs(&best),
-        "last_checkpoint": abs(&last),
+        "last_checkpoint": abs(&ckpt_dir.join("last.ckpt")),
         "best_val_loss": best_val,
         "global_step": global_step,
         "history": history,
     }));
+    Ok(())
+}
+
+/// The error of a diverged run, saying what `last.ckpt` keeps (`saved`: its epoch, if this run
+/// or the one it resumes wrote it).
+fn diverged(what: &str, saved: Option<usize>) -> anyhow::Error {
+    let kept = match saved {
+        Some(e) => format!("last.ckpt keeps epoch {e} and best.ckpt the best epoch so far"),
+        None => "no checkpoint was written".to_string(),
+    };
+    anyhow!("training diverged: {what}; stopped, {kept} (lower the learning rate)")
+}
+
+/// The training batches of `epoch`, shuffled by the epoch's own stream; one batch under `--debug`.
+fn epoch_order(s: &Settings, len: usize, seed_rng: &Rng, epoch: usize) -> Vec<Vec<usize>> {
+    let mut order = mase_io::batch_order(len, s.batch_size, Some(&mut seed_rng.fork(SHUFFLE_STREAM + epoch as u64)));
+    if s.debug {
+        order.truncate(1);
+    }
+    order
+}
+
+/// The TensorBoard log of the run, when `report_to` asks for one (Lightning's fast_dev_run logs
+/// nothing; neither does `--debug`).
+fn open_logs(s: &Settings, dirs: &ProjectDirs, human: &Human) -> Result<Option<TensorBoardLog>> {
+    let tensorboard = match s.report_to {
+        ReportTo::TensorBoard if !s.debug => Some(open_tensorboard(&dirs.software(), s.optimizer)?),
+        ReportTo::TensorBoard | ReportTo::None => None,
+    };
+    if let Some(tb) = &tensorboard {
+        human.info(format!(
+            "TensorBoard logs: {} (tensorboard --logdir {})",
+            tb.dir().display(),
+            dirs.software().join("tensorboard").display()
+        ));
+    }
+    Ok(tensorboard)
+}
+
+/// The lines before the first epoch: the model and data set, the table header, and the rows of
+/// the epochs a resumed run has already trained.
+fn announce(human: &Human, s: &Settings, graph: &mase_ir::Graph, label: &str, dataset: &str, splits: &Splits, history: &[EpochRecord]) {
+    human.info(format!("Training model '{label}'..."));
+    human.line(format!(
+        "Model '{label}': {} trainable parameters; data set '{dataset}': {} train / {} val / {} test samples ({})",
+        mase_zoo::trainable_params(graph),
+        splits.train.len(),
+        splits.val.len(),
+        splits.test.len(),
+        splits.info.splits_note
+    ));
+    if s.debug {
+        human.info("debug: one training batch and one validation batch, no checkpoints (Lightning's fast_dev_run)");
+    }
+    human.line(format!(
+        "{:>5} {:>11} {:>10} {:>10} {:>9} {:>10} {:>7}",
+        "epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "secs"
+    ));
+    for r in history {
+        print_row(human, r);
+    }
+}
+
+/// The validation split, or its first batch under `--debug`.
+fn validation_data(s: &Settings, val: &Dataset) -> Dataset {
+    if s.debug {
+        val.subset(&(0..val.len().min(s.batch_size)).collect::<Vec<_>>())
+    } else {
+        val.clone()
+    }
+}
+
+/// Writes an epoch's checkpoints, `metrics.csv` and curves. `last` is written first: a kill
+/// between the two checkpoint writes leaves a resumable run.
+fn save_epoch(ckpt_dir: &Path, ck: &Checkpoint, improved: bool, label: &str, history: &[EpochRecord]) -> Result<()> {
+    mase_io::save_checkpoint(&ckpt_dir.join("last.ckpt"), ck)?;
+    if improved {
+        mase_io::save_checkpoint(&ckpt_dir.join("best.ckpt"), ck)?;
+    }
+    write_metrics(ckpt_dir, history)?;
+    write_curves(ckpt_dir, label, history)?;
     Ok(())
 }
 

@@ -272,6 +272,202 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
     loop {
         let op_at = r.pos;
         let op = r.u8().map_err(|_| InteropError::Pickle { offset: op_at, reason: "ends before STOP: truncated".into() })?;
+        if op == b'.' {
+            break;
+        }
+        if let Some(v) = literal(&mut r, op)? {
+            m.push(&r, v)?;
+        } else if let Some(v) = m.new_object(&mut r, op)? {
+            m.push(&r, v)?;
+        } else {
+            m.apply(&mut r, op, op_at)?;
+        }
+    }
+    let root = m.pop(&r).ok();
+    Ok(Pickle { objects: m.objects, root })
+}
+
+/// The value of an opcode that reads a constant from the stream (a number, a string, bytes),
+/// or `None` for other opcodes.
+fn literal(r: &mut Reader, op: u8) -> Result<Option<Value>> {
+    Ok(Some(match op {
+        b'N' => Value::None,
+        0x88 => Value::Bool(true),
+        0x89 => Value::Bool(false),
+        b'J' => {
+            let v = r.u32()? as i32 as i64;
+            Value::Int(v)
+        }
+        b'K' => {
+            let v = r.u8()? as i64;
+            Value::Int(v)
+        }
+        b'M' => {
+            let v = r.u16()? as i64;
+            Value::Int(v)
+        }
+        0x8a => {
+            let n = r.u8()? as usize;
+            long_from_bytes(r.take(n)?)
+        }
+        0x8b => {
+            let n = r.u32()? as usize;
+            long_from_bytes(r.take(n)?)
+        }
+        b'I' => {
+            let s = r.line()?.trim();
+            match s {
+                "00" => Value::Bool(false),
+                "01" => Value::Bool(true),
+                _ => Value::Int(s.parse().map_err(|_| r.err(format!("bad INT `{s}`")))?),
+            }
+        }
+        b'L' => {
+            let s = r.line()?.trim().trim_end_matches('L');
+            s.parse::<i64>().map(Value::Int).unwrap_or_else(|_| Value::BigInt(s.as_bytes().to_vec()))
+        }
+        b'F' => {
+            let s = r.line()?.trim();
+            let v = s.parse::<f64>().map_err(|_| r.err(format!("bad FLOAT `{s}`")))?;
+            Value::Float(v)
+        }
+        b'G' => {
+            let s = r.take(8)?;
+            let v = f64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
+            Value::Float(v)
+        }
+        b'X' => {
+            let n = r.u32()? as usize;
+            let s = r.utf8(n)?;
+            Value::Str(s)
+        }
+        0x8c => {
+            let n = r.u8()? as usize;
+            let s = r.utf8(n)?;
+            Value::Str(s)
+        }
+        0x8d => {
+            let n = r.len64()?;
+            let s = r.utf8(n)?;
+            Value::Str(s)
+        }
+        b'V' => {
+            let s = r.line()?.to_string();
+            Value::Str(s)
+        }
+        b'S' => {
+            let s = r.line()?.trim().trim_matches(['\'', '"']).to_string();
+            Value::Str(s)
+        }
+        // BINSTRING and BINBYTES (4-byte length), SHORT_BINSTRING and SHORT_BINBYTES (1 byte).
+        b'T' | b'B' | b'U' | b'C' => {
+            let n = if matches!(op, b'T' | b'B') { r.u32()? as usize } else { r.u8()? as usize };
+            if matches!(op, b'T' | b'U') {
+                Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
+            } else {
+                Value::Bytes(r.take(n)?.to_vec())
+            }
+        }
+        0x8e | 0x96 => {
+            let n = r.len64()?;
+            Value::Bytes(r.take(n)?.to_vec())
+        }
+        _ => return Ok(None),
+    }))
+}
+
+impl Machine {
+    /// The new object of an opcode that builds a container or an object (popping its items,
+    /// class or arguments), or `None` for other opcodes.
+    fn new_object(&mut self, r: &mut Reader, op: u8) -> Result<Option<Value>> {
+        Ok(Some(match op {
+            b'}' => self.alloc(Object::Dict(Vec::new())),
+            b']' => self.alloc(Object::List(Vec::new())),
+            b')' => self.alloc(Object::Tuple(Vec::new())),
+            0x8f => self.alloc(Object::Set(Vec::new())),
+            b'd' => {
+                let kv = self.pop_mark(r)?;
+                let v = self.alloc(Object::Dict(Vec::new()));
+                self.set_items(r, &v, kv)?;
+                v
+            }
+            b'l' => {
+                let items = self.pop_mark(r)?;
+                self.alloc(Object::List(items))
+            }
+            b't' => {
+                let items = self.pop_mark(r)?;
+                self.alloc(Object::Tuple(items))
+            }
+            0x91 => {
+                let items = self.pop_mark(r)?;
+                self.alloc(Object::Set(items))
+            }
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.pop(r)?);
+                }
+                items.reverse();
+                self.alloc(Object::Tuple(items))
+            }
+            b'c' => {
+                let module = r.line()?.to_string();
+                let name = r.line()?.to_string();
+                self.alloc(Object::Global { module, name })
+            }
+            0x93 => {
+                let name = self.pop(r)?;
+                let module = self.pop(r)?;
+                let (Value::Str(module), Value::Str(name)) = (module, name) else {
+                    return Err(r.err("STACK_GLOBAL needs two strings"));
+                };
+                self.alloc(Object::Global { module, name })
+            }
+            b'R' | 0x81 => {
+                let args = self.pop(r)?;
+                let func = self.pop(r)?;
+                self.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() })
+            }
+            0x92 => {
+                let _kwargs = self.pop(r)?;
+                let args = self.pop(r)?;
+                let func = self.pop(r)?;
+                self.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() })
+            }
+            b'i' => {
+                let module = r.line()?.to_string();
+                let name = r.line()?.to_string();
+                let args = self.pop_mark(r)?;
+                let func = self.alloc(Object::Global { module, name });
+                let args = self.alloc(Object::Tuple(args));
+                self.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() })
+            }
+            b'o' => {
+                let mut items = self.pop_mark(r)?;
+                if items.is_empty() {
+                    return Err(r.err("OBJ without a class"));
+                }
+                let func = items.remove(0);
+                let args = self.alloc(Object::Tuple(items));
+                self.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() })
+            }
+            b'Q' => {
+                let pid = self.pop(r)?;
+                self.alloc(Object::PersId(pid))
+            }
+            b'P' => {
+                let pid = Value::Str(r.line()?.to_string());
+                self.alloc(Object::PersId(pid))
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Runs an opcode that changes the stack, the memo or an object in place, or only checks the
+    /// stream (protocol, frame); an opcode no step knows is an error.
+    fn apply(&mut self, r: &mut Reader, op: u8, op_at: usize) -> Result<()> {
         match op {
             0x80 => {
                 let p = r.u8()?;
@@ -283,267 +479,74 @@ pub fn unpickle(bytes: &[u8]) -> Result<Pickle> {
                 // FRAME: a length hint only.
                 r.u64()?;
             }
-            b'.' => break,
             b'(' => {
-                if m.stack.len() >= MAX_STACK {
+                if self.stack.len() >= MAX_STACK {
                     return Err(r.err("stack grows past its limit"));
                 }
-                m.stack.push(Slot::Mark)
+                self.stack.push(Slot::Mark)
             }
             b'0' => {
-                m.pop(&r)?;
+                self.pop(r)?;
             }
             b'1' => {
-                m.pop_mark(&r)?;
+                self.pop_mark(r)?;
             }
             b'2' => {
-                let v = m.top(&r)?;
-                m.charge(&r, &v)?;
-                m.push(&r, v)?;
-            }
-            b'N' => m.push(&r, Value::None)?,
-            0x88 => m.push(&r, Value::Bool(true))?,
-            0x89 => m.push(&r, Value::Bool(false))?,
-            b'J' => {
-                let v = r.u32()? as i32 as i64;
-                m.push(&r, Value::Int(v))?
-            }
-            b'K' => {
-                let v = r.u8()? as i64;
-                m.push(&r, Value::Int(v))?
-            }
-            b'M' => {
-                let v = r.u16()? as i64;
-                m.push(&r, Value::Int(v))?
-            }
-            0x8a => {
-                let n = r.u8()? as usize;
-                let v = long_from_bytes(r.take(n)?);
-                m.push(&r, v)?
-            }
-            0x8b => {
-                let n = r.u32()? as usize;
-                let v = long_from_bytes(r.take(n)?);
-                m.push(&r, v)?
-            }
-            b'I' => {
-                let s = r.line()?.trim();
-                let v = match s {
-                    "00" => Value::Bool(false),
-                    "01" => Value::Bool(true),
-                    _ => Value::Int(s.parse().map_err(|_| r.err(format!("bad INT `{s}`")))?),
-                };
-                m.push(&r, v)?
-            }
-            b'L' => {
-                let s = r.line()?.trim().trim_end_matches('L');
-                let v = s.parse::<i64>().map(Value::Int).unwrap_or_else(|_| Value::BigInt(s.as_bytes().to_vec()));
-                m.push(&r, v)?
-            }
-            b'F' => {
-                let s = r.line()?.trim();
-                let v = s.parse::<f64>().map_err(|_| r.err(format!("bad FLOAT `{s}`")))?;
-                m.push(&r, Value::Float(v))?
-            }
-            b'G' => {
-                let s = r.take(8)?;
-                let v = f64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
-                m.push(&r, Value::Float(v))?
-            }
-            b'X' => {
-                let n = r.u32()? as usize;
-                let s = r.utf8(n)?;
-                m.push(&r, Value::Str(s))?
-            }
-            0x8c => {
-                let n = r.u8()? as usize;
-                let s = r.utf8(n)?;
-                m.push(&r, Value::Str(s))?
-            }
-            0x8d => {
-                let n = r.len64()?;
-                let s = r.utf8(n)?;
-                m.push(&r, Value::Str(s))?
-            }
-            b'V' => {
-                let s = r.line()?.to_string();
-                m.push(&r, Value::Str(s))?
-            }
-            b'S' => {
-                let s = r.line()?.trim().trim_matches(['\'', '"']).to_string();
-                m.push(&r, Value::Str(s))?
-            }
-            // BINSTRING and BINBYTES (4-byte length), SHORT_BINSTRING and SHORT_BINBYTES (1 byte).
-            b'T' | b'B' | b'U' | b'C' => {
-                let n = if matches!(op, b'T' | b'B') { r.u32()? as usize } else { r.u8()? as usize };
-                let v = if matches!(op, b'T' | b'U') {
-                    Value::Str(String::from_utf8_lossy(r.take(n)?).into_owned())
-                } else {
-                    Value::Bytes(r.take(n)?.to_vec())
-                };
-                m.push(&r, v)?
-            }
-            0x8e | 0x96 => {
-                let n = r.len64()?;
-                let v = Value::Bytes(r.take(n)?.to_vec());
-                m.push(&r, v)?
+                let v = self.top(r)?;
+                self.charge(r, &v)?;
+                self.push(r, v)?;
             }
             0x97 => {
                 // NEXT_BUFFER needs out-of-band buffers, which files never carry.
                 return Err(r.err("out-of-band buffers are not supported"));
             }
             0x98 => {}
-            b'}' => {
-                let v = m.alloc(Object::Dict(Vec::new()));
-                m.push(&r, v)?
-            }
-            b']' => {
-                let v = m.alloc(Object::List(Vec::new()));
-                m.push(&r, v)?
-            }
-            b')' => {
-                let v = m.alloc(Object::Tuple(Vec::new()));
-                m.push(&r, v)?
-            }
-            0x8f => {
-                let v = m.alloc(Object::Set(Vec::new()));
-                m.push(&r, v)?
-            }
-            b'd' => {
-                let kv = m.pop_mark(&r)?;
-                let v = m.alloc(Object::Dict(Vec::new()));
-                m.set_items(&r, &v, kv)?;
-                m.push(&r, v)?
-            }
-            b'l' => {
-                let items = m.pop_mark(&r)?;
-                let v = m.alloc(Object::List(items));
-                m.push(&r, v)?
-            }
-            b't' => {
-                let items = m.pop_mark(&r)?;
-                let v = m.alloc(Object::Tuple(items));
-                m.push(&r, v)?
-            }
-            0x91 => {
-                let items = m.pop_mark(&r)?;
-                let v = m.alloc(Object::Set(items));
-                m.push(&r, v)?
-            }
-            0x85..=0x87 => {
-                let n = (op - 0x84) as usize;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(m.pop(&r)?);
-                }
-                items.reverse();
-                let v = m.alloc(Object::Tuple(items));
-                m.push(&r, v)?
-            }
             b's' => {
-                let val = m.pop(&r)?;
-                let key = m.pop(&r)?;
-                let d = m.top(&r)?;
-                m.set_items(&r, &d, vec![key, val])?;
+                let val = self.pop(r)?;
+                let key = self.pop(r)?;
+                let d = self.top(r)?;
+                self.set_items(r, &d, vec![key, val])?;
             }
             b'u' => {
-                let kv = m.pop_mark(&r)?;
-                let d = m.top(&r)?;
-                m.set_items(&r, &d, kv)?;
+                let kv = self.pop_mark(r)?;
+                let d = self.top(r)?;
+                self.set_items(r, &d, kv)?;
             }
             b'a' => {
-                let v = m.pop(&r)?;
-                let l = m.top(&r)?;
-                m.append(&r, &l, vec![v])?;
+                let v = self.pop(r)?;
+                let l = self.top(r)?;
+                self.append(r, &l, vec![v])?;
             }
             b'e' | 0x90 => {
-                let vals = m.pop_mark(&r)?;
-                let l = m.top(&r)?;
-                m.append(&r, &l, vals)?;
+                let vals = self.pop_mark(r)?;
+                let l = self.top(r)?;
+                self.append(r, &l, vals)?;
             }
             // PUT, BINPUT, LONG_BINPUT, MEMOIZE.
             b'p' | b'q' | b'r' | 0x94 => {
-                let key = memo_key(&mut r, op, m.memo.len())?;
-                m.memo_put(&r, key)?;
+                let key = memo_key(r, op, self.memo.len())?;
+                self.memo_put(r, key)?;
             }
             // GET, BINGET, LONG_BINGET.
             b'g' | b'h' | b'j' => {
-                let key = memo_key(&mut r, op, m.memo.len())?;
-                m.memo_get(&r, key)?;
-            }
-            b'c' => {
-                let module = r.line()?.to_string();
-                let name = r.line()?.to_string();
-                let v = m.alloc(Object::Global { module, name });
-                m.push(&r, v)?
-            }
-            0x93 => {
-                let name = m.pop(&r)?;
-                let module = m.pop(&r)?;
-                let (Value::Str(module), Value::Str(name)) = (module, name) else {
-                    return Err(r.err("STACK_GLOBAL needs two strings"));
-                };
-                let v = m.alloc(Object::Global { module, name });
-                m.push(&r, v)?
-            }
-            b'R' | 0x81 => {
-                let args = m.pop(&r)?;
-                let func = m.pop(&r)?;
-                let v = m.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() });
-                m.push(&r, v)?
-            }
-            0x92 => {
-                let _kwargs = m.pop(&r)?;
-                let args = m.pop(&r)?;
-                let func = m.pop(&r)?;
-                let v = m.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() });
-                m.push(&r, v)?
-            }
-            b'i' => {
-                let module = r.line()?.to_string();
-                let name = r.line()?.to_string();
-                let args = m.pop_mark(&r)?;
-                let func = m.alloc(Object::Global { module, name });
-                let args = m.alloc(Object::Tuple(args));
-                let v = m.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() });
-                m.push(&r, v)?
-            }
-            b'o' => {
-                let mut items = m.pop_mark(&r)?;
-                if items.is_empty() {
-                    return Err(r.err("OBJ without a class"));
-                }
-                let func = items.remove(0);
-                let args = m.alloc(Object::Tuple(items));
-                let v = m.alloc(Object::Call { func, args, state: None, items: Vec::new(), list: Vec::new() });
-                m.push(&r, v)?
+                let key = memo_key(r, op, self.memo.len())?;
+                self.memo_get(r, key)?;
             }
             b'b' => {
-                let st = m.pop(&r)?;
-                let target = m.top(&r)?;
-                match m.obj_mut(&r, &target)? {
+                let st = self.pop(r)?;
+                let target = self.top(r)?;
+                match self.obj_mut(r, &target)? {
                     Object::Call { state, .. } => *state = Some(st),
                     _ => return Err(r.err("BUILD on something that is not an object")),
                 }
-            }
-            b'Q' => {
-                let pid = m.pop(&r)?;
-                let v = m.alloc(Object::PersId(pid));
-                m.push(&r, v)?
-            }
-            b'P' => {
-                let pid = Value::Str(r.line()?.to_string());
-                let v = m.alloc(Object::PersId(pid));
-                m.push(&r, v)?
             }
             0x82..=0x84 => return Err(r.err("extension-registry opcodes (EXT1/2/4) are not supported")),
             other => {
                 return Err(InteropError::Pickle { offset: op_at, reason: format!("unknown opcode 0x{other:02x}") });
             }
         }
+        Ok(())
     }
-    let root = m.pop(&r).ok();
-    Ok(Pickle { objects: m.objects, root })
 }
 
 impl Pickle {

@@ -24,7 +24,7 @@
 //! `MACs * bits(data_in_0) * bits(data_in_1)` for matmul, `FLOPs * bits(data_in_0)` for the rest.
 
 use crate::metadata::precision::active_quant;
-use mase_ir::{Node, NodeKind, Op, QuantFormat, ValueInfo};
+use mase_ir::{Node, NodeKind, Op, OpFamily, QuantFormat, ValueInfo};
 use serde::Serialize;
 
 /// Counts of one node.
@@ -78,25 +78,20 @@ fn rule(op: &Op) -> Rule {
     match op {
         Op::Linear { in_features, out_features, .. } => Rule::Linear { in_features: *in_features, out_features: *out_features },
         Op::Conv1d(c) | Op::Conv2d(c) => Rule::Conv { window: c.kernel.iter().product::<usize>() * (c.in_channels / c.groups.max(1)) },
-        Op::MatMul => Rule::MatMul,
-        Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => Rule::PerInput(4),
-        Op::Relu | Op::Relu6 | Op::LeakyRelu { .. } | Op::Sigmoid | Op::Tanh | Op::Selu | Op::Gelu { .. } => Rule::PerInput(1),
-        Op::Sqrt | Op::Clip { .. } => Rule::PerInput(1),
-        Op::Softmax { .. } | Op::LogSoftmax { .. } => Rule::PerInput(3),
         Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => Rule::Window { size: p.kernel.iter().product() },
-        Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => Rule::PerInput(1),
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => Rule::PerOutput(1),
-        Op::Input
-        | Op::Output
-        | Op::Constant
-        | Op::Flatten { .. }
-        | Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Permute { .. }
-        | Op::Size { .. }
-        | Op::Dropout { .. }
-        | Op::Concat { .. }
-        | Op::Pad { .. } => Rule::Free,
+        // Dropout passes values on in evaluation, as MASE counts it.
+        Op::Dropout { .. } => Rule::Free,
+        other => match other.family() {
+            OpFamily::Norm => Rule::PerInput(4),
+            OpFamily::Softmax => Rule::PerInput(3),
+            OpFamily::Pointwise | OpFamily::AdaptivePool => Rule::PerInput(1),
+            OpFamily::Binary => Rule::PerOutput(1),
+            OpFamily::MatMul => Rule::MatMul,
+            OpFamily::Graph | OpFamily::Shape => Rule::Free,
+            // Linear, conv and pools have their rules above, from their sizes; a new op of these
+            // families counts one operation per input value until it gets its own.
+            OpFamily::Linear | OpFamily::Conv | OpFamily::Pool => Rule::PerInput(1),
+        },
     }
 }
 

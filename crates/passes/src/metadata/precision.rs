@@ -153,42 +153,14 @@ fn output_format(
             let ((xw, xf), (yw, yf)) = (int_in(0)?, int_in(1)?);
             Some(EdgeFormat::integer(xw + yw, xf + yf))
         }
-        Op::Relu
-        | Op::Relu6
-        | Op::MaxPool1d(_)
-        | Op::MaxPool2d(_)
-        | Op::Dropout { .. }
-        | Op::Flatten { .. }
-        | Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Permute { .. }
-        | Op::Output => data_in.first().cloned(),
+        // Ops that pass values on unchanged (or keep the largest of a window).
+        Op::Relu | Op::Relu6 | Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::Dropout { .. } | Op::Output => data_in.first().cloned(),
+        Op::Flatten { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } => data_in.first().cloned(),
         // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),
         // Ops whose integer output format is not derived from their inputs' (yet): the edge is
         // float unless the node's quant names an output format.
-        Op::Input
-        | Op::Constant
-        | Op::BatchNorm1d(_)
-        | Op::BatchNorm2d(_)
-        | Op::LeakyRelu { .. }
-        | Op::Sigmoid
-        | Op::Tanh
-        | Op::Selu
-        | Op::Gelu { .. }
-        | Op::Softmax { .. }
-        | Op::LogSoftmax { .. }
-        | Op::AvgPool1d(_)
-        | Op::AvgPool2d(_)
-        | Op::AdaptiveAvgPool1d { .. }
-        | Op::AdaptiveAvgPool2d { .. }
-        | Op::Size { .. }
-        | Op::Div
-        | Op::Pow
-        | Op::Sqrt
-        | Op::Clip { .. }
-        | Op::Concat { .. }
-        | Op::Pad { .. } => None,
+        _ => None,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::layers::check_graph;
 use crate::{ModelContext, Result, ZooError};
 use keys::{Keys, LayerAt};
 use mase_ir::{Graph, NodeId, Op, ValueInfo};
-use ops::{layer_entry, layer_op, op_names, Call};
+use ops::{layer_entry, layer_op, op_names, why_not_in_model_files, Call};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -114,7 +114,14 @@ impl<'a> Builder<'a> {
         };
         at.name = self.layer_name(&at, table)?;
         let Some(entry) = layer_entry(&at.op) else {
-            return Err(at.err("op", format!("unknown op `{}`; known ops: {}", at.op, op_names().join(", "))));
+            let known = op_names().join(", ");
+            return Err(at.err(
+                "op",
+                match why_not_in_model_files(&at.op) {
+                    Some(why) => format!("op `{}` is not for model files: {why}; known ops: {known}", at.op),
+                    None => format!("unknown op `{}`; known ops: {known}", at.op),
+                },
+            ));
         };
         let keys = Keys::new(table, &at, entry.keys)?;
         let inputs = self.layer_inputs(&at, table)?;

@@ -68,6 +68,26 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("matmul", &[], 2),
 ];
 
+/// The ops (by `mase_op`) that model files do not name, each with the reason. Every op of the IR
+/// is in [`LAYERS`] or here; a unit test walks [`Op::examples`] to keep it so.
+pub(crate) const NOT_IN_MODEL_FILES: &[(&str, &str)] = &[
+    ("placeholder", "a model's input is the data set's sample, implicit as `x`"),
+    ("output", "the model returns its `output` layer, or the last one"),
+    ("constant", "model files hold no tensors; parameters belong to layers"),
+    ("size", "written by `reshape`, which keeps the batch dimension as `x.size(0)`"),
+    ("div", "arithmetic beyond add, sub, mul and matmul arrives by ONNX or torch.fx import"),
+    ("pow", "arithmetic beyond add, sub, mul and matmul arrives by ONNX or torch.fx import"),
+    ("sqrt", "arithmetic beyond add, sub, mul and matmul arrives by ONNX or torch.fx import"),
+    ("clamp", "arrives by ONNX (Clip) or torch.fx import"),
+    ("cat", "arrives by ONNX (Concat) or torch.fx import"),
+    ("pad", "arrives by ONNX (Pad) or torch.fx import"),
+];
+
+/// Why model files do not name the op `mase_op`, for the ops of [`NOT_IN_MODEL_FILES`].
+pub(crate) fn why_not_in_model_files(mase_op: &str) -> Option<&'static str> {
+    NOT_IN_MODEL_FILES.iter().find(|(n, _)| *n == mase_op).map(|(_, why)| *why)
+}
+
 /// The entry of an op name.
 pub(crate) fn layer_entry(op: &str) -> Option<&'static LayerEntry> {
     LAYERS.iter().find(|l| l.name == op)
@@ -178,5 +198,37 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
         "mul" => Ok((Op::Mul, Call::Function("operator.mul"))),
         "matmul" => Ok((Op::MatMul, Call::Function("torch.matmul"))),
         other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", op_names().join(", ")))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model-file name of an op: its `mase_op`, but `reshape` for `view`.
+    fn layer_name(op: &Op) -> &'static str {
+        match op {
+            Op::Reshape { .. } => "reshape",
+            other => other.mase_op(),
+        }
+    }
+
+    #[test]
+    fn every_op_is_a_layer_or_says_why_not() {
+        let ops = Op::examples();
+        for op in &ops {
+            let (name, layer) = (op.mase_op(), layer_name(op));
+            let skipped = NOT_IN_MODEL_FILES.iter().any(|(n, _)| *n == name);
+            assert!(
+                skipped != layer_entry(layer).is_some(),
+                "op `{name}` must be either in LAYERS (as `{layer}`) or in NOT_IN_MODEL_FILES, not both or neither"
+            );
+        }
+        for l in LAYERS {
+            assert!(ops.iter().any(|op| layer_name(op) == l.name), "LAYERS names `{}`, which is no op", l.name);
+        }
+        for (n, _) in NOT_IN_MODEL_FILES {
+            assert!(ops.iter().any(|op| op.mase_op() == *n), "NOT_IN_MODEL_FILES names `{n}`, which is no op");
+        }
     }
 }
