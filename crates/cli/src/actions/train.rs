@@ -44,11 +44,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if s.max_epochs == 0 {
         bail!("max_epochs = 0: nothing to train and no checkpoint to write (give at least 1)");
     }
-    let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
-    let splits = session::load_data(&s, &dataset)?;
-    if s.augment && splits.train.sample_shape != [3, 32, 32] {
-        bail!("--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}", splits.train.sample_shape);
-    }
+    let (dataset, splits) = load_splits(&s)?;
     let ctx = session::model_context(&splits);
     let (graph, label) = session::resolve_graph(&s, &ctx)?;
     let dirs = ProjectDirs::new(&s.project_dir, s.project.as_deref(), &label, &s.task, &dataset);
@@ -154,6 +150,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         "history": history,
     }));
     Ok(())
+}
+
+/// The data set's name and splits, checked against `--augment`.
+fn load_splits(s: &Settings) -> Result<(String, Splits)> {
+    let dataset = s.dataset.clone().ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
+    let splits = session::load_data(s, &dataset)?;
+    if s.augment && splits.train.sample_shape != [3, 32, 32] {
+        bail!("--augment crops and flips 3x32x32 images (cifar10); `{dataset}` has samples of shape {:?}", splits.train.sample_shape);
+    }
+    Ok((dataset, splits))
 }
 
 /// The error of a diverged run, saying what `last.ckpt` keeps (`saved`: its epoch, if this run
