@@ -159,8 +159,30 @@ fn output_format(
         // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),
         // Ops whose integer output format is not derived from their inputs' (yet): the edge is
-        // float unless the node's quant names an output format.
-        _ => None,
+        // float unless the node's quant names an output format. Listed one by one: a new op
+        // must decide here whether its integer format follows from its inputs'.
+        Op::Input
+        | Op::Constant
+        | Op::BatchNorm1d(_)
+        | Op::BatchNorm2d(_)
+        | Op::LeakyRelu { .. }
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Selu
+        | Op::Gelu { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::AvgPool1d(_)
+        | Op::AvgPool2d(_)
+        | Op::AdaptiveAvgPool1d { .. }
+        | Op::AdaptiveAvgPool2d { .. }
+        | Op::Size { .. }
+        | Op::Div
+        | Op::Pow
+        | Op::Sqrt
+        | Op::Clip { .. }
+        | Op::Concat { .. }
+        | Op::Pad { .. } => None,
     }
 }
 
