@@ -51,7 +51,10 @@ fn check_layer(l: &Layer) -> Result<(), String> {
     if l.bias.len() != l.out_features {
         return Err(format!("{} biases for {} outputs", l.bias.len(), l.out_features));
     }
-    if l.reuse == 0 || l.in_features % l.reuse != 0 {
+    // `%` rather than `is_multiple_of`, which needs a newer compiler than the workspace's minimum.
+    #[allow(clippy::manual_is_multiple_of)]
+    let divides = l.reuse != 0 && l.in_features % l.reuse == 0;
+    if !divides {
         return Err(format!("reuse factor {}: expected a positive divisor of its {} inputs", l.reuse, l.in_features));
     }
     check_range("input", l.input, MAX_SUM_FRAC)?;

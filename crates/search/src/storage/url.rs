@@ -80,21 +80,19 @@ impl StorageUrl {
 pub fn open_storage(url: &str, opts: &ConnectOptions) -> Result<Box<dyn Storage>> {
     Ok(match StorageUrl::parse(url)? {
         StorageUrl::Sqlite(path) => {
-            check_sqlite_folder(url, &path)?;
+            if let Some(e) = missing_sqlite_folder(url, &path) {
+                return Err(e);
+            }
             Box::new(SqliteStorage::open(&path)?)
         }
         StorageUrl::Postgres(url) => Box::new(PostgresStorage::connect(&url, opts)?),
     })
 }
 
-/// Refuses a SQLite path whose folder does not exist (or is not a folder).
-fn check_sqlite_folder(url: &str, path: &std::path::Path) -> Result<()> {
-    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) if !dir.is_dir() => {
-            Err(bad(url, format!("the folder {} does not exist; create it first (a storage URL never creates folders)", dir.display())))
-        }
-        _ => Ok(()),
-    }
+/// The error of a SQLite path whose folder does not exist (or is not a folder), if it is one.
+fn missing_sqlite_folder(url: &str, path: &std::path::Path) -> Option<SearchError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir())?;
+    Some(bad(url, format!("the folder {} does not exist; create it first (a storage URL never creates folders)", dir.display())))
 }
 
 #[cfg(test)]
