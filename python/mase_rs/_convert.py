@@ -49,11 +49,23 @@ def to_numpy(x, what="input"):
     """`x` as a C-contiguous float32 numpy array (torch tensors are detached and moved to CPU)."""
     if is_torch(x):
         x = x.detach().cpu().numpy()
+    if _is_complex(x):
+        # numpy would only warn and drop the imaginary parts.
+        raise TypeError(f"{what}: expected real numbers, got complex values ({np.asarray(x).dtype})")
     try:
         # Not np.ascontiguousarray, which makes a 0-d array (a scalar constant) 1-d.
         return np.asarray(x, dtype=np.float32, order="C")
     except (TypeError, ValueError) as e:
         raise ValueError(f"{what}: expected an array of numbers ({e})") from None
+
+
+def _is_complex(x):
+    """Whether `x` holds complex numbers (False for what numpy cannot read as an array; the
+    conversion then says what is wrong)."""
+    try:
+        return bool(np.iscomplexobj(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def like(out, template):

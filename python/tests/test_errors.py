@@ -46,3 +46,46 @@ def test_a_panic_becomes_runtime_error():
     with pytest.raises(RuntimeError) as e:
         _native._failpoint_panic()
     assert message(e) == "internal error in failpoint: failpoint panic; please report"
+
+
+# Arguments of the wrong kind or out of range, refused at the Python boundary with the exact line
+# (the same checks as `ch`'s flags), never accepted silently or answered with Python internals.
+XY = (np.zeros((8, 16), np.float32), np.zeros(8, np.int64))
+SEEDED = {"name": "graph/quantize/mixed_precision_ptq", "setup": {"by": "name"},
+          "seed": {"default": {"config": {"name": ["NA"]}}, "seq_blocks_9": {"config": {"name": ["integer"]}}}}
+BY_TYPE = {"name": "graph/quantize/mixed_precision_ptq", "setup": {"by": "type"}, "seed": {"default": {"config": {"name": ["NA"]}}}}
+EXPECTED = "expected a dict of the pass's arguments (or None)"
+ARGUMENT_CASES = [
+    # (what, call, exception, the whole message)
+    ("fit lr nan", lambda mg: mg.fit(XY, lr=float("nan")), ValueError, "fit: lr=nan: expected a finite number > 0"),
+    ("fit lr inf", lambda mg: mg.fit(XY, lr=float("inf")), ValueError, "fit: lr=inf: expected a finite number > 0"),
+    ("fit lr negative", lambda mg: mg.fit(XY, lr=-0.1), ValueError, "fit: lr=-0.1: expected a finite number > 0"),
+    ("fit lr string", lambda mg: mg.fit(XY, lr="fast"), TypeError, "fit: lr: expected a finite number > 0, got str 'fast'"),
+    ("fit weight_decay nan", lambda mg: mg.fit(XY, weight_decay=float("nan")), ValueError, "fit: weight_decay=nan: expected a finite number >= 0"),
+    ("fit epochs negative", lambda mg: mg.fit(XY, epochs=-1), ValueError, "fit: epochs=-1: expected an integer >= 1"),
+    ("fit epochs float", lambda mg: mg.fit(XY, epochs=2.5), TypeError, "fit: epochs: expected an integer >= 1, got float 2.5"),
+    ("fit batch_size 0", lambda mg: mg.fit(XY, batch_size=0), ValueError, "fit: batch_size=0: expected an integer >= 1"),
+    ("complex input", lambda mg: mg(np.zeros((2, 16), np.complex64)), TypeError, "input: expected real numbers, got complex values (complex64)"),
+    ("complex list", lambda mg: mg([[1j] * 16]), TypeError, "input: expected real numbers, got complex values (complex128)"),
+    ("pass args a string", lambda mg: mase_rs.quantize_transform_pass(mg, "type"), TypeError, f"quantize_transform_pass: pass_args: {EXPECTED}, got str 'type'"),
+    ("graph a dict", lambda mg: mase_rs.quantize_transform_pass({"by": "type"}, {}), TypeError, "quantize_transform_pass: graph: expected a MaseGraph, got dict"),
+    ("dummy_in a number", lambda mg: mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": 5}), TypeError,
+     'add_common_metadata_analysis_pass: dummy_in: expected a dict of input arrays ({"x": batch}) or an array, got int 5'),
+    ("dummy_in of numbers", lambda mg: mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": 5}}), TypeError,
+     "add_common_metadata_analysis_pass: dummy_in: expected a dict of input arrays ({\"x\": batch}) or an array, got dict {'x': 5}"),
+    ("get_model dataset_info", lambda mg: mase_rs.get_model("jsc-tiny", "cls", 5), TypeError,
+     "get_model: dataset_info: expected a DatasetInfo (from get_dataset_info), got int 5"),
+    ("seed names no node", lambda mg: mase_rs.Study(SEEDED, mg), ValueError,
+     'search config: `search.search_space.seed.seq_blocks_9`: the model has no node `seq_blocks_9` (with setup.by = "name", a seed key is a node name, `default` or an op type)'),
+    ("resume without a study", lambda mg: mase_rs.Study(BY_TYPE, mg, mode="resume", name="lab3"), ValueError,
+     'study storage memory: holds no study `lab3` to resume (start it without --resume, or with mode "fresh")'),
+    ("storage in a missing folder", lambda mg: mase_rs.Study(BY_TYPE, mg, storage="sqlite:///no/such/folder/s.db"), ValueError,
+     "study storage sqlite:///no/such/folder/s.db: the folder no/such/folder does not exist; create it first (a storage URL never creates folders)"),
+]
+
+
+@pytest.mark.parametrize("what,call,exc,line", ARGUMENT_CASES, ids=[c[0] for c in ARGUMENT_CASES])
+def test_bad_arguments_raise_one_line_naming_them(jsc_tiny, what, call, exc, line):
+    with pytest.raises(exc) as e:
+        call(jsc_tiny)
+    assert message(e) == line

@@ -63,7 +63,7 @@ pub struct RunArgs {
     /// MASE's checkpoint kind: mz, pt, pl or hf. mase-rs recognises its own checkpoints by content.
     #[arg(long = "load-type")]
     pub load_type: Option<String>,
-    #[arg(long = "batch-size")]
+    #[arg(long = "batch-size", value_parser = positive, allow_negative_numbers = true)]
     pub batch_size: Option<usize>,
     #[arg(long = "learning-rate", allow_hyphen_values = true)]
     pub learning_rate: Option<f64>,
@@ -72,7 +72,7 @@ pub struct RunArgs {
     pub training_optimizer: Option<String>,
     #[arg(long = "weight-decay", allow_hyphen_values = true)]
     pub weight_decay: Option<f64>,
-    #[arg(long = "max-epochs")]
+    #[arg(long = "max-epochs", value_parser = positive, allow_negative_numbers = true)]
     pub max_epochs: Option<usize>,
     /// Stop after this many optimizer steps (values <= 0 mean no limit).
     #[arg(long = "max-steps", allow_hyphen_values = true)]
@@ -83,7 +83,7 @@ pub struct RunArgs {
     /// Leave out data rows with a NaN or infinite feature (else loading refuses them).
     #[arg(long = "drop-nonfinite")]
     pub drop_nonfinite: bool,
-    #[arg(long)]
+    #[arg(long, value_parser = whole_u64, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     #[arg(long)]
     pub project: Option<String>,
@@ -102,13 +102,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// Threads for the kernels (0 = all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = whole, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     #[arg(long = "log-level")]
     pub log_level: Option<String>,
-    #[arg(long = "log-every-n-steps")]
+    #[arg(long = "log-every-n-steps", value_parser = whole, allow_negative_numbers = true)]
     pub log_every_n_steps: Option<usize>,
-    #[arg(long = "accumulate-grad-batches")]
+    #[arg(long = "accumulate-grad-batches", value_parser = positive, allow_negative_numbers = true)]
     pub accumulate_grad_batches: Option<usize>,
     #[arg(long = "debug")]
     pub to_debug: bool,
@@ -120,11 +120,11 @@ pub struct RunArgs {
     pub strategy: Option<String>,
     #[arg(long = "trainer-precision")]
     pub trainer_precision: Option<String>,
-    #[arg(long = "cpu", alias = "num-workers")]
+    #[arg(long = "cpu", alias = "num-workers", value_parser = whole, allow_negative_numbers = true)]
     pub num_workers: Option<usize>,
-    #[arg(long = "gpu", alias = "num-devices")]
+    #[arg(long = "gpu", alias = "num-devices", value_parser = whole, allow_negative_numbers = true)]
     pub num_devices: Option<usize>,
-    #[arg(long = "nodes")]
+    #[arg(long = "nodes", value_parser = whole, allow_negative_numbers = true)]
     pub num_nodes: Option<usize>,
     #[arg(long = "report-to")]
     pub report_to: Option<String>,
@@ -150,17 +150,17 @@ pub struct SearchArgs {
     pub compare_samplers: Vec<String>,
     /// Run each sampler once per seed (comma-separated; overrides `[search.strategy.setup] seed`)
     /// and plot the mean best-so-far with a min–max band.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = whole_u64, allow_negative_numbers = true)]
     pub seeds: Vec<u64>,
     /// Overrides `[search.strategy.setup] sampler`.
     #[arg(long)]
     pub sampler: Option<String>,
     /// Overrides `[search.strategy.setup] n_trials`.
-    #[arg(long = "n-trials")]
+    #[arg(long = "n-trials", value_parser = positive, allow_negative_numbers = true)]
     pub n_trials: Option<usize>,
-    /// Overrides `[search.strategy.setup] n_jobs` (trials run at once).
-    #[arg(long = "n-jobs")]
-    pub n_jobs: Option<usize>,
+    /// Overrides `[search.strategy.setup] n_jobs` (trials run at once; -1: all cores).
+    #[arg(long = "n-jobs", value_parser = jobs, allow_negative_numbers = true)]
+    pub n_jobs: Option<i64>,
     /// Name of the study in the database (default: the project name).
     #[arg(long)]
     pub study: Option<String>,
@@ -273,10 +273,10 @@ pub struct TransformArgs {
 #[derive(Debug, Args, Default, Clone)]
 pub struct InputSpecArgs {
     /// Shape of one sample without the batch dimension (`1,25,25`), used when no data set is named.
-    #[arg(long = "input-shape", value_delimiter = ',')]
+    #[arg(long = "input-shape", value_delimiter = ',', value_parser = whole, allow_negative_numbers = true)]
     pub input_shape: Option<Vec<usize>>,
     /// Number of classes (`out_features = "classes"` of a model file) when no data set is named.
-    #[arg(long = "num-classes")]
+    #[arg(long = "num-classes", value_parser = whole, allow_negative_numbers = true)]
     pub num_classes: Option<usize>,
 }
 
@@ -291,7 +291,7 @@ pub struct RunModelArgs {
     #[arg(long, conflicts_with = "random")]
     pub input: Option<PathBuf>,
     /// A random input batch of this shape, batch first (`8,1,28,28`): standard normal values from `--seed`.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = whole, allow_negative_numbers = true)]
     pub random: Option<Vec<usize>>,
     /// Run the integer executor (integer arithmetic on the quantized nodes) instead of fake quantization.
     #[arg(long)]
@@ -312,7 +312,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_delimiter = ',')]
     pub report: Vec<String>,
     /// Input samples for `stats` and `verify` (default 32 and 256).
-    #[arg(long = "num-samples")]
+    #[arg(long = "num-samples", value_parser = whole, allow_negative_numbers = true)]
     pub num_samples: Option<usize>,
 }
 
@@ -338,7 +338,7 @@ pub struct EmitArgs {
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
     /// Reuse factor of every layer (1 = fully unrolled, one sample per cycle).
-    #[arg(long)]
+    #[arg(long, value_parser = whole, allow_negative_numbers = true)]
     pub reuse: Option<usize>,
     /// Reuse factor of one layer, `NODE=R` (comma-separated or repeated).
     #[arg(long = "reuse-layer", value_delimiter = ',')]
@@ -360,10 +360,10 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub split: Option<String>,
     /// Stream N seeded standard-normal samples instead of a data split.
-    #[arg(long)]
+    #[arg(long, value_parser = whole, allow_negative_numbers = true)]
     pub random: Option<usize>,
     /// Lower out_ready on pseudo-random cycles (seeded), to exercise back-pressure.
-    #[arg(long = "stall-seed")]
+    #[arg(long = "stall-seed", value_parser = whole_u64, allow_negative_numbers = true)]
     pub stall_seed: Option<u64>,
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
@@ -381,4 +381,39 @@ pub struct SynthArgs {
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+// Numeric flags take any integer token, a negative one included (clap would otherwise read `-5`
+// as an unknown flag), and refuse what is out of range with the flag and value named.
+
+/// A count that must be at least 1 (`--batch-size`, `--max-epochs`, ...).
+fn positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n >= 1 => usize::try_from(n).map_err(|_| format!("expected a positive integer of at most {}", usize::MAX)),
+        _ => Err("expected a positive integer".to_string()),
+    }
+}
+
+/// A whole number, 0 included (`--threads`, `--n-jobs`, sizes of `--random`, ...).
+fn whole(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n >= 0 => usize::try_from(n).map_err(|_| format!("expected an integer from 0 to {}", usize::MAX)),
+        _ => Err("expected an integer >= 0".to_string()),
+    }
+}
+
+/// Trials at once: at least 1, or -1 for all cores (Optuna's `n_jobs`).
+fn jobs(s: &str) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n == -1 || n >= 1 => Ok(n),
+        _ => Err("expected -1 (all cores) or an integer >= 1".to_string()),
+    }
+}
+
+/// A seed: a whole number that fits 64 bits.
+fn whole_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n >= 0 => u64::try_from(n).map_err(|_| format!("expected an integer from 0 to {}", u64::MAX)),
+        _ => Err("expected an integer >= 0".to_string()),
+    }
 }

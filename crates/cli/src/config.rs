@@ -264,9 +264,13 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         (Some(_), Some(m), None) => (None, Some(m.clone())),
         _ => (args.model.clone(), args.dataset.clone()),
     };
+    let model_file = args.model_file.clone().or(cfg.model_file.clone());
+    if let Some(dir) = model_file.as_ref().filter(|p| p.is_dir()) {
+        bail!("--model-file {}: is a folder; expected a model file (`*.toml`, or `*.onnx` beside its weights)", dir.display());
+    }
     let settings = Settings {
         model: pos_model.or(cfg.model.clone()),
-        model_file: args.model_file.clone().or(cfg.model_file.clone()),
+        model_file,
         dataset: pos_dataset.or(cfg.dataset.clone()).map(|d| d.to_lowercase()),
         task,
         load_name: args.load_name.clone().or(cfg.load_name.clone()),

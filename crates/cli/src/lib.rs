@@ -45,6 +45,9 @@ fn run_parsed(args: Vec<String>, plugins: &Plugins<'_>) -> (i32, Option<String>)
                 let _ = e.print();
                 return (if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 }, None);
             }
+            if let Some(line) = value_error_line(&e) {
+                return (2, Some(line));
+            }
             // clap explains errors over several lines with usage; keep the first, which names the flag.
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("error: bad arguments").trim();
@@ -75,6 +78,20 @@ fn run_parsed(args: Vec<String>, plugins: &Plugins<'_>) -> (i32, Option<String>)
         Ok(Err(e)) => (1, Some(error_line(&e))),
         Ok(Ok(())) => (0, None),
     }
+}
+
+/// A flag's value refused by its parser, as `--batch-size -5: expected a positive integer`
+/// (clap's own line quotes the flag's value name and the value in a longer sentence).
+fn value_error_line(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let ContextValue::String(arg) = e.get(ContextKind::InvalidArg)? else { return None };
+    let ContextValue::String(value) = e.get(ContextKind::InvalidValue)? else { return None };
+    let reason = std::error::Error::source(e)?.to_string();
+    let flag = arg.split(' ').next().unwrap_or(arg);
+    Some(format!("{flag} {value}: {reason} (see `ch --help`)"))
 }
 
 /// Whether a panic's message is Rust's `println!` failing because stdout's reader closed it.

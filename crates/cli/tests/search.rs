@@ -182,6 +182,28 @@ average_bitwidth = { scale = 0.2, direction = "minimize" }
     assert!(best["0"]["value"].as_array().is_some_and(|v| v.len() == 2) && best["0"]["sampled_config"]["seq_blocks_1"].is_object());
 }
 
+/// A comparison killed during its first study resumes that study and starts the ones it never
+/// reached (a resume of a run with no stored study at all is an error: refusals.rs).
+#[test]
+fn a_killed_comparison_resumes_and_starts_the_studies_it_never_reached() {
+    let root = scratch("search-compare-kill");
+    let text = std::fs::read_to_string(repo_root().join("configs/examples/search_toy_tpe.toml")).unwrap();
+    std::fs::write(root.join("s.toml"), text.replace("n_trials = 20", "n_trials = 3")).unwrap();
+    let args = ["search", "--config", "s.toml", "--compare-samplers", "random,brute", "--threads", "1"];
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ch"))
+        .args(args)
+        .current_dir(&root)
+        .env("MASE_FAILPOINT", "after-finish:2")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the failpoint stopped the search ({status})");
+    let r = ch_json(&[&args[..], &["--resume"]].concat(), &root);
+    let complete: Vec<u64> = r["studies"].as_array().unwrap().iter().map(|s| s["complete"].as_u64().unwrap()).collect();
+    assert_eq!(complete, [3, 3], "the first study resumed to its budget, the second run whole");
+}
+
 #[test]
 fn bad_search_configs_fail_with_one_line() {
     let root = scratch("search-bad");

@@ -96,5 +96,13 @@ fn set_executable(_: &Path) -> Result<()> {
 pub fn read_design(dir: &Path) -> Result<Design> {
     let p = dir.join("design.json");
     let text = std::fs::read_to_string(&p).map_err(|e| file_err(&p, e))?;
-    serde_json::from_str(&text).map_err(|e| file_err(&p, format!("not a design written by `ch emit`: {e}")))
+    parse_design(&p, &text)
+}
+
+/// The design of the text of `design.json` (read from `path`, for messages): JSON of the right
+/// shape whose sizes, widths and constants pass [`crate::check_design`].
+pub fn parse_design(path: &Path, text: &str) -> Result<Design> {
+    let d: Design = serde_json::from_str(text).map_err(|e| file_err(path, format!("not a design written by `ch emit`: {e}")))?;
+    crate::check_design(&d).map_err(|reason| file_err(path, format!("not a design written by `ch emit`: {reason}")))?;
+    Ok(d)
 }

@@ -9,6 +9,7 @@
 pub mod calibration;
 pub mod cost;
 pub mod design;
+mod design_check;
 pub mod emit;
 mod error;
 pub mod lower;
@@ -18,6 +19,7 @@ pub mod testbench;
 pub mod verilog;
 
 pub use design::{Design, Layer, Range, Step};
-pub use emit::{emit, manifest, read_design};
+pub use design_check::check_design;
+pub use emit::{emit, manifest, parse_design, read_design};
 pub use error::{HwError, Result};
 pub use lower::{lower, metadata_reuse, LowerOptions, REUSE_FACTOR};

@@ -87,6 +87,7 @@ pub fn run(dir: &Path, d: &Design, inputs: &[Vec<i64>], stall_seed: u64) -> Resu
 /// there (the executor's float path rounded it) is an error naming the sample.
 pub fn golden(graph: &Graph, params: &ParamStore, d: &Design, x: &[f32], shape: &[usize]) -> Result<Vec<Vec<i64>>> {
     let run = mase_runtime::run_integer(graph, params, x, shape)?;
+    check_layers_integer(d, &run.report)?;
     let frac = d.output_range().frac;
     let scale = 2f64.powi(frac);
     let n_out = d.output_len();
@@ -112,6 +113,26 @@ pub fn golden(graph: &Graph, params: &ParamStore, d: &Design, x: &[f32], shape: 
                 .collect()
         })
         .collect()
+}
+
+/// Every layer of the design is a node that the integer executor ran in integer arithmetic: a
+/// float checkpoint beside the design (or a design whose checkpoint lost its formats) gives
+/// outputs that are no codes, which is said here with the node to quantize.
+fn check_layers_integer(d: &Design, report: &mase_runtime::IntegerReport) -> Result<()> {
+    for layer in &d.layers {
+        let Some(node) = report.nodes.iter().find(|n| n.node == layer.node) else {
+            return Err(HwError::Structure { reason: format!("the checkpoint has no node `{}`, a layer of the design", layer.node) });
+        };
+        if let Some(reason) = &node.float_reason {
+            return Err(HwError::Structure {
+                reason: format!(
+                    "node `{}` ({}) runs in float ({reason}), so the design's integer codes have no reference; quantize every layer to `integer` formats (`ch transform` with [passes.quantize]) and emit again",
+                    node.node, node.op
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Samples whose outputs differ, as `(sample, expected, got)`.

@@ -62,6 +62,15 @@ fn model(width: i64, nodes: Vec<NodeProto>, initializer: Vec<TensorProto>) -> Mo
     }
 }
 
+/// A 1-D `MaxPool` named `mp` with these attributes, over an input of shape `[batch, 1, 4]`.
+fn pool_model(attribute: Vec<AttributeProto>) -> ModelProto {
+    let mut m = model(4, vec![node("mp", "MaxPool", &["x"], "y", attribute)], vec![]);
+    let g = m.graph.as_mut().expect("the model has a graph");
+    g.input = vec![mase_interop::onnx::float_value_info("x", &[None, Some(1), Some(4)])];
+    g.output = vec![mase_interop::onnx::float_value_info("y", &[None, Some(1), None])];
+    m
+}
+
 /// (what the model does, the model, fragments of the error line)
 fn onnx_cases() -> Vec<(&'static str, ModelProto, Vec<&'static str>)> {
     vec![
@@ -110,6 +119,26 @@ fn onnx_cases() -> Vec<(&'static str, ModelProto, Vec<&'static str>)> {
                 vec![empty_init("e", &[0]), i64_init("shape", &[3], &[0, 1 << 62, 1 << 62])],
             ),
             vec!["ONNX node `r` (Reshape)", "the sizes overflow"],
+        ),
+        (
+            "two nodes write one output name (onnxruntime refuses the graph)",
+            model(4, vec![node("r1", "Relu", &["x"], "y", vec![]), node("r2", "Relu", &["x"], "y", vec![])], vec![]),
+            vec!["ONNX node `r2` (Relu): writes output `y`, which node `r1` (Relu) already defines; each value needs one writer"],
+        ),
+        (
+            "a node writes over the graph input",
+            model(4, vec![node("r1", "Relu", &["x"], "x", vec![]), node("r2", "Relu", &["x"], "y", vec![])], vec![]),
+            vec!["ONNX node `r1` (Relu): writes output `x`, which a graph input already defines"],
+        ),
+        (
+            "MaxPool with a 0 kernel (onnxruntime refuses it; it was read as 1)",
+            pool_model(vec![ints_attr("kernel_shape", &[0])]),
+            vec!["ONNX node `mp` (MaxPool): kernel_shape [0]: each entry must be between 1 and 65536, got 0"],
+        ),
+        (
+            "MaxPool with a negative stride",
+            pool_model(vec![ints_attr("kernel_shape", &[2]), ints_attr("strides", &[-1])]),
+            vec!["ONNX node `mp` (MaxPool): strides [-1]: each entry must be between 1 and 65536, got -1"],
         ),
         (
             "empty constants concatenated past the largest size",

@@ -20,6 +20,12 @@ pub struct FitOptions {
 /// The optimizer called `name` (`adam`, `adamw`, `sgd`) with PyTorch's default hyper-parameters
 /// besides `weight_decay` and (for SGD) `momentum`.
 pub fn optimizer_kind(name: &str, weight_decay: f32, momentum: f32) -> pyo3::PyResult<OptimizerKind> {
+    // The same ranges as `ch train` (`--weight-decay`): a NaN would turn every weight to NaN.
+    for (what, v) in [("weight_decay", weight_decay), ("momentum", momentum)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(raise(ErrorClass::Value, &format!("fit: {what}={v}: expected a finite number >= 0")));
+        }
+    }
     Ok(match name.to_ascii_lowercase().as_str() {
         "adam" => OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay },
         "adamw" => OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay },
@@ -53,6 +59,9 @@ pub fn fit(exec: &mut Executor, xs: &[f32], shape: &[usize], labels: &[i64], opt
         .collect::<pyo3::PyResult<_>>()?;
     if opts.batch_size == 0 || opts.epochs == 0 {
         return Err(raise(ErrorClass::Value, "fit: epochs and batch_size must be at least 1"));
+    }
+    if !(opts.lr.is_finite() && opts.lr > 0.0) {
+        return Err(raise(ErrorClass::Value, &format!("fit: lr={}: expected a finite number > 0", opts.lr)));
     }
     let per: usize = shape[1..].iter().product();
     let mut opt = Optimizer::new(opts.optimizer, opts.lr);

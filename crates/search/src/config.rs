@@ -283,7 +283,15 @@ fn parse_setup(strategy: &Map<String, Value>, warnings: &mut Vec<String>) -> Res
     };
     let n_trials = match s.get("n_trials") {
         None => 20,
-        Some(v) => uint(v, &format!("{setup_at}.n_trials"))? as usize,
+        Some(v) => match uint(v, &format!("{setup_at}.n_trials"))? {
+            0 => {
+                return Err(SearchError::config(
+                    format!("{setup_at}.n_trials"),
+                    "must be at least 1, got 0 (a study without trials has no result)",
+                ))
+            }
+            n => n as usize,
+        },
     };
     let timeout =
         match s.get("timeout") {

@@ -59,6 +59,10 @@ def get_model(name, task="cls", dataset_info=None, pretrained=False, checkpoint=
         from mase_rs.dataset import get_dataset_info
 
         dataset_info = get_dataset_info(get_model_info(name)["dataset"])
+    elif not (hasattr(dataset_info, "sample_shape") and hasattr(dataset_info, "num_classes")):
+        raise TypeError(
+            f"get_model: dataset_info: expected a DatasetInfo (from get_dataset_info), got {type(dataset_info).__name__} {dataset_info!r}"
+        )
     model = ZooModel(name, dataset_info, seed)
     if checkpoint is not None:
         from mase_rs.tools.checkpoint_load import load_model

@@ -99,7 +99,8 @@ pub fn run(args: &SearchArgs, plugins: &Plugins<'_>) -> Result<()> {
                 Some(st) => (st.as_mut(), OpenMode::Join),
                 None => {
                     local = SqliteStorage::open(&db)?;
-                    (&mut local, if args.run.resume { OpenMode::Resume } else { OpenMode::Fresh })
+                    let mode = local_mode(args.run.resume, &mut local, &name, results.len())?;
+                    (&mut local, mode)
                 }
             };
             let study =
@@ -131,6 +132,17 @@ pub fn run(args: &SearchArgs, plugins: &Plugins<'_>) -> Result<()> {
         "plots": files.iter().map(|f| abs(f)).collect::<Vec<_>>(),
     }));
     Ok(())
+}
+
+/// How a study of the project's own store opens: `--resume` continues the stored study. The
+/// studies of a comparison run one after the other, so a study that a killed comparison never
+/// reached starts fresh; the run's first study must be stored, or there is nothing to resume
+/// (which [`OpenMode::Resume`] reports, naming the store and the study).
+fn local_mode(resume: bool, store: &mut SqliteStorage, name: &str, studies_before: usize) -> Result<OpenMode> {
+    if resume && studies_before > 0 && store.study_spec(name)?.is_none() {
+        return Ok(OpenMode::Fresh);
+    }
+    Ok(if resume { OpenMode::Resume } else { OpenMode::Fresh })
 }
 
 /// The `[search]` table of the config with the command line's overrides of its setup

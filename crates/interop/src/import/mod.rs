@@ -80,6 +80,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
     let graph = model.graph.as_ref().ok_or_else(|| InteropError::Graph { reason: "the model has no graph".into() })?;
     let opset = standard_opset(model)?;
     check_supported(graph, model, opset)?;
+    check_single_writers(graph)?;
     let mut im = Importer::new(opset, opts.clone());
     im.run(graph)
 }
@@ -93,6 +94,28 @@ fn standard_opset(model: &ModelProto) -> Result<i64> {
         Some(v) if (6..=21).contains(&v) => Ok(v),
         Some(v) => Err(InteropError::UnsupportedOpset { domain: "ai.onnx".into(), version: v }),
     }
+}
+
+/// Every value is defined once: by an initializer, a graph input or one node's output. A second
+/// definition (two nodes writing one output name) is refused, as onnxruntime refuses it; the
+/// import would otherwise keep whichever came last.
+fn check_single_writers(graph: &GraphProto) -> Result<()> {
+    let mut defined: HashMap<&str, String> = HashMap::new();
+    for t in &graph.initializer {
+        defined.insert(t.name.as_str(), "an initializer".into());
+    }
+    for i in &graph.input {
+        defined.entry(i.name.as_str()).or_insert_with(|| "a graph input".into());
+    }
+    for n in &graph.node {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            let this = format!("node `{}` ({})", n.name, n.op_type);
+            if let Some(first) = defined.insert(o.as_str(), this) {
+                return Err(lower::err(n, format!("writes output `{o}`, which {first} already defines; each value needs one writer")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// All unsupported operators of the graph, in one error.

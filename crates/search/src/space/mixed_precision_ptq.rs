@@ -114,6 +114,9 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
         let lists = choice_lists(entry, &format!("search.search_space.seed.{key}"))?;
         entries.insert(key.as_str(), lists.into_iter().map(|l| l.map_values(na_to_null)).collect());
     }
+    if let Some(e) = (by == "name").then(|| unknown_seed_name(seed.keys(), &inputs.base.graph)).flatten() {
+        return Err(e);
+    }
     let mut seeded = SeededParams::default();
     // With `tie = "type"`: the parameters of each op type, made when its first node is met.
     let mut tied: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -160,6 +163,33 @@ pub fn build(inputs: &SpaceInputs<'_>) -> Result<Box<dyn SearchSpace>> {
         return Err(err(format!("the model has no quantizable node (ops {})", QUANTIZEABLE_OPS.join(", "))));
     }
     Ok(Box::new(MixedPrecisionPtq { base: inputs.base.clone(), quantizer: inputs.quantizer.clone(), seeded }))
+}
+
+/// With `by = "name"`, every seed key must name a quantizable node of the model, as `ch transform`
+/// refuses a name that is no node: a misspelt name would otherwise leave that node on the
+/// `default` entry without a word. `default` and the quantizable op types are kept, as MASE's
+/// examples hold entries for both `by = "name"` and `by = "type"` (`jsc_toy_by_type.toml`).
+/// Returns the error of the first key that fails, if one does.
+fn unknown_seed_name<'a>(mut keys: impl Iterator<Item = &'a String>, graph: &mase_ir::Graph) -> Option<SearchError> {
+    keys.find_map(|key| {
+        if key == "default" || QUANTIZEABLE_OPS.contains(&key.as_str()) {
+            return None;
+        }
+        let at = format!("search.search_space.seed.{key}");
+        let Some(id) = graph.find(key) else {
+            return Some(SearchError::config(
+                at,
+                format!("the model has no node `{key}` (with setup.by = \"name\", a seed key is a node name, `default` or an op type)"),
+            ));
+        };
+        let op = graph.node(id).op.mase_op();
+        (!QUANTIZEABLE_OPS.contains(&op)).then(|| {
+            SearchError::config(
+                at,
+                format!("node `{key}` is a `{op}` node, which is not searched (quantizable ops: {})", QUANTIZEABLE_OPS.join(", ")),
+            )
+        })
+    })
 }
 
 impl SearchSpace for MixedPrecisionPtq {

@@ -41,6 +41,7 @@ impl Storage for MemoryStorage {
     fn open_study(&mut self, name: &str, spec: &Value, mode: OpenMode) -> Result<()> {
         match (mode, self.studies.get(name)) {
             (OpenMode::Resume | OpenMode::Join, Some(stored)) => check_spec(name, &stored.spec, spec, mode),
+            (OpenMode::Resume, None) => Err(super::nothing_to_resume("memory", name)),
             _ => {
                 self.studies.insert(name.into(), Study { spec: spec.clone(), ..Study::default() });
                 Ok(())

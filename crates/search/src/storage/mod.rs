@@ -39,13 +39,23 @@ use std::time::Duration;
 pub enum OpenMode {
     /// Start over: an existing study of the same name is deleted.
     Fresh,
-    /// Continue the stored study (created if there is none); it must describe the same search.
-    /// Its running trials are taken to belong to a killed process: see [`Storage::fail_running`].
+    /// Continue the stored study; it must exist ([`nothing_to_resume`] otherwise) and describe
+    /// the same search. Its running trials are taken to belong to a killed process: see
+    /// [`Storage::fail_running`].
     Resume,
     /// Join the study as one of several workers (created by whichever comes first); it must
     /// describe the same search. Running trials of other workers are left alone: heartbeats
     /// decide when one is stale.
     Join,
+}
+
+/// The error of [`OpenMode::Resume`] when the store holds no study of that name: resuming
+/// would otherwise start a new study without a word.
+pub fn nothing_to_resume(location: &str, name: &str) -> crate::SearchError {
+    crate::SearchError::Storage {
+        location: location.to_string(),
+        reason: format!("holds no study `{name}` to resume (start it without --resume, or with mode \"fresh\")"),
+    }
 }
 
 /// A point proposed inside a claim.

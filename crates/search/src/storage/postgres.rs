@@ -310,6 +310,7 @@ impl Storage for PostgresStorage {
         };
         match (mode, stored) {
             (OpenMode::Resume | OpenMode::Join, Some((_, s))) => check(&s)?,
+            (OpenMode::Resume, None) => return Err(super::nothing_to_resume(location, name)),
             (_, old) => {
                 if let Some((id, _)) = old {
                     tx.execute("DELETE FROM mase_studies WHERE id = $1", &[&id]).map_err(pg)?;

@@ -227,6 +227,7 @@ impl Storage for SqliteStorage {
                 let stored: Value = serde_json::from_str(&s).map_err(|e| err(&path, format!("study `{name}`: bad spec: {e}")))?;
                 check_spec(name, &stored, spec, mode)?;
             }
+            (OpenMode::Resume, None) => return Err(super::nothing_to_resume(&path.display().to_string(), name)),
             (_, old) => {
                 if let Some((id, _)) = old {
                     tx.execute("DELETE FROM trials WHERE study_id = ?1", [id]).map_err(|e| err(&path, e))?;

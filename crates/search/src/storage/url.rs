@@ -76,11 +76,23 @@ impl StorageUrl {
 }
 
 /// Opens the store a URL names (creating a SQLite file or the PostgreSQL schema on first use).
+/// A SQLite file's folder must exist: a mistyped path is refused rather than made.
 pub fn open_storage(url: &str, opts: &ConnectOptions) -> Result<Box<dyn Storage>> {
     Ok(match StorageUrl::parse(url)? {
-        StorageUrl::Sqlite(path) => Box::new(SqliteStorage::open(&path)?),
+        StorageUrl::Sqlite(path) => {
+            if let Some(e) = missing_sqlite_folder(url, &path) {
+                return Err(e);
+            }
+            Box::new(SqliteStorage::open(&path)?)
+        }
         StorageUrl::Postgres(url) => Box::new(PostgresStorage::connect(&url, opts)?),
     })
+}
+
+/// The error of a SQLite path whose folder does not exist (or is not a folder), if it is one.
+fn missing_sqlite_folder(url: &str, path: &std::path::Path) -> Option<SearchError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir())?;
+    Some(bad(url, format!("the folder {} does not exist; create it first (a storage URL never creates folders)", dir.display())))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ import os
 from collections.abc import MutableMapping
 
 from mase_rs import _native
+from mase_rs._checks import integer, number
 from mase_rs._convert import is_torch_loaded, is_torch_module, like, to_numpy
 
 _PARTS = ("common", "software", "hardware")
@@ -289,6 +290,12 @@ class MaseGraph:
             batch_size = data.batch_size if batch_size is None else batch_size
         else:
             raise ValueError(f"fit: data must be a MaseDataModule or a pair (x, y), not {type(data).__name__}")
+        epochs = integer(epochs, "fit: epochs", 1)
+        batch_size = integer(batch_size, "fit: batch_size", 1)
+        lr = number(lr, "fit: lr", positive=True)
+        weight_decay = number(weight_decay, "fit: weight_decay", positive=False)
+        momentum = number(momentum, "fit: momentum", positive=False)
+        seed = integer(seed, "fit: seed", 0)
         xs = to_numpy(x, "fit: x")
         ys = np.asarray(y.detach().cpu().numpy() if hasattr(y, "detach") else y)
         if not np.issubdtype(ys.dtype, np.integer):
@@ -298,17 +305,17 @@ class MaseGraph:
         stats = self._native.fit(
             xs,
             ys,
-            epochs=int(epochs),
-            batch_size=int(batch_size),
-            lr=float(lr),
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
             optimizer=str(optimizer),
-            weight_decay=float(weight_decay),
-            momentum=float(momentum),
+            weight_decay=weight_decay,
+            momentum=momentum,
             shuffle=bool(shuffle),
-            seed=int(seed),
+            seed=seed,
         )
         if self._torch is not None:
-            steps = -(-len(ys) // int(batch_size)) * int(epochs)
+            steps = -(-len(ys) // batch_size) * epochs
             self._torch.batches_run(steps)
         return [{"epoch": i, "loss": loss, "accuracy": acc} for i, (loss, acc) in enumerate(stats)]
 

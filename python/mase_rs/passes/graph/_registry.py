@@ -10,6 +10,7 @@ import json
 import os
 
 from mase_rs import _native
+from mase_rs._checks import mapping
 from mase_rs._convert import to_json
 
 # Registry names whose MASE name ends in `_transform_pass` or `_interface_pass`; every other pass
@@ -34,9 +35,8 @@ def _python_args(mg, name, pass_args):
     args = dict(pass_args or {})
     dummy_in = args.pop("dummy_in", None)
     if dummy_in is not None and name == "add_common_metadata" and "batch_size" not in args:
-        first = next(iter(dummy_in.values()), None) if isinstance(dummy_in, dict) else dummy_in
-        shape = getattr(first, "shape", None)
-        if shape:
+        shape = _dummy_in_shape(mase_name(name), dummy_in)
+        if shape is not None:
             args["batch_size"] = int(shape[0])
             # A traced module does not know its input shape before it sees one.
             mg._native.use_sample_shape([int(d) for d in shape[1:]])
@@ -50,8 +50,33 @@ def _python_args(mg, name, pass_args):
     return args
 
 
+def _check_call(name, mg, pass_args):
+    """Refuses a graph that is no `MaseGraph` and arguments that are no dict, naming the pass."""
+    from mase_rs.ir.graph.mase_graph import MaseGraph
+
+    what = mase_name(name)
+    if not isinstance(mg, MaseGraph):
+        raise TypeError(f"{what}: graph: expected a MaseGraph, got {type(mg).__name__}")
+    mapping(pass_args, f"{what}: pass_args", "a dict of the pass's arguments (or None)")
+
+
+def _dummy_in_shape(what, dummy_in):
+    """The shape of `dummy_in`'s first array (MASE's `{"x": batch}`, or one array); None when
+    its values are None (the doc example's `{"x": None}` leaves the batch size as configured)."""
+    first = next(iter(dummy_in.values()), None) if isinstance(dummy_in, dict) else dummy_in
+    if first is None and isinstance(dummy_in, dict):
+        return None
+    shape = getattr(first, "shape", None)
+    if shape is None:
+        raise TypeError(f"{what}: dummy_in: expected a dict of input arrays ({{\"x\": batch}}) or an array, got {type(dummy_in).__name__} {dummy_in!r}")
+    if len(shape) == 0:
+        raise ValueError(f"{what}: dummy_in: expected an array with a batch dimension, got a 0-d array")
+    return shape
+
+
 def run(name, mg, pass_args=None):
     """Runs the registry's pass `name` on `mg`; returns `(mg, info)`."""
+    _check_call(name, mg, pass_args)
     args = _python_args(mg, name, pass_args)
     report = json.loads(mg._native.run_pass(name, to_json(args, f"pass `{name}`")))
     mg._changed()

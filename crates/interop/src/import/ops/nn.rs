@@ -310,14 +310,8 @@ impl Importer {
         if !(1..=2).contains(&dims) {
             return Err(err(n, format!("only 1-D and 2-D pooling is supported (input rank {})", x.rank())));
         }
-        let kernel: Vec<usize> = at
-            .ints("kernel_shape")?
-            .ok_or_else(|| err(n, "kernel_shape is missing"))?
-            .iter()
-            .map(|&k| k.clamp(1, MAX_WINDOW) as usize)
-            .collect();
-        let stride: Vec<usize> =
-            at.ints("strides")?.unwrap_or_else(|| vec![1; dims]).iter().map(|&s| s.clamp(1, MAX_WINDOW) as usize).collect();
+        let kernel = window_sizes(n, "kernel_shape", &at.ints("kernel_shape")?.ok_or_else(|| err(n, "kernel_shape is missing"))?)?;
+        let stride = window_sizes(n, "strides", &at.ints("strides")?.unwrap_or_else(|| vec![1; dims]))?;
         if kernel.len() != dims || stride.len() != dims {
             return Err(err(n, "kernel_shape and strides must have one entry per spatial dimension"));
         }
@@ -423,4 +417,13 @@ fn transpose_params(f: &QuantFormat) -> QuantFormat {
             t.clone()
         }
     })
+}
+
+/// A pooling window's sizes or strides: each from 1 to `MAX_WINDOW` (onnxruntime refuses a 0
+/// kernel too; it is never read as 1).
+fn window_sizes(n: &NodeProto, attr: &str, values: &[i64]) -> Result<Vec<usize>> {
+    if let Some(v) = values.iter().find(|&&v| !(1..=MAX_WINDOW).contains(&v)) {
+        return Err(err(n, format!("{attr} {values:?}: each entry must be between 1 and {MAX_WINDOW}, got {v}")));
+    }
+    Ok(values.iter().map(|&v| v as usize).collect())
 }
