@@ -16,11 +16,13 @@ if [ "$torch_mode" = auto ] && python3 -c "import torch" 2>/dev/null; then
 else
     python3 -m venv "$venv"
 fi
+# With --system-site-packages, pip finds a system maturin/pytest and installs nothing into the
+# venv, so both are run as modules of the venv's Python rather than from venv/bin.
 "$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest numpy
 if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check torch
 fi
-"$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
+"$venv/bin/python" -m maturin build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.
 cd "$root/python/tests"
