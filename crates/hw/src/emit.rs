@@ -2,7 +2,7 @@
 //! `design.json` (the design itself, which `simulate` reads back) and `manifest.json`.
 
 use crate::design::Design;
-use crate::error::{file_err, Result};
+use crate::error::{file_cause, file_err, Result};
 use crate::testbench::{build_script, testbench_cpp};
 use crate::verilog::{layer_module, layer_verilog, top_verilog, TOP};
 use serde_json::{json, Value};
@@ -96,5 +96,5 @@ fn set_executable(_: &Path) -> Result<()> {
 pub fn read_design(dir: &Path) -> Result<Design> {
     let p = dir.join("design.json");
     let text = std::fs::read_to_string(&p).map_err(|e| file_err(&p, e))?;
-    serde_json::from_str(&text).map_err(|e| file_err(&p, format!("not a design written by `ch emit`: {e}")))
+    serde_json::from_str(&text).map_err(|e| file_cause(&p, "not a design written by `ch emit`", e))
 }
