@@ -7,7 +7,7 @@
 
 use crate::args::RunArgs;
 use crate::output::Human;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -72,12 +72,9 @@ pub fn read_config(path: &Path) -> Result<ConfigFile> {
         bail!("config {}: expected a .toml file", path.display());
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("config {}: cannot read", path.display()))?;
-    let mut table: toml::Table =
-        text.parse().map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    let mut table: toml::Table = text.parse().with_context(|| format!("config {}", path.display()))?;
     table.retain(|_, v| v.as_str() != Some("NA"));
-    let cfg: ConfigFile = toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow!("config {}: {}", path.display(), one_line(&e.to_string())))?;
+    let cfg: ConfigFile = toml::Value::Table(table).try_into().with_context(|| format!("config {}", path.display()))?;
     Ok(cfg)
 }
 
@@ -324,7 +321,8 @@ mod tests {
     #[test]
     fn unknown_key_is_named() {
         let p = write("b.toml", "model = \"jsc-tiny\"\nbatch_sise = 3\n");
-        let e = merge(&RunArgs { config: Some(p), ..Default::default() }).err().unwrap().to_string();
+        // The error keeps TOML's as its source; `{:#}` prints the chain, as `ch` does on one line.
+        let e = merge(&RunArgs { config: Some(p), ..Default::default() }).err().map(|e| one_line(&format!("{e:#}"))).unwrap_or_default();
         assert!(e.contains("batch_sise") && e.contains("b.toml"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }

@@ -5,7 +5,7 @@
 //! share how reuse factors are chosen and what is printed.
 
 use crate::plugins::ExternalPasses;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Context, Result};
 use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions};
 use mase_io::Checkpoint;
 use mase_ir::{Graph, ParamStore};
@@ -146,7 +146,7 @@ impl CliPasses {
         // Errors are one line under the caller's `pass `emit_verilog``.
         const PASS: &str = "emit_verilog";
         let args = if args.is_null() { json!({}) } else { args.clone() };
-        let a: EmitVerilogArgs = serde_json::from_value(args).map_err(|e| anyhow!("bad arguments: {e}"))?;
+        let a: EmitVerilogArgs = serde_json::from_value(args).context("bad arguments")?;
         let layers: Vec<(String, usize)> = a.reuse_layer.into_iter().collect();
         if a.reuse == Some(0) {
             bail!("reuse: expected a positive integer, got 0");

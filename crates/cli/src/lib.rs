@@ -157,14 +157,17 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
-/// The error and its causes on one line. Library errors often quote their source in their own
-/// message already (`cannot read model file x.toml: No such file`), so a cause whose text is
-/// already on the line is not repeated.
+/// The error and its causes on one line. Library errors quote their source in their own
+/// message already (`cannot read model file x.toml: No such file`), some only its first or last
+/// line (TOML's and the regex crate's errors span several), so a cause whose text, or whose
+/// first or last line, is already on the line is not repeated.
 fn error_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if line.contains(&text) {
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let (first, last) = (lines.next().unwrap_or_default(), lines.next_back().unwrap_or_default());
+        if line.contains(&text) || (!first.is_empty() && line.contains(first)) || (!last.is_empty() && line.contains(last)) {
             continue;
         }
         if !line.is_empty() {

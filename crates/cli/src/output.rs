@@ -35,7 +35,7 @@ impl Human {
         if !self.json && !capturing {
             return;
         }
-        let notes = crate::session::import_notes();
+        let notes = import_notes();
         let mut v = v.clone();
         if let (false, Some(obj)) = (notes.is_empty(), v.as_object_mut()) {
             obj.insert("import_notes".into(), serde_json::Value::Array(notes));
@@ -47,6 +47,27 @@ impl Human {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{v}");
     }
+}
+
+/// The notes of the ONNX files this process imported, by file. The session records them as it
+/// imports ([`record_import_notes`]); `--json` results list them ([`import_notes`]).
+static IMPORT_NOTES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records the notes of an import of `file`, unless that file's were recorded before; says
+/// whether they are new (and so worth printing).
+pub fn record_import_notes(file: &str, notes: &[String]) -> bool {
+    let mut seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.iter().any(|(f, _)| f == file) {
+        return false;
+    }
+    seen.extend(notes.iter().map(|n| (file.to_string(), n.clone())));
+    true
+}
+
+/// The notes of every ONNX import of this run, as `--json` results list them.
+pub fn import_notes() -> Vec<serde_json::Value> {
+    let seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.iter().map(|(file, note)| serde_json::json!({"file": file, "note": note})).collect()
 }
 
 thread_local! {

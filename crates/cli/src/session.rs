@@ -91,27 +91,16 @@ pub fn onnx_model_file(s: &Settings) -> Option<std::path::PathBuf> {
 
 /// Imports an ONNX/QONNX model file (graph, weights, number formats). What the import assumed
 /// or changed (its notes) goes to stderr, once per file, and into the `--json` result (see
-/// [`import_notes`]).
+/// [`crate::output::import_notes`]).
 pub fn import_onnx(path: &Path) -> Result<mase_interop::Imported> {
     let m = mase_interop::import_file(path, &mase_interop::ImportOptions::default())?;
-    let mut seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let file = path.display().to_string();
-    if !seen.iter().any(|(f, _)| *f == file) {
+    if crate::output::record_import_notes(&file, &m.notes) {
         for note in &m.notes {
             eprintln!("NOTE     {file}: {note}");
-            seen.push((file.clone(), note.clone()));
         }
     }
     Ok(m)
-}
-
-/// The notes of the ONNX files this process imported, by file.
-static IMPORT_NOTES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
-
-/// The notes of every ONNX import of this run, as `--json` results list them.
-pub fn import_notes() -> Vec<Value> {
-    let seen = IMPORT_NOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    seen.iter().map(|(file, note)| json!({"file": file, "note": note})).collect()
 }
 
 /// The weights a run starts from: the ONNX file's own when the model is one, else fresh ones

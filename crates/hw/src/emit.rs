@@ -2,7 +2,7 @@
 //! `design.json` (the design itself, which `simulate` reads back) and `manifest.json`.
 
 use crate::design::Design;
-use crate::error::{file_err, Result};
+use crate::error::{file_cause, file_err, file_msg, Result};
 use crate::testbench::{build_script, testbench_cpp};
 use crate::verilog::{layer_module, layer_verilog, top_verilog, TOP};
 use serde_json::{json, Value};
@@ -102,7 +102,7 @@ pub fn read_design(dir: &Path) -> Result<Design> {
 /// The design of the text of `design.json` (read from `path`, for messages): JSON of the right
 /// shape whose sizes, widths and constants pass [`crate::check_design`].
 pub fn parse_design(path: &Path, text: &str) -> Result<Design> {
-    let d: Design = serde_json::from_str(text).map_err(|e| file_err(path, format!("not a design written by `ch emit`: {e}")))?;
-    crate::check_design(&d).map_err(|reason| file_err(path, format!("not a design written by `ch emit`: {reason}")))?;
+    let d: Design = serde_json::from_str(text).map_err(|e| file_cause(path, "not a design written by `ch emit`", e))?;
+    crate::check_design(&d).map_err(|reason| file_msg(path, format!("not a design written by `ch emit`: {reason}")))?;
     Ok(d)
 }

@@ -22,15 +22,53 @@ pub enum HwError {
     ToolMissing { tool: String },
     #[error("{what} failed: {detail}")]
     Tool { what: String, detail: String },
+    /// A tool ran but its output could not be parsed; the parser's error stays the source.
+    #[error("{what} failed: {detail}: {source}")]
+    ToolOutput {
+        what: String,
+        detail: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A file's content is not what the step expects.
     #[error("{path}: {reason}")]
     File { path: String, reason: String },
+    /// A file could not be read, written or parsed (`what`, when not empty, says what it should
+    /// have been); the lower error (the operating system's, JSON's) stays the source.
+    #[error("{path}: {}{source}", prefix(.what))]
+    FileCause {
+        path: String,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error(transparent)]
     Runtime(#[from] mase_runtime::RuntimeError),
 }
 
 pub type Result<T> = std::result::Result<T, HwError>;
 
-/// A file error naming the path.
-pub(crate) fn file_err(path: &std::path::Path, e: impl std::fmt::Display) -> HwError {
-    HwError::File { path: path.display().to_string(), reason: e.to_string() }
+/// A file error naming the path, keeping the lower error as the source.
+pub(crate) fn file_err(path: &std::path::Path, e: impl std::error::Error + Send + Sync + 'static) -> HwError {
+    file_cause(path, "", e)
+}
+
+/// A file error naming the path and what the file should have been, keeping the lower error as
+/// the source.
+pub(crate) fn file_cause(path: &std::path::Path, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> HwError {
+    HwError::FileCause { path: path.display().to_string(), what: what.to_string(), source: Box::new(e) }
+}
+
+/// A file error with a plain reason (no lower error).
+pub(crate) fn file_msg(path: &std::path::Path, reason: impl Into<String>) -> HwError {
+    HwError::File { path: path.display().to_string(), reason: reason.into() }
+}
+
+/// `what: ` for a non-empty `what`.
+fn prefix(what: &str) -> String {
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: ")
+    }
 }

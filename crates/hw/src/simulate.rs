@@ -2,7 +2,7 @@
 //! compares every output code with the integer executor's.
 
 use crate::design::Design;
-use crate::error::{file_err, HwError, Result};
+use crate::error::{file_err, file_msg, HwError, Result};
 use mase_ir::{Graph, ParamStore};
 use std::path::Path;
 use std::process::Command;
@@ -68,15 +68,18 @@ pub fn run(dir: &Path, d: &Design, inputs: &[Vec<i64>], stall_seed: u64) -> Resu
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(HwError::Tool { what: format!("simulation {}", sim.display()), detail: err.lines().last().unwrap_or("").to_string() });
     }
-    let stats: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| HwError::Tool { what: format!("simulation {}", sim.display()), detail: format!("unreadable statistics: {e}") })?;
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| HwError::ToolOutput {
+        what: format!("simulation {}", sim.display()),
+        detail: "unreadable statistics".into(),
+        source: Box::new(e),
+    })?;
     let text = std::fs::read_to_string(&outp).map_err(|e| file_err(&outp, e))?;
     let outputs: Vec<Vec<i64>> = text
         .lines()
         .map(|l| l.split_whitespace().map(|t| t.parse::<i64>().map_err(|e| file_err(&outp, e))).collect::<Result<Vec<_>>>())
         .collect::<Result<_>>()?;
     if outputs.len() != inputs.len() || outputs.iter().any(|r| r.len() != d.output_len()) {
-        return Err(file_err(&outp, format!("expected {} rows of {} codes", inputs.len(), d.output_len())));
+        return Err(file_msg(&outp, format!("expected {} rows of {} codes", inputs.len(), d.output_len())));
     }
     let num = |k: &str| stats.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
     Ok(SimRun { outputs, cycles: num("cycles") as u64, latency: num("latency") as u64, initiation_interval: num("ii"), seconds })

@@ -2,7 +2,7 @@
 //! generic `synth` with `abc -lut 6`. Counts come from `stat -json`, the logic depth (cells on
 //! the longest path between registers and ports) from `ltp -noff`.
 
-use crate::error::{file_err, HwError, Result};
+use crate::error::{file_err, file_msg, HwError, Result};
 use crate::verilog::TOP;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -136,7 +136,7 @@ pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
         .nth(1)
         .and_then(|t| t.split(')').next())
         .and_then(|t| t.trim().parse().ok())
-        .ok_or_else(|| file_err(&ltp, "no `length=` in the longest-path report"))?;
+        .ok_or_else(|| file_msg(&ltp, "no `length=` in the longest-path report"))?;
     let report = SynthReport {
         target,
         luts: count("lut"),

@@ -2,6 +2,7 @@
 //! fault, so that the CLI can print it as one line.
 
 use mase_ir::IrError;
+use mase_quant::QuantError;
 use thiserror::Error;
 
 /// An ONNX operator the importer does not handle, with where it was seen.
@@ -24,15 +25,31 @@ impl std::fmt::Display for UnsupportedOp {
     }
 }
 
+fn tensor_prefix(tensor: &str) -> String {
+    if tensor.is_empty() {
+        String::new()
+    } else {
+        format!("`{tensor}`: ")
+    }
+}
+
 fn list_ops(ops: &[UnsupportedOp]) -> String {
     ops.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// Errors of reading and writing ONNX, QONNX, PyTorch, npz and safetensors files.
-#[derive(Debug, Error, Clone, PartialEq)]
+/// Errors of reading and writing ONNX, QONNX, PyTorch, npz and safetensors files. Where a lower
+/// error (the operating system's, protobuf's, a quantizer's) is the cause, it stays the
+/// [`std::error::Error::source`].
+#[derive(Debug, Error)]
 pub enum InteropError {
-    #[error("{path}: {reason}")]
-    Io { path: String, reason: String },
+    /// A file could not be read or written (`action` is `read` or `write`).
+    #[error("{path}: cannot {action}: {source}")]
+    Io {
+        path: String,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// An error inside a file, with the file's path; the error itself stays the source.
     #[error("{path}: {source}")]
     InFile {
@@ -42,26 +59,72 @@ pub enum InteropError {
     },
     #[error("{what}: not a valid protobuf message ({reason}); the file is truncated or not an ONNX model")]
     Decode { what: String, reason: String },
+    /// Protobuf rejected the bytes of a message.
+    #[error("{what}: not a valid protobuf message ({source}); the file is truncated or not an ONNX model")]
+    Protobuf {
+        what: String,
+        #[source]
+        source: prost::DecodeError,
+    },
     #[error("unsupported ONNX operators: {}", list_ops(.ops))]
     UnsupportedOps { ops: Vec<UnsupportedOp> },
     #[error("ONNX opset {version} of domain `{domain}` is not supported (standard opsets 6 to 21)")]
     UnsupportedOpset { domain: String, version: i64 },
     #[error("ONNX node `{node}` ({op}): {reason}")]
     Node { node: String, op: String, reason: String },
+    /// The IR's shape inference rejected the node an ONNX node became; `note` (empty or
+    /// starting with "; ") says more about the cause.
+    #[error("ONNX node `{node}` ({op}): {source}{note}")]
+    NodeShape {
+        node: String,
+        op: String,
+        #[source]
+        source: IrError,
+        note: String,
+    },
+    /// A weight could not be quantized with the format the model gives it.
+    #[error("ONNX node `{node}` ({op}): {source}")]
+    NodeQuant {
+        node: String,
+        op: String,
+        #[source]
+        source: QuantError,
+    },
     #[error("ONNX tensor `{name}`: {reason}")]
     Tensor { name: String, reason: String },
     #[error("ONNX graph: {reason}")]
     Graph { reason: String },
     #[error("zip archive: {reason}")]
     Zip { reason: String },
+    /// A deflated zip entry does not inflate.
+    #[error("zip archive: entry `{entry}`: bad deflate data: {source}")]
+    Inflate {
+        entry: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("npy array `{entry}`: {reason}")]
     Npy { entry: String, reason: String },
     #[error("pickle at byte {offset}: {reason}")]
     Pickle { offset: usize, reason: String },
     #[error("PyTorch checkpoint: {reason}")]
     Torch { reason: String },
+    /// A tensor's storage entry of a `torch.save` zip cannot be read.
+    #[error("PyTorch checkpoint: storage `{path}`: {source}")]
+    TorchStorage {
+        path: String,
+        #[source]
+        source: Box<InteropError>,
+    },
     #[error("safetensors: {reason}")]
     Safetensors { reason: String },
+    /// The safetensors reader rejected the file (`tensor` is empty) or one of its tensors.
+    #[error("safetensors: {}{source}", tensor_prefix(.tensor))]
+    SafetensorsFormat {
+        tensor: String,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
     #[error("weights do not fit the model: {reason}")]
     Mapping { reason: String },
     #[error("export of node `{node}`: {reason}")]
@@ -74,6 +137,11 @@ impl InteropError {
     /// Shorthand for an error at an ONNX node.
     pub(crate) fn node(node: &str, op: &str, reason: impl Into<String>) -> InteropError {
         InteropError::Node { node: node.to_string(), op: op.to_string(), reason: reason.into() }
+    }
+
+    /// A read or write error of the file at `path`.
+    pub(crate) fn io(path: &std::path::Path, action: &'static str, source: std::io::Error) -> InteropError {
+        InteropError::Io { path: path.display().to_string(), action, source }
     }
 
     /// Names the file an error happened in, keeping the error as the source, unless the error
@@ -97,12 +165,28 @@ mod tests {
     #[test]
     fn errors_in_a_file_keep_their_source() {
         let inner = InteropError::Graph { reason: "no output".into() };
-        let e = inner.clone().in_file(std::path::Path::new("m.onnx"));
+        let e = InteropError::Graph { reason: "no output".into() }.in_file(std::path::Path::new("m.onnx"));
         assert_eq!(e.to_string(), "m.onnx: ONNX graph: no output");
         // The source is the boxed error itself.
         let source = e.source().and_then(|s| s.downcast_ref::<Box<InteropError>>());
-        assert_eq!(source.map(|b| b.as_ref()), Some(&inner));
+        assert_eq!(source.map(|b| b.to_string()), Some(inner.to_string()));
         // A path is named once, however often the error passes a file boundary.
-        assert_eq!(e.clone().in_file(std::path::Path::new("other.onnx")), e);
+        let text = e.to_string();
+        assert_eq!(e.in_file(std::path::Path::new("other.onnx")).to_string(), text);
+    }
+
+    #[test]
+    fn decoder_errors_stay_the_source() {
+        // (what, the error, whether its source is the decoder's own error type)
+        let onnx = crate::import_bytes(b"\xff\xff\xff", &Default::default()).err();
+        let safetensors = crate::read_safetensors(&[8, 0, 0, 0, 0, 0, 0, 0, b'{', b'x']).err();
+        let cases: [(&str, Option<InteropError>, fn(&(dyn std::error::Error + 'static)) -> bool); 2] = [
+            ("protobuf", onnx, |s| s.is::<prost::DecodeError>()),
+            ("safetensors", safetensors, |s| s.is::<safetensors::SafeTensorError>()),
+        ];
+        for (what, e, is_cause) in cases {
+            let e = e.unwrap_or_else(|| panic!("{what}: no error"));
+            assert!(e.source().is_some_and(is_cause), "{what}: {e} has source {:?}", e.source());
+        }
     }
 }

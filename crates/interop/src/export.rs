@@ -460,5 +460,5 @@ pub fn export_bytes(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
 /// [`export_model`] written to a file.
 pub fn export_file(path: &Path, graph: &Graph, params: &ParamStore, opts: &ExportOptions) -> Result<()> {
     let bytes = export_bytes(graph, params, opts)?;
-    std::fs::write(path, bytes).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot write: {e}") })
+    std::fs::write(path, bytes).map_err(|e| InteropError::io(path, "write", e))
 }

@@ -4,7 +4,7 @@
 //! 4), }`); it is parsed by hand for exactly those three keys rather than evaluated.
 
 use crate::dtype::{decode, DType};
-use crate::weights::{StateDict, Weight};
+use crate::state_dict::{StateDict, Weight};
 use crate::zip::ZipArchive;
 use crate::{InteropError, Result};
 use mase_ir::Tensor;

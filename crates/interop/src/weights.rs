@@ -2,19 +2,10 @@
 //! `.safetensors` files, read into one [`StateDict`] and mapped onto a graph's parameters by name.
 
 use crate::dtype::DType;
+use crate::state_dict::{StateDict, Weight};
 use crate::{InteropError, Result};
 use mase_ir::{Graph, NodeKind, ParamStore, Tensor};
 use std::path::Path;
-
-/// One stored tensor with the element type it had in the file (the values are converted to f32).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Weight {
-    pub dtype: DType,
-    pub tensor: Tensor,
-}
-
-/// Named tensors in file order.
-pub type StateDict = Vec<(String, Weight)>;
 
 /// The container formats [`read_weights`] recognises by content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,15 +45,15 @@ pub fn read_weight_bytes(bytes: &[u8]) -> Result<StateDict> {
 
 /// Reads the tensors of a weight file; errors name the file.
 pub fn read_weights(path: &Path) -> Result<StateDict> {
-    let bytes =
-        std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
+    let bytes = std::fs::read(path).map_err(|e| InteropError::io(path, "read", e))?;
     read_weight_bytes(&bytes).map_err(|e| e.in_file(path))
 }
 
 /// Reads a `.safetensors` file.
 pub fn read_safetensors(bytes: &[u8]) -> Result<StateDict> {
     use safetensors::Dtype as S;
-    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| InteropError::Safetensors { reason: e.to_string() })?;
+    let st =
+        safetensors::SafeTensors::deserialize(bytes).map_err(|e| InteropError::SafetensorsFormat { tensor: String::new(), source: e })?;
     let mut names: Vec<(usize, String)> = Vec::new();
     for (name, view) in st.tensors() {
         names.push((view.data().as_ptr() as usize, name));
@@ -71,7 +62,7 @@ pub fn read_safetensors(bytes: &[u8]) -> Result<StateDict> {
     names.sort();
     let mut out = Vec::with_capacity(names.len());
     for (_, name) in names {
-        let view = st.tensor(&name).map_err(|e| InteropError::Safetensors { reason: format!("`{name}`: {e}") })?;
+        let view = st.tensor(&name).map_err(|e| InteropError::SafetensorsFormat { tensor: name.clone(), source: e })?;
         let dtype = match view.dtype() {
             S::F16 => DType::F16,
             S::BF16 => DType::BF16,

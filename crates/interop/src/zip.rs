@@ -175,7 +175,7 @@ impl<'a> ZipArchive<'a> {
                 flate2::read::DeflateDecoder::new(raw)
                     .take(size as u64 + 1)
                     .read_to_end(&mut out)
-                    .map_err(|e| err(format!("entry `{}`: bad deflate data: {e}", entry.name)))?;
+                    .map_err(|e| InteropError::Inflate { entry: entry.name.clone(), source: e })?;
                 if out.len() != size {
                     return Err(err(format!("entry `{}` inflates to {} bytes, its header says {size}", entry.name, out.len())));
                 }

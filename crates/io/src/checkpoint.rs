@@ -60,6 +60,11 @@ fn ck_err(path: &Path, reason: impl Into<String>) -> IoError {
     IoError::Checkpoint { path: path.to_path_buf(), reason: reason.into() }
 }
 
+/// A checkpoint error whose cause (safetensors', serde's, the IR's) stays the source.
+fn ck_cause(path: &Path, what: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> IoError {
+    IoError::CheckpointPart { path: path.to_path_buf(), what: what.into(), source: Box::new(source) }
+}
+
 fn checksum(data: &[u8], meta: &HashMap<String, String>) -> String {
     let mut h = crc32fast::Hasher::new();
     h.update(data);
@@ -100,11 +105,11 @@ fn encode(path: &Path, ck: &Checkpoint) -> Result<Vec<u8>> {
     // The checksum covers the data region, which safetensors lays out after the header; serialise
     // once without it to learn the region, then again with it (the region does not move).
     let probe = safetensors::tensor::serialize(views.iter().map(|(n, v)| (n.as_str(), v.clone_view())), &Some(meta.clone()))
-        .map_err(|e| ck_err(path, format!("cannot encode: {e}")))?;
+        .map_err(|e| ck_cause(path, "cannot encode", e))?;
     let data_start = header_end(&probe).ok_or_else(|| ck_err(path, "internal: encoded header is malformed"))?;
     meta.insert("crc32".into(), checksum(&probe[data_start..], &meta));
     safetensors::tensor::serialize(views.iter().map(|(n, v)| (n.as_str(), v.clone_view())), &Some(meta))
-        .map_err(|e| ck_err(path, format!("cannot encode: {e}")))
+        .map_err(|e| ck_cause(path, "cannot encode", e))
 }
 
 impl F32View<'_> {
@@ -115,7 +120,7 @@ impl F32View<'_> {
 
 /// One metadata value as JSON text.
 fn to_json<T: serde::Serialize + ?Sized>(path: &Path, v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| ck_err(path, format!("cannot encode metadata: {e}")))
+    serde_json::to_string(v).map_err(|e| ck_cause(path, "cannot encode metadata", e))
 }
 
 /// Offset of the first data byte: 8 bytes of header length, then the header.
@@ -230,9 +235,9 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Checkpoint> {
             ),
         ));
     }
-    let (_, header) = SafeTensors::read_metadata(bytes)
-        .map_err(|e| ck_err(path, format!("not a readable safetensors file ({e:?}); truncated or damaged?")))?;
-    let st = SafeTensors::deserialize(bytes).map_err(|e| ck_err(path, format!("not a readable safetensors file ({e:?})")))?;
+    let (_, header) =
+        SafeTensors::read_metadata(bytes).map_err(|e| ck_cause(path, "not a readable safetensors file (truncated or damaged?)", e))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| ck_cause(path, "not a readable safetensors file", e))?;
     let meta = header.metadata().clone().unwrap_or_default();
     let get = |k: &str| meta.get(k).ok_or_else(|| ck_err(path, format!("metadata key `{k}` is missing; not a mase-rs checkpoint?")));
     let format = get("format")?;
@@ -249,13 +254,12 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Checkpoint> {
         }
     }
     let parse = |k: &str| -> Result<serde_json::Value> {
-        serde_json::from_str(get(k)?).map_err(|e| ck_err(path, format!("metadata `{k}` is not valid JSON: {e}")))
+        serde_json::from_str(get(k)?).map_err(|e| ck_cause(path, format!("metadata `{k}` is not valid JSON"), e))
     };
     let list = |k: &str| -> Result<Vec<String>> {
-        serde_json::from_value(parse(k)?).map_err(|e| ck_err(path, format!("metadata `{k}` is not a list of names: {e}")))
+        serde_json::from_value(parse(k)?).map_err(|e| ck_cause(path, format!("metadata `{k}` is not a list of names"), e))
     };
-    let graph: Graph =
-        serde_json::from_value(parse("graph")?).map_err(|e| ck_err(path, format!("metadata `graph` is not a graph: {e}")))?;
+    let graph: Graph = serde_json::from_value(parse("graph")?).map_err(|e| ck_cause(path, "metadata `graph` is not a graph", e))?;
     let buffers: HashSet<String> = list("buffers")?.into_iter().collect();
 
     let mut used = HashSet::new();
@@ -270,7 +274,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Checkpoint> {
     let mut params = ParamStore::new();
     for name in list("params")? {
         let (shape, data) = tensor(&name)?;
-        let t = Tensor::new(shape, data).map_err(|e| ck_err(path, format!("tensor `{name}`: {e}")))?;
+        let t = Tensor::new(shape, data).map_err(|e| ck_cause(path, format!("tensor `{name}`"), e))?;
         let trainable = !buffers.contains(&name);
         params.insert(name, t, trainable);
     }

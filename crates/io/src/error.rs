@@ -44,17 +44,60 @@ pub enum IoError {
     )]
     NonFinite { path: PathBuf, row: String, column: String, value: f64 },
 
-    /// An HDF5 file could not be read or lacks what MASE's jet table needs.
+    /// A file's bytes could not be decoded (a gzip stream, UTF-8 text); the decoder's error
+    /// stays the source.
+    #[error("{}: {what}: {source}", .path.display())]
+    Decode {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// An HDF5 file lacks what MASE's jet table needs.
     #[error("{}: HDF5: {reason}", .path.display())]
     Hdf5 { path: PathBuf, reason: String },
+
+    /// The HDF5 reader failed (`what` is empty or says what it was reading); its error stays the
+    /// source.
+    #[error("{}: HDF5: {}{source}", .path.display(), prefix(.what))]
+    Hdf5Read {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// A checkpoint file is damaged, of another format, or incomplete.
     #[error("checkpoint {}: {reason}", .path.display())]
     Checkpoint { path: PathBuf, reason: String },
 
+    /// A checkpoint could not be encoded or decoded: the safetensors container, the JSON of its
+    /// metadata or a tensor was rejected, and that error stays the source.
+    #[error("checkpoint {}: {what}: {source}", .path.display())]
+    CheckpointPart {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// A checkpoint's graph and tensors do not fit together.
     #[error("checkpoint {}: {source}", .path.display())]
-    CheckpointGraph { path: PathBuf, source: IrError },
+    CheckpointGraph {
+        path: PathBuf,
+        #[source]
+        source: IrError,
+    },
+}
+
+/// `what: ` for a non-empty `what`.
+fn prefix(what: &str) -> String {
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: ")
+    }
 }
 
 /// The last component of a data set folder (`mnist`, `tabular`), for messages.

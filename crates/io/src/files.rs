@@ -10,9 +10,11 @@ pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     let raw = std::fs::read(path).map_err(|source| IoError::Read { path: path.to_path_buf(), source })?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::with_capacity(raw.len() * 4);
-        GzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(|e| IoError::Format { path: path.to_path_buf(), reason: format!("bad gzip stream: {e}") })?;
+        GzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(|e| IoError::Decode {
+            path: path.to_path_buf(),
+            what: "bad gzip stream",
+            source: Box::new(e),
+        })?;
         Ok(out)
     } else {
         Ok(raw)
@@ -21,7 +23,11 @@ pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 
 /// Reads a whole text file (gunzipped when needed).
 pub(crate) fn read_text(path: &Path) -> Result<String> {
-    String::from_utf8(read_bytes(path)?).map_err(|e| IoError::Format { path: path.to_path_buf(), reason: format!("not UTF-8 text: {e}") })
+    String::from_utf8(read_bytes(path)?).map_err(|e| IoError::Decode {
+        path: path.to_path_buf(),
+        what: "not UTF-8 text",
+        source: Box::new(e),
+    })
 }
 
 /// `dir/name` or, failing that, `dir/name.gz`.

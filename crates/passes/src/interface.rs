@@ -73,10 +73,18 @@ pub fn na_as_null(s: &str) -> Value {
 pub fn node_meta_toml(graph: &Graph) -> Result<String> {
     let mut m = Map::new();
     for n in graph.nodes() {
-        let common = serde_json::to_value(&n.meta.common).map_err(|e| PassError::args("save_node_meta_param", e.to_string()))?;
+        let common = serde_json::to_value(&n.meta.common).map_err(|e| PassError::ArgsCause {
+            pass: "save_node_meta_param".into(),
+            what: String::new(),
+            source: Box::new(e),
+        })?;
         m.insert(n.name.clone(), json!({"common": common, "software": n.meta.software, "hardware": n.meta.hardware}));
     }
-    toml::to_string(&to_toml(&Value::Object(m))).map_err(|e| PassError::args("save_node_meta_param", format!("cannot write TOML: {e}")))
+    toml::to_string(&to_toml(&Value::Object(m))).map_err(|e| PassError::ArgsCause {
+        pass: "save_node_meta_param".into(),
+        what: "cannot write TOML".into(),
+        source: Box::new(e),
+    })
 }
 
 fn default_path(ctx: &PassContext, pass: &str, explicit: &Option<PathBuf>) -> Result<PathBuf> {
@@ -101,22 +109,22 @@ pub fn save_node_meta_param(graph: &mut Graph, ctx: &mut PassContext, args: &Sav
 pub fn load_node_meta_param(graph: &mut Graph, ctx: &mut PassContext, args: &LoadMetaArgs) -> Result<PassReport> {
     const PASS: &str = "load_node_meta_param";
     let path = default_path(ctx, PASS, &args.load_path)?;
-    let text = std::fs::read_to_string(&path).map_err(|e| PassError::file(&path, format!("cannot read: {e}")))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| PassError::file(&path, e.to_string().lines().next().unwrap_or("bad TOML").to_string()))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| PassError::file(&path, "cannot read", e))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| PassError::file(&path, "", e))?;
     let mut loaded = 0;
     for (name, v) in &table {
         let id = graph.find(name).ok_or_else(|| PassError::UnknownNode { pass: PASS.into(), node: name.clone() })?;
         let v = toml_to_json(v, &na_as_null);
-        let bad = |what: &str, e: String| PassError::file(&path, format!("node `{name}`: bad {what}: {e}"));
-        let common: CommonMeta = serde_json::from_value(v.get("common").cloned().unwrap_or(json!({"args": {}, "results": {}})))
-            .map_err(|e| bad("common", e.to_string()))?;
+        let bad = |what: &str, e: serde_json::Error| PassError::file(&path, &format!("node `{name}`: bad {what}"), e);
+        let common: CommonMeta =
+            serde_json::from_value(v.get("common").cloned().unwrap_or(json!({"args": {}, "results": {}}))).map_err(|e| bad("common", e))?;
         let part = |k: &str| -> Result<Map<String, Value>> {
             match v.get(k) {
                 None => Ok(Map::new()),
                 Some(Value::Object(m)) => Ok(m.clone()),
-                Some(other) => Err(bad(k, format!("expected a table, got {other}"))),
+                Some(other) => {
+                    Err(PassError::File { path: path.clone(), reason: format!("node `{name}`: bad {k}: expected a table, got {other}") })
+                }
             }
         };
         let (software, hardware) = (part("software")?, part("hardware")?);

@@ -53,14 +53,21 @@ pub fn parse_args<A: DeserializeOwned>(pass: &str, args: &Value) -> Result<A> {
         Value::Null => Value::Object(Default::default()),
         v => na_to_null(v),
     };
-    serde_json::from_value(v).map_err(|e| PassError::args(pass, e.to_string()))
+    serde_json::from_value(v).map_err(|source| {
+        // serde reports a key that `deny_unknown_fields` rejects only in its message.
+        if source.to_string().starts_with("unknown field") {
+            PassError::UnknownArg { pass: pass.to_string(), source }
+        } else {
+            PassError::ArgsCause { pass: pass.to_string(), what: String::new(), source: Box::new(source) }
+        }
+    })
 }
 
 /// Writes `text` to `path`, creating its folder.
 pub(crate) fn write_file(path: &Path, text: &str) -> Result<PathBuf> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| PassError::file(dir, format!("cannot create folder: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(|e| PassError::file(dir, "cannot create folder", e))?;
     }
-    std::fs::write(path, text).map_err(|e| PassError::file(path, format!("cannot write: {e}")))?;
+    std::fs::write(path, text).map_err(|e| PassError::file(path, "cannot write", e))?;
     Ok(path.to_path_buf())
 }

@@ -92,10 +92,10 @@ impl Selector {
         let mut regexes = Vec::new();
         for k in keys {
             match by {
-                By::RegexName => regexes.push(Regex::new(&format!("^(?:{k})$")).map_err(|e| PassError::Config {
+                By::RegexName => regexes.push(Regex::new(&format!("^(?:{k})$")).map_err(|source| PassError::Regex {
                     pass: pass.into(),
                     key: k.clone(),
-                    reason: format!("bad regular expression: {}", first_line(&e.to_string())),
+                    source,
                 })?),
                 By::Type if !is_known_type(k) => {
                     return Err(PassError::Config {
@@ -147,10 +147,6 @@ impl Selector {
         let ids = graph.ids().filter(|&id| self.key_for(graph.node(id)).is_some()).collect();
         Ok((ids, warnings))
     }
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or(s).to_string()
 }
 
 #[cfg(test)]

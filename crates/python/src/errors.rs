@@ -1,8 +1,8 @@
 //! Rust errors and panics as Python exceptions. The message is the CLI's one line; the class
-//! follows what went wrong: an unknown name or key is a `KeyError`, a missing file a
-//! `FileNotFoundError`, any other bad input a `ValueError`, and a panic (a bug) a `RuntimeError`.
+//! follows the error's variant: an unknown name or key is a `KeyError`, a missing file (an
+//! operating-system "not found" anywhere in the chain of sources) a `FileNotFoundError`, any
+//! other bad input a `ValueError`, and a panic (a bug) a `RuntimeError`.
 
-use mase_interop::InteropError;
 use mase_io::IoError;
 use mase_passes::PassError;
 use mase_zoo::ZooError;
@@ -33,28 +33,13 @@ pub fn to_py(e: &(dyn Error + 'static)) -> PyErr {
     raise(classify(e), &e.to_string())
 }
 
-/// Which exception an error of the workspace's crates is.
+/// Which exception an error of the workspace's crates is: its variant decides an unknown name
+/// or key; an operating-system "not found" anywhere in its chain of sources is a missing file
+/// (a model, weight or data file that is not there); anything else is a `ValueError`.
 pub fn classify(e: &(dyn Error + 'static)) -> ErrorClass {
-    if let Some(p) = e.downcast_ref::<PassError>() {
-        match p {
-            PassError::UnknownPass { .. } | PassError::UnknownNode { .. } => return ErrorClass::Key,
-            // serde names a key the argument struct does not have as an "unknown field".
-            PassError::Args { reason, .. } if reason.starts_with("unknown field") => return ErrorClass::Key,
-            _ => {}
-        }
+    if let Some(class) = unknown_name(e) {
+        return class;
     }
-    if let Some(ZooError::UnknownModel { .. }) = e.downcast_ref::<ZooError>() {
-        return ErrorClass::Key;
-    }
-    if let Some(IoError::UnknownDataset { .. }) = e.downcast_ref::<IoError>() {
-        return ErrorClass::Key;
-    }
-    if let Some(InteropError::Io { reason, .. }) = e.downcast_ref::<InteropError>() {
-        if reason.contains("No such file") {
-            return ErrorClass::FileNotFound;
-        }
-    }
-    // An operating-system "not found" anywhere in the chain of causes.
     let mut cause: Option<&(dyn Error + 'static)> = Some(e);
     while let Some(c) = cause {
         if c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
@@ -63,6 +48,29 @@ pub fn classify(e: &(dyn Error + 'static)) -> ErrorClass {
         cause = c.source();
     }
     ErrorClass::Value
+}
+
+/// `KeyError` for the variants that name an unknown pass, node, argument, model or data set.
+fn unknown_name(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
+    if let Some(p) = e.downcast_ref::<PassError>() {
+        return match p {
+            PassError::UnknownPass { .. } | PassError::UnknownNode { .. } | PassError::UnknownArg { .. } => Some(ErrorClass::Key),
+            _ => None,
+        };
+    }
+    if let Some(z) = e.downcast_ref::<ZooError>() {
+        return match z {
+            ZooError::UnknownModel { .. } => Some(ErrorClass::Key),
+            _ => None,
+        };
+    }
+    if let Some(i) = e.downcast_ref::<IoError>() {
+        return match i {
+            IoError::UnknownDataset { .. } => Some(ErrorClass::Key),
+            _ => None,
+        };
+    }
+    None
 }
 
 /// Runs `f`, turning a panic into `RuntimeError("internal error in <what>: ...; please report")`

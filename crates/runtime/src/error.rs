@@ -3,8 +3,9 @@
 use mase_ir::IrError;
 use thiserror::Error;
 
-/// Errors of the executor, the optimizers and the parameter loaders.
-#[derive(Debug, Error, Clone, PartialEq)]
+/// Errors of the executor, the optimizers and the parameter loaders. (The thread pool's error
+/// is not `Clone`, so it is shared through an `Arc`.)
+#[derive(Debug, Error, Clone)]
 pub enum RuntimeError {
     /// A graph-level problem found by the IR (bad shape, missing parameter, invalid node).
     #[error(transparent)]
@@ -35,8 +36,12 @@ pub enum RuntimeError {
     Param { name: String, reason: String },
     #[error("optimizer state entry `{name}`: {reason}")]
     OptimizerState { name: String, reason: String },
-    #[error("could not start a pool of {threads} threads: {reason}")]
-    ThreadPool { threads: usize, reason: String },
+    #[error("could not start a pool of {threads} threads: {source}")]
+    ThreadPool {
+        threads: usize,
+        #[source]
+        source: std::sync::Arc<rayon::ThreadPoolBuildError>,
+    },
     /// A number format on a node is invalid, or does not fit the operand's shape. (The source
     /// is boxed to keep this enum small.)
     #[error("node `{node}`, {operand}: {source}")]

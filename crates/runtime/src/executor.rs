@@ -94,7 +94,7 @@ impl Executor {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
-                    .map_err(|e| RuntimeError::ThreadPool { threads, reason: e.to_string() })?,
+                    .map_err(|e| RuntimeError::ThreadPool { threads, source: std::sync::Arc::new(e) })?,
             )
         } else {
             None

@@ -41,6 +41,15 @@ pub enum SearchError {
     /// The study store could not be opened, read or written.
     #[error("study storage {location}: {reason}")]
     Storage { location: String, reason: String },
+    /// The study store failed (`what`, when not empty, says at which step and ends in ": ");
+    /// the database's or the file system's error stays the source.
+    #[error("study storage {location}: {what}{source}")]
+    StorageCause {
+        location: String,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A stored study does not fit the configured search (another space or other objectives).
     #[error("study `{study}`: {reason}")]
     Study { study: String, reason: String },
@@ -51,6 +60,21 @@ pub enum SearchError {
     /// An output file (report, CSV, plot) could not be written.
     #[error("cannot write {path}: {reason}")]
     Write { path: String, reason: String },
+    /// An output file could not be written; the operating system's error stays the source.
+    #[error("cannot write {path}: {source}")]
+    WriteIo {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A runner's lower step (lowering, emission or synthesis of the candidate) failed; its error
+    /// stays the source.
+    #[error("runner `{runner}`: {source}")]
+    RunnerCause {
+        runner: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error(transparent)]
     Runtime(#[from] mase_runtime::RuntimeError),
     #[error(transparent)]
@@ -66,8 +90,8 @@ impl SearchError {
         SearchError::Config { key: key.into(), reason: reason.into() }
     }
 
-    /// A write error for `path`.
-    pub fn write(path: &Path, reason: impl std::fmt::Display) -> SearchError {
-        SearchError::Write { path: path.display().to_string(), reason: reason.to_string() }
+    /// A write error for `path` with its cause.
+    pub fn write(path: &Path, source: std::io::Error) -> SearchError {
+        SearchError::WriteIo { path: path.display().to_string(), source }
     }
 }

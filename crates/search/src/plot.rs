@@ -48,7 +48,7 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 fn draw_err(path: &Path, e: impl std::fmt::Display) -> SearchError {
-    SearchError::write(path, format!("plotting failed: {e}"))
+    SearchError::Write { path: path.display().to_string(), reason: format!("plotting failed: {e}") }
 }
 
 /// A chart on `root` with both axes over `f64` values.

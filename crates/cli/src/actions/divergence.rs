@@ -2,7 +2,7 @@
 //! Lightning's NaN checks and `detect_anomaly` do) before the weights it would produce are
 //! saved; a finite loss far above where the run started is reported once as a warning.
 
-use super::train::EpochRecord;
+use super::epoch::EpochRecord;
 
 /// A step's loss above this many times the reference loss counts as exploding.
 const EXPLODING_FACTOR: f64 = 1e3;

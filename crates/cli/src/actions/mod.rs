@@ -1,6 +1,7 @@
 pub mod analyze;
 mod divergence;
 pub mod emit;
+mod epoch;
 pub mod export;
 pub mod info;
 pub mod run;

@@ -32,10 +32,10 @@ fn read_input(path: &Path) -> Result<Tensor> {
     match ext.as_deref() {
         Some("npy") => {
             let name = path.display().to_string();
-            Ok(mase_interop::npy::read_npy(&bytes, &name).map_err(|e| anyhow!("input {}: {e}", path.display()))?.tensor)
+            Ok(mase_interop::npy::read_npy(&bytes, &name).with_context(|| format!("input {}", path.display()))?.tensor)
         }
         Some("npz") => {
-            let arrays = mase_interop::npy::read_npz(&bytes).map_err(|e| anyhow!("input {}: {e}", path.display()))?;
+            let arrays = mase_interop::npy::read_npz(&bytes).with_context(|| format!("input {}", path.display()))?;
             if arrays.len() == 1 {
                 return Ok(arrays.into_iter().next().map(|(_, w)| w.tensor).unwrap_or_else(|| Tensor::zeros(vec![0])));
             }

@@ -5,7 +5,7 @@
 use crate::actions::search::{curve, curve_label, print_best};
 use crate::args::{StudyAction, StudyArgs, StudyCopyArgs, StudyDeleteArgs, StudyExportArgs, StudySelectArgs, StudyStoreArgs};
 use crate::output::Human;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use mase_search::plot::{plot_study, Series, StudyCharts};
 use mase_search::report::{best_json, log_json, trials_csv, write_atomic};
 use mase_search::{
@@ -194,7 +194,7 @@ fn export(a: &StudyExportArgs) -> Result<()> {
             (Some(d), None) => d.join(safe_name(n)),
             (None, _) => Path::new("mase_output").join(safe_name(n)).join("software").join("search_ckpts"),
         };
-        std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let params = params_from_spec(&s.spec);
         if csv {
             let p = dir.join("trials.csv");

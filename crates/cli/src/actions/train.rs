@@ -2,6 +2,7 @@
 //! self-describing checkpoints.
 
 use super::divergence::{first_non_finite, number, LossWatch, Verdict};
+use super::epoch::EpochRecord;
 use super::train_report::{open_tensorboard, write_curves, TensorBoardLog};
 use crate::args::RunArgs;
 use crate::config::{merge_and_warn, ReportTo, Settings};
@@ -12,22 +13,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mase_io::{Checkpoint, Dataset, Splits};
 use mase_ir::Rng;
 use mase_runtime::{cosine_lr, ExecOptions, Executor};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// One row of the per-epoch table and of `metrics.csv`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EpochRecord {
-    pub epoch: usize,
-    pub train_loss: f64,
-    pub train_acc: f64,
-    pub val_loss: f64,
-    pub val_acc: f64,
-    pub lr: f64,
-    pub seconds: f64,
-}
 
 /// Streams used to draw the epoch shuffles and the initial weights; fixed so that a resumed run
 /// shuffles exactly as an uninterrupted one.

@@ -7,7 +7,7 @@
 //! `lr-Adam`, and `epoch`) plus `train_loss_epoch`/`train_acc_epoch`. Nothing here touches
 //! the weights or a random stream, so reporting never changes what is trained.
 
-use super::train::EpochRecord;
+use super::epoch::EpochRecord;
 use crate::config::OptimizerName;
 use crate::tfevents::EventFile;
 use anyhow::{Context, Result};

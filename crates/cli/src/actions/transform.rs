@@ -114,7 +114,7 @@ pub(crate) fn toml_to_json(v: &toml::Value) -> Value {
 
 /// Runs a pass, turning its error into one line that names it.
 pub(crate) fn run_named(name: &str, graph: &mut Graph, ctx: &mut PassContext, args: &Value) -> Result<PassReport> {
-    run_pass(name, graph, ctx, args).map_err(|e| anyhow!("{e}"))
+    Ok(run_pass(name, graph, ctx, args)?)
 }
 
 /// Writes a pass report as JSON: `<dir>/<stem>.json`.
@@ -286,11 +286,8 @@ pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
     }
     let ck_dir = out.join("transformed_ckpt");
     std::fs::create_dir_all(&ck_dir).with_context(|| format!("cannot create {}", ck_dir.display()))?;
-    std::fs::write(
-        ck_dir.join(mase_passes::interface::NODE_META_FILE),
-        mase_passes::interface::node_meta_toml(&graph).map_err(|e| anyhow!("{e}"))?,
-    )
-    .with_context(|| format!("cannot write {}", ck_dir.join(mase_passes::interface::NODE_META_FILE).display()))?;
+    std::fs::write(ck_dir.join(mase_passes::interface::NODE_META_FILE), mase_passes::interface::node_meta_toml(&graph)?)
+        .with_context(|| format!("cannot write {}", ck_dir.join(mase_passes::interface::NODE_META_FILE).display()))?;
     let ck_path = ck_dir.join("model.ckpt");
     let ck = Checkpoint {
         graph,

@@ -13,6 +13,7 @@
 
 mod lower;
 mod ops;
+mod util;
 pub use ops::supported_onnx_ops;
 mod value;
 
@@ -65,8 +66,7 @@ pub(crate) const PROBES: [usize; 2] = [2, 3];
 
 /// Reads an ONNX or QONNX model file.
 pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Imported> {
-    let bytes =
-        std::fs::read(path).map_err(|e| InteropError::Io { path: path.display().to_string(), reason: format!("cannot read: {e}") })?;
+    let bytes = std::fs::read(path).map_err(|e| InteropError::io(path, "read", e))?;
     import_bytes(&bytes, opts).map_err(|e| e.in_file(path))
 }
 
@@ -111,7 +111,7 @@ fn check_single_writers(graph: &GraphProto) -> Result<()> {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
             let this = format!("node `{}` ({})", n.name, n.op_type);
             if let Some(first) = defined.insert(o.as_str(), this) {
-                return Err(lower::err(n, format!("writes output `{o}`, which {first} already defines; each value needs one writer")));
+                return Err(util::err(n, format!("writes output `{o}`, which {first} already defines; each value needs one writer")));
             }
         }
     }
@@ -368,7 +368,12 @@ impl Importer {
         let mut infos: [ValueInfo; 2] = [ValueInfo::Int(0), ValueInfo::Int(0)];
         for (k, info) in infos.iter_mut().enumerate() {
             let ins: Vec<ValueInfo> = inputs.iter().map(|i| self.probes[i.0][k].clone()).collect();
-            *info = op.infer(name, &ins).map_err(|e| InteropError::node(&onnx.name, &onnx.op_type, e.to_string()))?;
+            *info = op.infer(name, &ins).map_err(|source| InteropError::NodeShape {
+                node: onnx.name.clone(),
+                op: onnx.op_type.clone(),
+                source,
+                note: String::new(),
+            })?;
         }
         let id = match kind {
             NodeKind::CallModule => self.g.call_module(target, op, inputs),

@@ -20,7 +20,7 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
     if bytes.is_empty() {
         return Err(InteropError::Decode { what: "ONNX model".into(), reason: "the file is empty".into() });
     }
-    let m = ModelProto::decode(bytes).map_err(|e| InteropError::Decode { what: "ONNX model".into(), reason: e.to_string() })?;
+    let m = ModelProto::decode(bytes).map_err(|source| InteropError::Protobuf { what: "ONNX model".into(), source })?;
     if m.graph.is_none() {
         return Err(InteropError::Decode { what: "ONNX model".into(), reason: "it has no graph".into() });
     }

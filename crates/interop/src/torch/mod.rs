@@ -11,7 +11,7 @@
 pub mod pickle;
 
 use crate::dtype::{decode, DType};
-use crate::weights::{StateDict, Weight};
+use crate::state_dict::{StateDict, Weight};
 use crate::zip::ZipArchive;
 use crate::{InteropError, Result};
 use mase_ir::Tensor;
@@ -122,7 +122,7 @@ impl Ctx<'_, '_> {
         }
         if !self.storages.contains_key(&key) {
             let path = format!("{}/data/{key}", self.prefix);
-            let raw = self.zip.read_named(&path).map_err(|e| err(format!("storage `{path}`: {e}")))?;
+            let raw = self.zip.read_named(&path).map_err(|e| InteropError::TorchStorage { path: path.clone(), source: Box::new(e) })?;
             self.storages.insert(key.clone(), raw);
         }
         let raw = &self.storages[&key];

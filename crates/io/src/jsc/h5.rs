@@ -77,21 +77,24 @@ impl Field {
 
 /// Reads the 16 features and 5 one-hot labels of every row of `t_allpar_new`.
 pub(crate) fn read(path: &Path) -> Result<JscTable> {
-    let file =
-        Hdf5File::open_with_options(path, limits()).map_err(|e| IoError::Hdf5 { path: path.to_path_buf(), reason: e.to_string() })?;
+    let file = Hdf5File::open_with_options(path, limits()).map_err(|source| h5_err(path, "", source))?;
     table(path, &file)
 }
 
 /// The table of an HDF5 file's bytes (see [`read`]).
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JscTable> {
-    let file = Hdf5File::from_bytes_with_options(bytes, limits())
-        .map_err(|e| IoError::Hdf5 { path: path.to_path_buf(), reason: e.to_string() })?;
+    let file = Hdf5File::from_bytes_with_options(bytes, limits()).map_err(|source| h5_err(path, "", source))?;
     table(path, &file)
+}
+
+/// An error of the HDF5 reader, kept as the source.
+fn h5_err(path: &Path, what: &str, source: impl std::error::Error + Send + Sync + 'static) -> IoError {
+    IoError::Hdf5Read { path: path.to_path_buf(), what: what.to_string(), source: Box::new(source) }
 }
 
 fn table(path: &Path, file: &Hdf5File) -> Result<JscTable> {
     let err = |reason: String| IoError::Hdf5 { path: path.to_path_buf(), reason };
-    let ds = file.dataset(TABLE).map_err(|e| err(format!("no table `{TABLE}`: {e}")))?;
+    let ds = file.dataset(TABLE).map_err(|source| h5_err(path, &format!("no table `{TABLE}`"), source))?;
     let Datatype::Compound { size, fields } = ds.dtype().clone() else {
         return Err(err(format!("`{TABLE}` is not a compound (named-column) table")));
     };
@@ -112,7 +115,7 @@ fn table(path: &Path, file: &Hdf5File) -> Result<JscTable> {
         }
         cols.push((off, kind));
     }
-    let bytes = ds.read_native_bytes().map_err(|e| err(format!("reading `{TABLE}`: {e}")))?;
+    let bytes = ds.read_native_bytes().map_err(|source| h5_err(path, &format!("reading `{TABLE}`"), source))?;
     if size == 0 || bytes.len() % size != 0 {
         return Err(err(format!("`{TABLE}` holds {} bytes, not a whole number of {size}-byte rows", bytes.len())));
     }

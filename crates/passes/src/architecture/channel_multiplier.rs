@@ -377,7 +377,7 @@ pub fn widened_ops(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
                 .iter()
                 .map(|i| format!("`{}` gives {:?} ({})", graph.node(*i).name, new[i.0].shape(), origin(graph, widened_by[i.0])))
                 .collect();
-            node_err(name, format!("its inputs no longer fit after widening: {}; {e}", sides.join(", ")))
+            PassError::node_cause(PASS, name, format!("its inputs no longer fit after widening: {}", sides.join(", ")), e)
         })?;
         if matches!(op, Op::Output) && value != old[id.0] {
             return Err(node_err(

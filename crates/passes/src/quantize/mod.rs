@@ -171,7 +171,7 @@ pub fn quantize_graph(graph: &mut Graph, args: &QuantizeArgs) -> Result<(Vec<Nod
         if let Some(q) = &q {
             let formats = q.data_in.iter().flatten().chain(q.weight.iter()).chain(q.bias.iter()).chain(q.data_out.iter());
             for f in formats {
-                mase_quant::lint_format(f).map_err(|e| err(e.to_string()))?;
+                mase_quant::lint_format(f).map_err(|e| PassError::node_cause(PASS, &node.name, format!("config `{selected_by}`"), e))?;
             }
         }
         choices.push(NodeChoice {

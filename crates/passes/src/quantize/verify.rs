@@ -58,8 +58,7 @@ pub fn verify_quantization(graph: &mut Graph, ctx: &mut PassContext, args: &Veri
             let Some(fmt) = fmt else { continue };
             let name = format!("{}.{tensor}", n.target);
             let w = ctx.params.require(&name)?;
-            let qerr =
-                |e: mase_quant::QuantError| PassError::Node { pass: PASS.into(), node: n.name.clone(), reason: format!("{tensor}: {e}") };
+            let qerr = |e: mase_quant::QuantError| PassError::node_cause(PASS, &n.name, tensor, e);
             let mut qw = vec![0f32; w.data.len()];
             // Stochastic formats draw from a stream of their own, so the check is reproducible.
             mase_quant::quantize(fmt, &w.data, &w.shape, &mut qw, &mut Rng::new(ctx.seed)).map_err(qerr)?;

@@ -59,8 +59,8 @@ pub(crate) fn build(cfg: &Value, _env: &RunnerEnv) -> Result<Box<dyn Runner>> {
     Ok(Box::new(Rtl { opts: RtlOptions { synth, target, reuse_factor, work_dir } }))
 }
 
-fn runner_err(e: impl std::fmt::Display) -> SearchError {
-    SearchError::Runner { runner: "rtl".into(), reason: e.to_string() }
+fn runner_err(e: impl std::error::Error + Send + Sync + 'static) -> SearchError {
+    SearchError::RunnerCause { runner: "rtl".into(), source: Box::new(e) }
 }
 
 impl Runner for Rtl {

@@ -67,8 +67,19 @@ pub struct SqliteStorage {
     worker: String,
 }
 
-fn err(path: &Path, e: impl std::fmt::Display) -> SearchError {
-    SearchError::Storage { location: path.display().to_string(), reason: e.to_string() }
+/// A storage error whose cause (SQLite's, JSON's, the file system's) stays the source.
+fn err(path: &Path, e: impl std::error::Error + Send + Sync + 'static) -> SearchError {
+    SearchError::StorageCause { location: path.display().to_string(), what: String::new(), source: Box::new(e) }
+}
+
+/// A storage error at a step (`what` ends in ": " when not empty) with its cause.
+fn err_in(path: &Path, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> SearchError {
+    SearchError::StorageCause { location: path.display().to_string(), what: what.to_string(), source: Box::new(e) }
+}
+
+/// A storage error with a plain reason (no lower error).
+fn err_msg(path: &Path, reason: impl Into<String>) -> SearchError {
+    SearchError::Storage { location: path.display().to_string(), reason: reason.into() }
 }
 
 /// How long a connection waits for another's lock before giving up.
@@ -88,8 +99,7 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// One attempt at opening `path`: WAL mode, then the schema created or upgraded in one
 /// transaction, so that workers opening a new file at once create it exactly once.
 fn open_connection(path: &Path) -> std::result::Result<Connection, Opening> {
-    let fail =
-        |what: &str, e: rusqlite::Error| if is_busy(&e) { Opening::Busy(e) } else { Opening::Failed(err(path, format!("{what}{e}"))) };
+    let fail = |what: &str, e: rusqlite::Error| if is_busy(&e) { Opening::Busy(e) } else { Opening::Failed(err_in(path, what, e)) };
     let mut conn = Connection::open(path).map_err(|e| fail("", e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| fail("", e))?;
     conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| fail("not a study database: ", e))?;
@@ -106,7 +116,7 @@ fn open_connection(path: &Path) -> std::result::Result<Connection, Opening> {
         }
         Some("1") => tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| fail("cannot upgrade schema version 1 to 2: ", e))?,
         Some(v) if v == SCHEMA_VERSION.to_string() => {}
-        Some(v) => return Err(Opening::Failed(err(path, format!("schema version {v}, this mase-rs reads version {SCHEMA_VERSION}")))),
+        Some(v) => return Err(Opening::Failed(err_msg(path, format!("schema version {v}, this mase-rs reads version {SCHEMA_VERSION}")))),
     }
     tx.commit().map_err(|e| fail("", e))?;
     Ok(conn)
@@ -116,7 +126,7 @@ impl SqliteStorage {
     /// Opens (creating it and its folder if needed) the database at `path`.
     pub fn open(path: &Path) -> Result<SqliteStorage> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| err(path, format!("cannot create its folder: {e}")))?;
+            std::fs::create_dir_all(dir).map_err(|e| err_in(path, "cannot create its folder: ", e))?;
         }
         // SQLite answers some lock conflicts while a connection starts up with `SQLITE_BUSY` at
         // once, without consulting the busy handler: switching a file to WAL mode while another
@@ -132,7 +142,9 @@ impl SqliteStorage {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
-                Err(Opening::Busy(e)) => return Err(err(path, format!("still locked by another connection after {BUSY_TIMEOUT:?}: {e}"))),
+                Err(Opening::Busy(e)) => {
+                    return Err(err_in(path, &format!("still locked by another connection after {BUSY_TIMEOUT:?}: "), e))
+                }
                 Err(Opening::Failed(e)) => return Err(e),
             }
         }
@@ -173,7 +185,7 @@ impl SqliteStorage {
             .map_err(|e| err(path, e))?;
         let mut fresh = Vec::new();
         for row in rows {
-            fresh.push(row.map_err(|e| err(path, e))?.decode().map_err(|e| err(path, e))?);
+            fresh.push(row.map_err(|e| err(path, e))?.decode().map_err(|e| err_msg(path, e))?);
         }
         cache.absorb(fresh);
         Ok(())
@@ -224,7 +236,7 @@ impl Storage for SqliteStorage {
             .map_err(|e| err(&path, e))?;
         match (mode, stored) {
             (OpenMode::Resume | OpenMode::Join, Some((_, s))) => {
-                let stored: Value = serde_json::from_str(&s).map_err(|e| err(&path, format!("study `{name}`: bad spec: {e}")))?;
+                let stored: Value = serde_json::from_str(&s).map_err(|e| err_in(&path, &format!("study `{name}`: bad spec: "), e))?;
                 check_spec(name, &stored, spec, mode)?;
             }
             (OpenMode::Resume, None) => return Err(super::nothing_to_resume(&path.display().to_string(), name)),

@@ -2,7 +2,7 @@
 //! LeakyRelu, Selu, Sqrt, Clip, Softmax, LogSoftmax.
 
 use super::super::fold::{self, Bin};
-use super::super::lower::{axis, err, product};
+use super::super::util::{axis, err, product};
 use super::super::value::{Computed, Dim, Val};
 use super::super::Importer;
 use super::Lower;

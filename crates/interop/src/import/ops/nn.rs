@@ -1,7 +1,7 @@
 //! Layers: MatMul, Gemm, Conv, pools, BatchNormalization, Dropout.
 
 use super::super::fold::{self};
-use super::super::lower::{err, MAX_WINDOW};
+use super::super::util::{err, MAX_WINDOW};
 use super::super::value::{Computed, Val};
 use super::super::{Importer, WeightQuant};
 use super::Lower;
@@ -9,7 +9,7 @@ use crate::onnx::attrs::Attrs;
 use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::{Const, Data};
 use crate::qonnx;
-use crate::Result;
+use crate::{InteropError, Result};
 use mase_ir::{ConvSpec, NodeId, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, QuantFormat, Tensor};
 
 /// The ONNX operators of this family and their lowering.
@@ -91,7 +91,11 @@ impl Importer {
     /// [`WeightQuant::Fold`], the quantized ones.
     pub(crate) fn maybe_fold(&self, n: &NodeProto, t: Tensor, f: Option<&QuantFormat>) -> Result<Tensor> {
         match (self.opts.weight_quant, f) {
-            (WeightQuant::Fold, Some(f)) => crate::quantize::quantize_tensor(&t, f).map_err(|e| err(n, e)),
+            (WeightQuant::Fold, Some(f)) => crate::quantize::quantize_tensor(&t, f).map_err(|source| InteropError::NodeQuant {
+                node: n.name.clone(),
+                op: n.op_type.clone(),
+                source,
+            }),
             _ => Ok(t),
         }
     }

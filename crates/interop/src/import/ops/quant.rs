@@ -1,7 +1,7 @@
 //! QONNX quantizers (`Quant`/`IntQuant`, `BipolarQuant`, `FloatQuant`, `Trunc`), recognised by
 //! their domain rather than by a table entry (`qonnx::is_quant_op`).
 
-use super::super::lower::err;
+use super::super::util::err;
 use super::super::value::{Computed, Val};
 use super::super::Importer;
 use crate::onnx::proto::NodeProto;

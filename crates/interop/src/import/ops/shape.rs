@@ -2,7 +2,7 @@
 //! Shape, Gather, Constant, Identity, Cast, Pad.
 
 use super::super::fold::{self};
-use super::super::lower::{axis, err, flatten_axis, product, MAX_WINDOW};
+use super::super::util::{axis, err, flatten_axis, product, MAX_WINDOW};
 use super::super::value::{Computed, Dim, Val};
 use super::super::{is_state_dict_name, Importer};
 use super::Lower;
