@@ -79,7 +79,7 @@ pub enum InteropError {
         node: String,
         op: String,
         #[source]
-        source: IrError,
+        source: Box<IrError>,
         note: String,
     },
     /// A weight could not be quantized with the format the model gives it.
@@ -88,7 +88,7 @@ pub enum InteropError {
         node: String,
         op: String,
         #[source]
-        source: QuantError,
+        source: Box<QuantError>,
     },
     #[error("ONNX tensor `{name}`: {reason}")]
     Tensor { name: String, reason: String },
@@ -180,7 +180,8 @@ mod tests {
         // (what, the error, whether its source is the decoder's own error type)
         let onnx = crate::import_bytes(b"\xff\xff\xff", &Default::default()).err();
         let safetensors = crate::read_safetensors(&[8, 0, 0, 0, 0, 0, 0, 0, b'{', b'x']).err();
-        let cases: [(&str, Option<InteropError>, fn(&(dyn std::error::Error + 'static)) -> bool); 2] = [
+        type IsCause = fn(&(dyn std::error::Error + 'static)) -> bool;
+        let cases: [(&str, Option<InteropError>, IsCause); 2] = [
             ("protobuf", onnx, |s| s.is::<prost::DecodeError>()),
             ("safetensors", safetensors, |s| s.is::<safetensors::SafeTensorError>()),
         ];

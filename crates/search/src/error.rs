@@ -30,7 +30,7 @@ pub enum SearchError {
     SpacePass {
         space: String,
         #[source]
-        source: mase_passes::PassError,
+        source: Box<mase_passes::PassError>,
     },
     /// A runner failed on a candidate model.
     #[error("runner `{runner}`: {reason}")]
@@ -60,6 +60,13 @@ pub enum SearchError {
     /// An output file (report, CSV, plot) could not be written.
     #[error("cannot write {path}: {reason}")]
     Write { path: String, reason: String },
+    /// A chart could not be drawn into its file; the plotting library's error stays the source.
+    #[error("cannot write {path}: plotting failed: {source}")]
+    Plot {
+        path: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// An output file could not be written; the operating system's error stays the source.
     #[error("cannot write {path}: {source}")]
     WriteIo {

@@ -76,6 +76,8 @@ fn dedup(points: &[Vec<f64>]) -> (Vec<&Vec<f64>>, Vec<usize>) {
 }
 
 /// NSGA-II's crowding distance of the points of one front (infinite at the extremes).
+// `k` is an objective, a column of every point: an index, not an iteration over `points`.
+#[allow(clippy::needless_range_loop)]
 pub fn crowding_distance(points: &[Vec<f64>]) -> Vec<f64> {
     let n = points.len();
     let mut d = vec![0.0; n];

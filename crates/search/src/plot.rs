@@ -47,8 +47,12 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
-fn draw_err(path: &Path, e: impl std::fmt::Display) -> SearchError {
-    SearchError::Write { path: path.display().to_string(), reason: format!("plotting failed: {e}") }
+/// What drawing fails with: the plotting library's error for the backend, boxed so that one
+/// type serves every backend.
+type DrawError = Box<dyn std::error::Error + Send + Sync>;
+
+fn draw_err(path: &Path, source: DrawError) -> SearchError {
+    SearchError::Plot { path: path.display().to_string(), source }
 }
 
 /// A chart on `root` with both axes over `f64` values.
@@ -56,60 +60,56 @@ type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoor
 
 /// Clears `root` to white and sets up a chart on it: the title, the labelled axes over the
 /// ranges `(x, y)`, and the mesh. Both charts share it so that they look alike.
-fn axes<'a, DB: DrawingBackend>(
+fn axes<'a, DB: DrawingBackend<ErrorType: 'static>>(
     root: &'a DrawingArea<DB, Shift>,
     title: &str,
     (x_label, y_label): (&str, &str),
     ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64)),
-) -> std::result::Result<Chart<'a, DB>, String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+) -> std::result::Result<Chart<'a, DB>, DrawError> {
+    root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(|e| e.to_string())?;
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw()?;
     Ok(chart)
 }
 
 /// Draws the legend of the series labelled on `chart` and writes `root` out.
-fn finish<'a, DB: DrawingBackend + 'a>(chart: Chart<'a, DB>, root: &DrawingArea<DB, Shift>) -> std::result::Result<(), String> {
+fn finish<'a, DB: DrawingBackend<ErrorType: 'static> + 'a>(
+    chart: Chart<'a, DB>,
+    root: &DrawingArea<DB, Shift>,
+) -> std::result::Result<(), DrawError> {
     legend(chart)?;
-    root.present().map_err(|e| e.to_string())
+    Ok(root.present()?)
 }
 
 /// Draws the legend of the series labelled on `chart`.
-fn legend<'a, DB: DrawingBackend + 'a>(mut chart: Chart<'a, DB>) -> std::result::Result<(), String> {
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| e.to_string())
+fn legend<'a, DB: DrawingBackend<ErrorType: 'static> + 'a>(mut chart: Chart<'a, DB>) -> std::result::Result<(), DrawError> {
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).label_font(("sans-serif", 14)).draw()?;
+    Ok(())
 }
 
 /// Step curves (the value holds until the next point), with a legend.
-fn draw_steps<DB: DrawingBackend>(
+fn draw_steps<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), DrawError> {
     let x = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let y = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
     let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(step_path(s.points.iter().copied()), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .draw_series(LineSeries::new(step_path(s.points.iter().copied()), color.stroke_width(2)))?
             .label(s.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled()))).map_err(|e| e.to_string())?;
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))?;
     }
     finish(chart, &root)
 }
@@ -135,13 +135,13 @@ fn step_path(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
 }
 
 /// Mean step curves over shaded min–max bands, with a legend.
-fn draw_bands<DB: DrawingBackend>(
+fn draw_bands<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[BandSeries],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), DrawError> {
     let x = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let y = range(series.iter().flat_map(|s| s.points.iter().flat_map(|p| [p.2, p.3])));
     let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
@@ -151,13 +151,12 @@ fn draw_bands<DB: DrawingBackend>(
         // Along the max steps, then back along the min steps.
         let mut outline = step_path(s.points.iter().map(|p| (p.0, p.3)));
         outline.extend(step_path(s.points.iter().map(|p| (p.0, p.2))).into_iter().rev());
-        chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled()))).map_err(|e| e.to_string())?;
+        chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled())))?;
     }
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(step_path(s.points.iter().map(|p| (p.0, p.1))), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .draw_series(LineSeries::new(step_path(s.points.iter().map(|p| (p.0, p.1))), color.stroke_width(2)))?
             .label(format!("{} (mean, min–max band)", s.label))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
@@ -165,30 +164,28 @@ fn draw_bands<DB: DrawingBackend>(
 }
 
 /// All points in grey, the Pareto front in colour and joined.
-fn draw_pareto<DB: DrawingBackend>(
+fn draw_pareto<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
     all: &[(f64, f64)],
     front: &[(f64, f64)],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), DrawError> {
     let x = range(all.iter().map(|p| p.0));
     let y = range(all.iter().map(|p| p.1));
     let mut chart = axes(&root, title, (x_label, y_label), (x, y))?;
     let grey = RGBColor(150, 150, 150);
     chart
-        .draw_series(all.iter().map(|&p| Circle::new(p, 3, grey.filled())))
-        .map_err(|e| e.to_string())?
+        .draw_series(all.iter().map(|&p| Circle::new(p, 3, grey.filled())))?
         .label("trials")
         .legend(move |(x, y)| Circle::new((x + 10, y), 3, grey.filled()));
     let mut f = front.to_vec();
     f.sort_by(|a, b| a.0.total_cmp(&b.0));
     let red = COLORS[1];
-    chart.draw_series(LineSeries::new(f.clone(), red.stroke_width(1))).map_err(|e| e.to_string())?;
+    chart.draw_series(LineSeries::new(f.clone(), red.stroke_width(1)))?;
     chart
-        .draw_series(f.iter().map(|&p| Circle::new(p, 5, red.filled())))
-        .map_err(|e| e.to_string())?
+        .draw_series(f.iter().map(|&p| Circle::new(p, 5, red.filled())))?
         .label("Pareto front")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, red.filled()));
     finish(chart, &root)
@@ -198,7 +195,7 @@ const SIZE: (u32, u32) = (900, 600);
 
 /// Draws into a temporary file beside `path` and renames it into place, so that workers of one
 /// study drawing the same chart never leave a half-written file.
-fn draw_atomic(path: &Path, draw: impl FnOnce(&Path) -> std::result::Result<(), String>) -> Result<()> {
+fn draw_atomic(path: &Path, draw: impl FnOnce(&Path) -> std::result::Result<(), DrawError>) -> Result<()> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("out");
     let tmp = path.with_extension(format!("{}.tmp.{ext}", std::process::id()));
     draw(&tmp).map_err(|e| draw_err(path, e))?;
@@ -250,7 +247,7 @@ pub struct Panel<'a> {
 }
 
 /// Straight lines through each series' points, with the points marked and a legend.
-fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> std::result::Result<(), String> {
+fn draw_lines<DB: DrawingBackend<ErrorType: 'static>>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> std::result::Result<(), DrawError> {
     let x = range(panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let y = range(panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
     let mut chart = axes(area, panel.title, (panel.x_label, panel.y_label), (x, y))?;
@@ -259,22 +256,25 @@ fn draw_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) 
         // A non-finite point would stretch or break the line; it is left out.
         let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
         chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
             .label(s.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     legend(chart)
 }
 
-fn draw_panels<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, panels: &[Panel]) -> std::result::Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let body = root.titled(title, ("sans-serif", 24)).map_err(|e| e.to_string())?;
+fn draw_panels<DB: DrawingBackend<ErrorType: 'static>>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    panels: &[Panel],
+) -> std::result::Result<(), DrawError> {
+    root.fill(&WHITE)?;
+    let body = root.titled(title, ("sans-serif", 24))?;
     for (area, panel) in body.split_evenly((1, panels.len().max(1))).iter().zip(panels) {
         draw_lines(area, panel)?;
     }
-    root.present().map_err(|e| e.to_string())
+    Ok(root.present()?)
 }
 
 /// Writes `<stem>.png` and `<stem>.svg`: the panels side by side under one title, each with

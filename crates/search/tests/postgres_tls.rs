@@ -108,7 +108,7 @@ fn a_url_without_password_takes_pgpassword_or_the_password_file() {
     let good = passfile(&dir, "good", &[line("other.host", "*", "*", "*", "nope"), exact.clone()], 0o600);
     let wildcard = passfile(&dir, "wildcard", &[line("*", "*", "*", "*", &password)], 0o600);
     let other_port = passfile(&dir, "other-port", &[line("127.0.0.1", "1", "*", "*", &password)], 0o600);
-    let readable = passfile(&dir, "readable", &[exact.clone()], 0o644);
+    let readable = passfile(&dir, "readable", std::slice::from_ref(&exact), 0o644);
     let wrong = passfile(&dir, "wrong", &[line("*", "*", "*", "*", "wrong-password")], 0o600);
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();

@@ -371,7 +371,7 @@ impl Importer {
             *info = op.infer(name, &ins).map_err(|source| InteropError::NodeShape {
                 node: onnx.name.clone(),
                 op: onnx.op_type.clone(),
-                source,
+                source: Box::new(source),
                 note: String::new(),
             })?;
         }

@@ -83,20 +83,17 @@ impl Runner for CostRunner {
 
     fn run(&self, cand: &mut Candidate, _cx: &RunContext) -> Result<Metrics> {
         let mut out = Metrics::new();
-        match self.which {
-            which => {
-                let costs = node_costs(&cand.graph, &cand.params, &self.sample_shape)?;
-                if which == "model_size" {
-                    // Weights and biases of quantized nodes at their format, buffers at 32 bits.
-                    out.insert("param_count".into(), costs.iter().map(|(_, _, c)| c.params as f64).sum());
-                    out.insert("model_size_bits".into(), costs.iter().map(|(_, _, c)| c.param_bits).sum());
-                } else if which == "bitops" {
-                    out.insert("bitops".into(), costs.iter().map(|(_, _, c)| c.bitops).sum());
-                } else {
-                    out.insert("flops".into(), costs.iter().map(|(_, _, c)| c.flops as f64).sum());
-                    out.insert("macs".into(), costs.iter().filter(|(_, macs, _)| *macs).map(|(_, _, c)| c.flops as f64).sum());
-                }
-            }
+        let which = self.which;
+        let costs = node_costs(&cand.graph, &cand.params, &self.sample_shape)?;
+        if which == "model_size" {
+            // Weights and biases of quantized nodes at their format, buffers at 32 bits.
+            out.insert("param_count".into(), costs.iter().map(|(_, _, c)| c.params as f64).sum());
+            out.insert("model_size_bits".into(), costs.iter().map(|(_, _, c)| c.param_bits).sum());
+        } else if which == "bitops" {
+            out.insert("bitops".into(), costs.iter().map(|(_, _, c)| c.bitops).sum());
+        } else {
+            out.insert("flops".into(), costs.iter().map(|(_, _, c)| c.flops as f64).sum());
+            out.insert("macs".into(), costs.iter().filter(|(_, macs, _)| *macs).map(|(_, _, c)| c.flops as f64).sum());
         }
         Ok(out)
     }

@@ -66,7 +66,7 @@ fn err(reason: impl Into<String>) -> SearchError {
 
 /// A pass's error inside this space, kept as the source.
 fn pass_err(source: mase_passes::PassError) -> SearchError {
-    SearchError::SpacePass { space: NAME.into(), source }
+    SearchError::SpacePass { space: NAME.into(), source: Box::new(source) }
 }
 
 /// The shape of one input sample: `setup.input_shape`, else the one recorded on the graph's

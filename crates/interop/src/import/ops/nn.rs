@@ -94,7 +94,7 @@ impl Importer {
             (WeightQuant::Fold, Some(f)) => crate::quantize::quantize_tensor(&t, f).map_err(|source| InteropError::NodeQuant {
                 node: n.name.clone(),
                 op: n.op_type.clone(),
-                source,
+                source: Box::new(source),
             }),
             _ => Ok(t),
         }
