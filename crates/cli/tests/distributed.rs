@@ -19,9 +19,17 @@ use std::time::{Duration, Instant};
 
 /// The stores a test runs against: a SQLite file (`sqlite:///` URL), and PostgreSQL if there.
 fn stores(test: &str, root: &Path) -> Vec<String> {
-    let mut v = vec![format!("sqlite:///{}", root.join("shared/study.db").display())];
+    let mut v = vec![sqlite_store(root)];
     v.extend(postgres_url(test));
     v
+}
+
+/// A `sqlite:///` URL of a study file in `root/shared`, a folder made here: a storage URL never
+/// creates folders.
+fn sqlite_store(root: &Path) -> String {
+    let dir = root.join("shared");
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite:///{}", dir.join("study.db").display())
 }
 
 fn study_name(test: &str) -> String {
@@ -213,7 +221,7 @@ fn small_search(root: &Path, url: &str, study: &str) {
 #[test]
 fn study_commands_list_show_export_copy_and_delete() {
     let root = scratch("study-commands");
-    let sqlite = format!("sqlite:///{}", root.join("shared/study.db").display());
+    let sqlite = sqlite_store(&root);
     let study = study_name("ops");
     small_search(&root, &sqlite, &study);
     let want = trials(&sqlite, &study);
