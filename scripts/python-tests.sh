@@ -16,13 +16,16 @@ if [ "$torch_mode" = auto ] && python3 -c "import torch" 2>/dev/null; then
 else
     python3 -m venv "$venv"
 fi
-# With --system-site-packages, pip finds a system maturin/pytest and installs nothing into the
-# venv, so both are run as modules of the venv's Python rather than from venv/bin.
 "$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest numpy
+# With --system-site-packages, pip counts a system maturin as installed and puts no `maturin`
+# binary into the venv, which `python -m maturin` looks for; install the venv its own.
+if [ ! -x "$venv/bin/maturin" ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --ignore-installed --no-deps maturin
+fi
 if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check torch
 fi
-"$venv/bin/python" -m maturin build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
+"$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.
 cd "$root/python/tests"
