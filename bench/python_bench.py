@@ -11,7 +11,10 @@ Needs `mase_rs` (pip install .) and torch in the same environment (a venv made w
 - lab 3 loop: lab 3's hand-written brute force, 16 configs (the (width, frac_width) pairs for
   data_in and weight of every Linear): copy the model, quantize it (`quantize_transform_pass`;
   in PyTorch MASE's way, each `nn.Linear` replaced by a fake-quantizing `LinearInteger`), and
-  evaluate accuracy on 4 batches of 256.
+  evaluate accuracy on 4 batches of 256;
+- torch loop: a plain PyTorch training loop (`torch.optim.Adam`, `F.cross_entropy`,
+  `loss.backward()`, `opt.step()`) over 4 batches of 256 rows, on `mg.model` (forward and
+  backward on mase-rs's executor) and on the equivalent `nn.Module`.
 
 Each figure is the median of `--repeats` timed runs after a warm-up; the same threads count for
 both sides (`--threads`, default 1). Prints a table and one JSON line.
@@ -91,6 +94,16 @@ def lab3_torch(model, data):
     return accs
 
 
+def torch_loop(model, data):
+    """One epoch of a plain PyTorch loop; the optimizer is made once per model."""
+    opt = model.__dict__.setdefault("_bench_opt", torch.optim.Adam(model.parameters(), lr=1e-3))
+    model.train()
+    for x, y in data:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
 def timed(fn, repeats, inner=1):
     fn()
     times = []
@@ -135,12 +148,21 @@ def main():
         loop_rs = timed(lambda: lab3_mase_rs(mg, data), repeats)
     loop_pt = timed(lambda: lab3_torch(model, torch_data), repeats)
 
+    train_mg = MaseGraph(model=get_model("jsc-toy", "cls", get_dataset_info("jsc"), seed=1))
+    train_mg._native.configure(threads=threads)
+    train_pt = torch_jsc_toy(train_mg.state_dict())
+    loop_data = [(xb, yb.long()) for xb, yb in torch_data]
+    train_rs_t = timed(lambda: torch_loop(train_mg.model, loop_data), repeats, 20)
+    train_pt_t = timed(lambda: torch_loop(train_pt, loop_data), repeats, 20)
+
     rows = [
         ("forward, 256 rows: mase_rs mg(x) from Python", py_call),
         ("forward, 256 rows: the same call timed in Rust", rust_call),
         ("forward, 256 rows: PyTorch eager model(x)", torch_call),
         ("lab 3 loop (16 configs, 4 x 256 rows): mase_rs", loop_rs),
         ("lab 3 loop (16 configs, 4 x 256 rows): PyTorch eager, MASE style", loop_pt),
+        ("torch loop, Adam, 4 x 256 rows: over mg.model (mase-rs executor)", train_rs_t),
+        ("torch loop, Adam, 4 x 256 rows: over the nn.Module (PyTorch eager)", train_pt_t),
     ]
     print(f"mase_rs {mase_rs.__name__}, torch {torch.__version__}, {threads} thread(s), medians of {repeats} runs")
     for name, t in rows:
@@ -149,6 +171,7 @@ def main():
         "python_over_rust_forward": py_call / rust_call,
         "torch_over_mase_rs_forward": torch_call / py_call,
         "torch_over_mase_rs_lab3_loop": loop_pt / loop_rs,
+        "torch_over_mase_rs_torch_loop": train_pt_t / train_rs_t,
     }
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}x")

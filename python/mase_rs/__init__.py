@@ -14,6 +14,7 @@ from mase_rs.actions import search, test, train, transform
 from mase_rs.dataset import DatasetInfo, MaseDataModule, get_dataset_info
 from mase_rs.ir.graph.mase_graph import MaseGraph, MaseMetadata, Node
 from mase_rs.models import ZooModel, get_model, get_model_info
+from mase_rs.nn.backend import get_backend, set_backend
 from mase_rs.passes.graph import PASSES, get_mase_op, get_mase_type, get_node_actual_target
 from mase_rs.passes.graph.analysis import *  # noqa: F401,F403
 from mase_rs.passes.graph.transforms import *  # noqa: F401,F403
@@ -31,6 +32,7 @@ __all__ = [
     "MaseMetadata",
     "Node",
     "ZooModel",
+    "get_backend",
     "get_dataset_info",
     "get_mase_op",
     "get_mase_type",
@@ -43,6 +45,7 @@ __all__ = [
     "registered_passes",
     "registered_runners",
     "search",
+    "set_backend",
     "set_logging_verbosity",
     "Study",
     "Trial",

@@ -12,7 +12,13 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(mase_rs.__path__, "mase_r
 
 
 # Modules whose examples need torch (they skip without it).
-NEEDS_TORCH = {"mase_rs.ir.graph.torch_fx"}
+NEEDS_TORCH = {
+    "mase_rs.ir.graph.torch_fx",
+    "mase_rs.ir.graph.view",
+    "mase_rs.nn.functional",
+    "mase_rs.nn.quantized.functional",
+    "mase_rs.nn.quantized.modules",
+}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 /// The stream of `ir::Rng` that `ch train` draws initial weights from (`Rng::new(seed).fork(1)`).
 const INIT_STREAM: u64 = 1;
 
+/// What `NativeGraph::backward` returns: the input's gradient, if asked for, and each
+/// trainable parameter's gradient by name.
+type GradsOut<'py> = (Option<Bound<'py, PyArrayDyn<f32>>>, Vec<(String, Bound<'py, PyArrayDyn<f32>>)>);
+
 /// A graph, its parameters and what passes share (the pass context), plus a cached executor.
 #[pyclass(module = "mase_rs._native")]
 pub struct NativeGraph {
@@ -218,14 +222,22 @@ impl NativeGraph {
 
     /// Runs the model on a float32 batch `[N, ...sample]` (train mode: batch statistics, which
     /// batch norm also records, and dropout). The GIL is released while Rust computes.
-    #[pyo3(signature = (x, train=false))]
-    fn forward<'py>(&mut self, py: Python<'py>, x: PyReadonlyArrayDyn<'py, f32>, train: bool) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    /// With `input_grad`, the next `backward` also gives the gradient of the input.
+    #[pyo3(signature = (x, train=false, input_grad=false))]
+    fn forward<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: PyReadonlyArrayDyn<'py, f32>,
+        train: bool,
+        input_grad: bool,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let shape = x.shape().to_vec();
         let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
         let (out, out_shape) = guarded("forward", || {
             py.allow_threads(|| {
                 crate::probe::rendezvous().map_err(|e| raise(ErrorClass::Value, &e))?;
                 let exec = self.executor()?;
+                exec.set_keep_input_grad(input_grad);
                 let mode = if train { Mode::Train } else { Mode::Eval };
                 let out = exec.forward(xs, &shape, mode).map_err(|e| to_py(&e))?.to_vec();
                 let out_shape = exec.output_shape(shape[0]).map_err(|e| to_py(&e))?;
@@ -238,6 +250,90 @@ impl NativeGraph {
         })?;
         let arr = ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
         Ok(arr.into_pyarray(py))
+    }
+
+    /// Backward from `output_grad` (the gradient of the last train-mode forward's output):
+    /// returns the input's gradient (when that forward asked for it) and the trainable
+    /// parameters' gradients by state-dict name.
+    fn backward<'py>(&mut self, py: Python<'py>, output_grad: PyReadonlyArrayDyn<'py, f32>) -> PyResult<GradsOut<'py>> {
+        let g = output_grad.as_slice().map_err(|_| raise(ErrorClass::Value, "the output gradient must be C-contiguous"))?;
+        let (input, params, shape) = guarded("backward", || {
+            py.allow_threads(|| {
+                let exec =
+                    self.exec.as_mut().ok_or_else(|| raise(ErrorClass::Value, "backward: no train-mode forward to go back through"))?;
+                exec.backward(g).map_err(|e| to_py(&e))?;
+                let shape = exec.last_input_shape().map(<[usize]>::to_vec);
+                Ok((exec.input_grad().map(<[f32]>::to_vec), exec.grads(), shape))
+            })
+        })?;
+        let array = |data: Vec<f32>, shape: &[usize]| -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+            let arr = ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+            Ok(arr.into_pyarray(py))
+        };
+        let input = match (input, shape) {
+            (Some(data), Some(shape)) => Some(array(data, &shape)?),
+            _ => None,
+        };
+        let mut grads = Vec::with_capacity(params.len());
+        for (name, data) in params {
+            let shape = self.ctx.params.get(&name).map(|t| t.shape.clone()).unwrap_or_else(|| vec![data.len()]);
+            grads.push((name, array(data, &shape)?));
+        }
+        Ok((input, grads))
+    }
+
+    /// Names of the parameters that train (`nn.Parameter`s in the PyTorch view); the other
+    /// entries of `state_dict` are buffers.
+    fn trainable_names(&self) -> Vec<String> {
+        self.ctx.params.iter().filter(|(_, e)| e.trainable).map(|(n, _)| n.to_string()).collect()
+    }
+
+    /// Sets some parameters or buffers (`name -> float32 array` of the same shape) in the
+    /// graph's store and in the executor, which stays built.
+    fn set_params(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        for (k, v) in state.iter() {
+            let name: String = k.extract()?;
+            let arr: PyReadonlyArrayDyn<'_, f32> =
+                v.extract().map_err(|_| raise(ErrorClass::Value, &format!("parameter `{name}`: expected a float32 numpy array")))?;
+            let Some(t) = self.ctx.params.get_mut(&name) else {
+                return Err(raise(ErrorClass::Key, &format!("parameter `{name}`: the model has no parameter of that name")));
+            };
+            if arr.shape() != t.shape.as_slice() {
+                return Err(raise(
+                    ErrorClass::Value,
+                    &format!("parameter `{name}`: shape {:?}, the model needs {:?}", arr.shape(), t.shape),
+                ));
+            }
+            match arr.as_slice() {
+                Ok(data) => t.data.copy_from_slice(data),
+                Err(_) => t.data.iter_mut().zip(arr.as_array().iter()).for_each(|(d, s)| *d = *s),
+            }
+            if let Some(exec) = self.exec.as_mut() {
+                exec.set_param(&name, &t.data).map_err(|e| to_py(&e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the graph and its parameters with a graph lowered again from the PyTorch view
+    /// (`records` and `state` as `from_traced` takes them), keeping the pass context (data,
+    /// batch size, seed, threads). Nodes that keep their name and op keep their metadata.
+    fn relower(&mut self, records: &str, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let t = guarded("MaseGraph", || crate::traced::build(&self.label, records, state, None))?;
+        let mut graph = t.graph;
+        for id in graph.ids().collect::<Vec<_>>() {
+            let node = graph.node_mut(id);
+            if let Some(old) = self.graph.find(&node.name).map(|o| self.graph.node(o)) {
+                if old.op == node.op {
+                    node.meta = old.meta.clone();
+                }
+            }
+        }
+        graph.meta = self.graph.meta.clone();
+        self.graph = graph;
+        self.ctx.params = t.params;
+        self.changed();
+        Ok(())
     }
 
     /// Seconds per eval-mode forward call on `x`, timed in Rust over `repeats` calls after one

@@ -8,6 +8,7 @@ mod fit;
 mod graph;
 mod plugins;
 mod probe;
+mod quant_config;
 mod study;
 mod traced;
 
@@ -68,5 +69,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data::model_info, m)?)?;
     m.add_function(wrap_pyfunction!(data::dataset_names, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(quant_config::quant_from_config, m)?)?;
     Ok(())
 }

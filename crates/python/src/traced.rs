@@ -4,7 +4,7 @@
 //! (structure, parameter shapes, and shapes for a sample batch when the sample shape is known).
 
 use crate::errors::{raise, to_py, ErrorClass};
-use mase_ir::{Graph, NodeId, NodeKind, Op, ParamStore, Tensor};
+use mase_ir::{Graph, NodeId, NodeKind, NodeQuant, Op, ParamStore, Tensor};
 use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -25,6 +25,10 @@ struct NodeRecord {
     inputs: Vec<String>,
     /// The IR op, in its serialized form (`{"op": "linear", "in_features": 16, ...}`).
     op: Op,
+    /// The number formats of a quantized node (a quantized module of the PyTorch view, such as
+    /// `LinearInteger`, lowers back with its formats).
+    #[serde(default)]
+    quant: Option<NodeQuant>,
 }
 
 /// The traced model: its nodes in fx order and which `get_attr` tensors are trainable.
@@ -94,6 +98,7 @@ fn build_graph(label: &str, records: Vec<NodeRecord>) -> PyResult<Graph> {
             }
             kind => g.add_node(&r.name, kind, &r.target, r.op, &inputs),
         };
+        g.node_mut(id).quant = r.quant;
         // fx names are unique Python identifiers, which the namer keeps as they are (the output
         // is `output`, or `output_1` when a module called `output` took that name first).
         let given = &g.node(id).name;

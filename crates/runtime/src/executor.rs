@@ -258,6 +258,30 @@ impl Executor {
         Ok(())
     }
 
+    /// Replaces the values of one parameter or buffer, keeping the compiled plans.
+    pub fn set_param(&mut self, name: &str, data: &[f32]) -> Result<()> {
+        let s = self
+            .params
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| RuntimeError::Param { name: name.to_string(), reason: "not a parameter of the graph".into() })?;
+        if s.data.len() != data.len() {
+            return Err(RuntimeError::Param {
+                name: name.to_string(),
+                reason: format!("{} values expected, got {}", s.data.len(), data.len()),
+            });
+        }
+        s.data.copy_from_slice(data);
+        self.quant.params_changed();
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Shape of the input batch of the last forward.
+    pub fn last_input_shape(&self) -> Option<&[usize]> {
+        Some(self.plans.get(self.current?)?.x_shape.as_slice())
+    }
+
     /// Gradients of the trainable parameters from the last backward, in state-dict order.
     pub fn grads(&self) -> Vec<(String, Vec<f32>)> {
         self.params.iter().filter(|s| s.trainable).map(|s| (s.name.clone(), s.grad.clone())).collect()

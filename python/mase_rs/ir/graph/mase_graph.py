@@ -131,8 +131,15 @@ class _FxGraph:
         return str(self._mg._native)
 
 
+def _torch_installed():
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 class _Model:
-    """`mg.model`: calls forward, switches train/eval mode, reads and loads weights."""
+    """`mg.model` without torch: calls forward, switches train/eval mode, reads and loads
+    weights. With torch, `mg.model` is a `torch.fx.GraphModule` (`mase_rs.ir.graph.view`)."""
 
     def __init__(self, mg):
         self._mg = mg
@@ -197,18 +204,59 @@ class MaseGraph:
                 "MaseGraph: model must be a zoo model (get_model), a torch.nn.Module, a file path or a MaseGraph, "
                 f"not {type(model).__name__}"
             )
-        self._native = native
+        self._raw = native
         self._nodes = None
-        self.model = _Model(self)
+        self._mode = _Model(self)
+        self._link = None
+        if is_torch_module(model):
+            # A traced module keeps the train/eval mode it had.
+            self._mode.training = bool(model.training)
+        elif isinstance(model, MaseGraph):
+            self._mode.training = model._training()
         self.fx_graph = _FxGraph(self)
+
+    # The PyTorch view.
+
+    @property
+    def _native(self):
+        """The Rust graph, with the view's changes lowered into it first."""
+        if self._link is not None:
+            self._link.to_rust()
+        return self._raw
+
+    @property
+    def model(self):
+        """The model as PyTorch sees it: with torch installed, a `torch.fx.GraphModule` whose
+        nodes are this graph's and whose submodules are real `torch.nn` modules (the user's own
+        for a traced module); without torch, a small object that runs the model, switches
+        train/eval mode and reads weights."""
+        if self._link is None and _torch_installed():
+            from mase_rs.ir.graph.view import view_of
+
+            reuse = {}
+            if self._torch is not None and not self._torch.detached:
+                gm = self._torch.gm
+                reuse = {t: gm.get_submodule(t) for t in {n.target for n in gm.graph.nodes if n.op == "call_module"}}
+            self._link, module = view_of(self, reuse, self._mode.training)
+            return module
+        return self._link.module if self._link is not None else self._mode
+
+    @property
+    def modules(self):
+        """Target to module, as MASE's `mg.modules` (`dict(mg.model.named_modules())`)."""
+        return dict(self.model.named_modules())
+
+    def _training(self):
+        return self._link.module.training if self._link is not None else self._mode.training
 
     # Nodes and metadata.
 
     @property
     def nodes(self):
         """The nodes in topological order."""
+        native = self._native  # lowers the view's edits first, which may renew the nodes
         if self._nodes is None:
-            rows = json.loads(self._native.nodes_json())
+            rows = json.loads(native.nodes_json())
             self._nodes = {r["name"]: Node(self, r) for r in rows}
         return list(self._nodes.values())
 
@@ -220,7 +268,11 @@ class MaseGraph:
         self._native.set_node_meta_json(node, part, json.dumps(value))
 
     def _changed(self):
+        """Called after mase-rs changed the graph (a pass, new weights): the node list is read
+        again and the view takes the change."""
         self._nodes = None
+        if self._link is not None:
+            self._link.from_rust()
 
     # Running the model.
 
@@ -231,9 +283,12 @@ class MaseGraph:
             if len(inputs) != 1:
                 raise ValueError(f"MaseGraph: the model takes one input, got {len(inputs)}")
             x = next(iter(inputs.values()))
-        out = self._native.forward(to_numpy(x), self.model.training)
-        if self.model.training and self._torch is not None:
+        training = self._training()
+        out = self._native.forward(to_numpy(x), training)
+        if training and self._torch is not None:
             self._torch.batches_run(1)
+        if training and self._link is not None:
+            self._link.pull_buffers()
         return like(out, x)
 
     __call__ = forward
@@ -244,6 +299,12 @@ class MaseGraph:
         (`num_batches_tracked` included), so that `module.load_state_dict(mg.state_dict())`
         puts the weights trained here back into the module."""
         if self._torch is not None:
+            if self._link is not None:
+                # Batch norm counts its batches in the view, whichever engine ran them.
+                views = dict(self._link.module.named_buffers())
+                for k in self._torch.bn_batches:
+                    if k in views:
+                        self._torch.bn_batches[k] = int(views[k])
             return self._torch.state_dict(self._native.state_dict())
         return self._native.state_dict()
 
@@ -256,6 +317,7 @@ class MaseGraph:
             state = {**state, **own}
         arrays = {k: to_numpy(v, f"state_dict entry `{k}`") for k, v in state.items()}
         self._native.load_state_dict(arrays, strict)
+        self._changed()
 
     def fit(
         self, data, epochs=1, batch_size=None, lr=1e-3, optimizer="adam", weight_decay=0.0, momentum=0.0, shuffle=True, seed=0
@@ -301,7 +363,9 @@ class MaseGraph:
         if not np.issubdtype(ys.dtype, np.integer):
             raise ValueError(f"fit: y: expected integer class indices, got an array of {ys.dtype}")
         ys = np.ascontiguousarray(ys, dtype=np.int64)
-        self.model.train()
+        if self._link is not None:
+            self._link.module.train()
+        self._mode.training = True
         stats = self._native.fit(
             xs,
             ys,
@@ -317,10 +381,16 @@ class MaseGraph:
         if self._torch is not None:
             steps = -(-len(ys) // batch_size) * epochs
             self._torch.batches_run(steps)
+        if self._link is not None:
+            self._changed()
+            self._link.count_batches(-(-len(ys) // batch_size) * epochs)
         return [{"epoch": i, "loss": loss, "accuracy": acc} for i, (loss, acc) in enumerate(stats)]
 
     def _actual_target(self, node):
-        """What `get_node_actual_target` returns for a `call_module` node."""
+        """What `get_node_actual_target` returns for a `call_module` node: its module in
+        `mg.model` (with torch installed)."""
+        if _torch_installed():
+            return self.model.get_submodule(node.target)
         if self._torch is not None:
             return self._torch.submodule(node.target, self._native.state_dict())
         if is_torch_loaded():
@@ -336,9 +406,7 @@ class MaseGraph:
         self._native.save_checkpoint(os.fspath(path))
 
     def __deepcopy__(self, memo):
-        other = MaseGraph(self)
-        other.model.training = self.model.training
-        return other
+        return MaseGraph(self)
 
     def __copy__(self):
         return self.__deepcopy__({})

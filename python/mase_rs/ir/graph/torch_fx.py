@@ -420,11 +420,23 @@ def _attribute(gm, target):
     return value
 
 
-def node_records(gm):
+def _input_nodes(node):
+    """The fx nodes a node reads, in argument order, repeats kept (`x + x` reads `x` twice)."""
+    import torch.fx
+
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
+    return found
+
+
+def node_records(gm, lower=None):
     """The fx nodes of `gm` as mase-rs node records, the `get_attr` targets that are
     parameters, and the number operands (`x * 2.0`) as constants: each becomes a `get_attr`
     node `<reader>_const` (not trained) before the node that reads it. Raises one `ValueError`
-    listing every node without a mase-rs op."""
+    listing every node without a mase-rs op.
+
+    `lower(node, gm)`, when given, may answer a node's `(op, quant)` itself (the nodes of
+    `mg.model` that were built from an op); it answers None for the others."""
     import torch
     import torch.nn as nn
 
@@ -441,8 +453,12 @@ def node_records(gm):
 
     for node in gm.graph.nodes:
         target = node.target if isinstance(node.target, str) else _qualified(node.target)
+        quant = None
         try:
-            if node.op == "placeholder":
+            known = lower(node, gm) if lower is not None else None
+            if known is not None:
+                (op, quant), ins = known, _input_nodes(node)
+            elif node.op == "placeholder":
                 op, ins = {"op": "input"}, []
             elif node.op == "output":
                 out = node.args[0]
@@ -497,7 +513,10 @@ def node_records(gm):
                 names.append(const)
             else:
                 names.append(name_of(i))
-        records.append({"name": node.name, "kind": node.op, "target": target, "inputs": names, "op": op})
+        record = {"name": node.name, "kind": node.op, "target": target, "inputs": names, "op": op}
+        if quant:
+            record["quant"] = quant
+        records.append(record)
     if failures:
         raise ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
     return records, trainable, constants
@@ -523,11 +542,14 @@ class TorchSource:
     (whose submodules are the user's), the state-dict entries mase-rs does not hold (in the
     module's key order), and how many batches each batch norm has seen (`num_batches_tracked`)."""
 
-    def __init__(self, gm, keys, extra, bn_batches):
+    def __init__(self, gm, keys, extra, bn_batches, detached=False):
         self.gm, self.keys, self.extra, self.bn_batches = gm, keys, extra, bn_batches
+        # A copy's view builds its own modules instead of sharing the user's.
+        self.detached = detached
 
     def copy(self):
-        return TorchSource(self.gm, list(self.keys), {k: v.clone() for k, v in self.extra.items()}, dict(self.bn_batches))
+        extra = {k: v.clone() for k, v in self.extra.items()}
+        return TorchSource(self.gm, list(self.keys), extra, dict(self.bn_batches), detached=True)
 
     def batches_run(self, n):
         """Records `n` batches run in train mode (batch norm counts them)."""

@@ -24,3 +24,25 @@ def get_node_actual_target(node):
     if node.op == "call_module":
         return node.graph._actual_target(node)
     return node.target
+
+
+def get_parent_name(target):
+    """The parent's path and the attribute name of a dotted module path, as MASE's
+    `get_parent_name`: `"seq_blocks.2"` gives `("seq_blocks", "2")`, `"fc"` gives `("", "fc")`.
+
+    >>> get_parent_name("seq_blocks.2"), get_parent_name("fc")
+    (('seq_blocks', '2'), ('', 'fc'))
+    """
+    if not isinstance(target, str):
+        raise TypeError(f"get_parent_name: expected a module path (str), got {type(target).__name__}")
+    *parent, name = target.rsplit(".", 1)
+    return (parent[0] if parent else ""), name
+
+
+def get_module_by_name(model, request):
+    """The submodule of `model` named `request` in `model.named_modules()`, or None, as MASE's
+    `get_module_by_name`."""
+    for name, layer in model.named_modules():
+        if name == request:
+            return layer
+    return None

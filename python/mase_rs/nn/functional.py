@@ -1,0 +1,86 @@
+"""PyTorch implementations of the graph's function ops: what a `call_function` or
+`call_method` node of `mg.model` calls for each mase-rs op, with the op's attributes as
+arguments. `call_module` ops (linear, conv, batch norm, ...) are `torch.nn` modules
+(`mase_rs.ir.graph.torch_fx.module_from_op`).
+
+`implementation(op)` answers `(kind, target, args, kwargs)`: the fx node kind, its target and
+the arguments after the node's inputs. `inputs` holds the fx nodes of the op's inputs.
+
+>>> import torch
+>>> kind, target, args, kwargs = implementation({"op": "softmax", "dim": 1}, ["x"])
+>>> kind, target.__name__, args, kwargs
+('call_function', 'softmax', ('x', 1), {})
+"""
+
+import operator
+
+import torch
+import torch.nn.functional as F
+
+
+def _window(op, key, dims):
+    v = op[key]
+    return tuple(v) if isinstance(v, list) else (v,) * dims
+
+
+def _shape(op, inputs):
+    """`view`'s target shape: constants, and `x.size(d)` nodes read as the op's extra inputs."""
+    return tuple(d["const"] if "const" in d else inputs[d["input"]] for d in op["shape"])
+
+
+def _pad(op):
+    # F.pad lists (begin, end) pairs from the last dimension backwards.
+    pairs = list(zip(op["begin"], op["end"]))[::-1]
+    return [p for pair in pairs for p in pair]
+
+
+def implementation(op, inputs):
+    """`(kind, target, args, kwargs)` of the fx node that runs `op` (an IR op as JSON) on the fx
+    nodes `inputs`. Raises `ValueError` for an op that only a module can run."""
+    name = op["op"]
+    x = inputs[0] if inputs else None
+    unary = {
+        "relu": torch.relu,
+        "relu6": F.relu6,
+        "sigmoid": torch.sigmoid,
+        "tanh": torch.tanh,
+        "selu": torch.selu,
+        "sqrt": torch.sqrt,
+    }
+    binary = {
+        "add": operator.add,
+        "sub": operator.sub,
+        "mul": operator.mul,
+        "div": operator.truediv,
+        "pow": operator.pow,
+        "mat_mul": torch.matmul,
+    }
+    if name in unary:
+        return "call_function", unary[name], (x,), {}
+    if name in binary:
+        return "call_function", binary[name], tuple(inputs[:2]), {}
+    table = {
+        "leaky_relu": lambda: (F.leaky_relu, (x, op["negative_slope"])),
+        "gelu": lambda: (F.gelu, (x,), {"approximate": "tanh" if op["tanh"] else "none"}),
+        "softmax": lambda: (torch.softmax, (x, op["dim"])),
+        "log_softmax": lambda: (torch.log_softmax, (x, op["dim"])),
+        "max_pool1d": lambda: (F.max_pool1d, (x, *(_window(op, k, 1) for k in ("kernel", "stride", "padding")))),
+        "max_pool2d": lambda: (F.max_pool2d, (x, *(_window(op, k, 2) for k in ("kernel", "stride", "padding")))),
+        "avg_pool1d": lambda: (F.avg_pool1d, (x, *(_window(op, k, 1) for k in ("kernel", "stride", "padding")))),
+        "avg_pool2d": lambda: (F.avg_pool2d, (x, *(_window(op, k, 2) for k in ("kernel", "stride", "padding")))),
+        "adaptive_avg_pool1d": lambda: (F.adaptive_avg_pool1d, (x, op["output_size"])),
+        "adaptive_avg_pool2d": lambda: (F.adaptive_avg_pool2d, (x, tuple(op["output_size"]))),
+        "flatten": lambda: (torch.flatten, (x, op["start_dim"], op["end_dim"])),
+        "reshape": lambda: (torch.reshape, (x, _shape(op, inputs))),
+        "transpose": lambda: (torch.transpose, (x, op["dim0"], op["dim1"])),
+        "permute": lambda: (torch.permute, (x, tuple(op["dims"]))),
+        "clip": lambda: (torch.clamp, (x, op["min"], op["max"])),
+        "concat": lambda: (torch.cat, (list(inputs), op["dim"])),
+        "pad": lambda: (F.pad, (x, _pad(op), "constant", op["value"])),
+    }
+    if name == "size":
+        return "call_method", "size", (x, op["dim"]), {}
+    if name not in table:
+        raise ValueError(f"mase-rs op `{name}` has no PyTorch function; it runs as a module")
+    target, args, *kwargs = table[name]()
+    return "call_function", target, tuple(args), (kwargs[0] if kwargs else {})
