@@ -21,6 +21,17 @@ const INIT_STREAM: u64 = 1;
 /// trainable parameter's gradient by name.
 type GradsOut<'py> = (Option<Bound<'py, PyArrayDyn<f32>>>, Vec<(String, Bound<'py, PyArrayDyn<f32>>)>);
 
+/// One node as the PyTorch view reads it (`NativeGraph::view_records`).
+#[derive(serde::Serialize)]
+struct ViewRecord<'a> {
+    name: &'a str,
+    kind: NodeKind,
+    target: &'a str,
+    inputs: Vec<usize>,
+    op: &'a mase_ir::Op,
+    quant: Option<&'a mase_ir::NodeQuant>,
+}
+
 /// A graph, its parameters and what passes share (the pass context), plus a cached executor.
 #[pyclass(module = "mase_rs._native")]
 pub struct NativeGraph {
@@ -192,6 +203,26 @@ impl NativeGraph {
         Ok(Value::Array(nodes).to_string())
     }
 
+    /// What the PyTorch view is built from, as JSON: per node its name, fx kind, target, the
+    /// indices of its inputs, its op and its formats (no metadata).
+    fn view_records(&self) -> PyResult<String> {
+        let rows: Vec<ViewRecord<'_>> = self
+            .graph
+            .nodes()
+            .iter()
+            .map(|n| ViewRecord {
+                name: &n.name,
+                kind: n.kind,
+                target: &n.target,
+                inputs: n.inputs.iter().map(|i| i.0).collect(),
+                op: &n.op,
+                quant: n.quant.as_ref(),
+            })
+            .collect();
+        // Serialized directly, so that f32 fields keep their shortest form (`1e-5`).
+        serde_json::to_string(&rows).map_err(|e| raise(ErrorClass::Value, &e.to_string()))
+    }
+
     /// One part (`common`, `software` or `hardware`) of a node's metadata, as JSON.
     fn node_meta_json(&self, node: &str, part: &str) -> PyResult<String> {
         let meta = &self.graph.node(self.node_id(node)?).meta;
@@ -233,6 +264,8 @@ impl NativeGraph {
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let shape = x.shape().to_vec();
         let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
+        let buffers: Vec<String> =
+            if train { self.ctx.params.iter().filter(|(_, e)| !e.trainable).map(|(n, _)| n.to_string()).collect() } else { Vec::new() };
         let (out, out_shape) = guarded("forward", || {
             py.allow_threads(|| {
                 crate::probe::rendezvous().map_err(|e| raise(ErrorClass::Value, &e))?;
@@ -241,9 +274,14 @@ impl NativeGraph {
                 let mode = if train { Mode::Train } else { Mode::Eval };
                 let out = exec.forward(xs, &shape, mode).map_err(|e| to_py(&e))?.to_vec();
                 let out_shape = exec.output_shape(shape[0]).map_err(|e| to_py(&e))?;
-                if train {
-                    // Batch norm's running statistics moved; the store is what state_dict reads.
-                    self.ctx.params = exec.params();
+                // Batch norm's running statistics moved (the buffers); the store is what
+                // state_dict reads. Trainable parameters only change in an optimizer step.
+                let moved: Vec<(String, Vec<f32>)> =
+                    buffers.iter().filter_map(|n| exec.param(n).map(|d| (n.clone(), d.to_vec()))).collect();
+                for (name, data) in moved {
+                    if let Some(t) = self.ctx.params.get_mut(&name) {
+                        t.data = data;
+                    }
                 }
                 Ok((out, out_shape))
             })
@@ -286,6 +324,17 @@ impl NativeGraph {
     /// entries of `state_dict` are buffers.
     fn trainable_names(&self) -> Vec<String> {
         self.ctx.params.iter().filter(|(_, e)| e.trainable).map(|(n, _)| n.to_string()).collect()
+    }
+
+    /// The parameters or buffers named in `names`, as float32 arrays (copies).
+    fn state_entries<'py>(&self, py: Python<'py>, names: Vec<String>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for name in names {
+            let t = self.ctx.params.get(&name).ok_or_else(|| raise(ErrorClass::Key, &format!("no parameter named `{name}`")))?;
+            let arr = ArrayD::from_shape_vec(IxDyn(&t.shape), t.data.clone()).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+            d.set_item(name, arr.into_pyarray(py))?;
+        }
+        Ok(d)
     }
 
     /// Sets some parameters or buffers (`name -> float32 array` of the same shape) in the

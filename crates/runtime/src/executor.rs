@@ -277,6 +277,11 @@ impl Executor {
         Ok(())
     }
 
+    /// The current values of one parameter or buffer.
+    pub fn param(&self, name: &str) -> Option<&[f32]> {
+        self.params.iter().find(|s| s.name == name).map(|s| s.data.as_slice())
+    }
+
     /// Shape of the input batch of the last forward.
     pub fn last_input_shape(&self) -> Option<&[usize]> {
         Some(self.plans.get(self.current?)?.x_shape.as_slice())

@@ -596,6 +596,26 @@ class TorchSource:
         return m
 
 
+# One module per op made on the meta device (no initial weights drawn); `module_from_op` copies
+# it, which is much cheaper than running a module's constructor.
+_PROTOTYPES = {}
+
+
+def _fresh(op, make):
+    """A new module for `op` whose tensors are still to be given (on the meta device)."""
+    import torch
+
+    key = json.dumps(op, sort_keys=True)
+    proto = _PROTOTYPES.get(key)
+    if proto is None:
+        with torch.device("meta"):
+            proto = _PROTOTYPES[key] = make()
+    m = proto.__class__.__new__(proto.__class__)
+    # Every container (parameters, buffers, hooks, ...) is the new module's own.
+    m.__dict__.update({k: (v.copy() if isinstance(v, dict) else v) for k, v in proto.__dict__.items()})
+    return m
+
+
 def module_from_op(op, weights):
     """A new `torch.nn` module for a mase-rs module op (`{"op": "linear", ...}`, as
     `node.module` holds it) with `weights` (its own state-dict entries, `weight`, `bias`, ...).
@@ -652,10 +672,20 @@ def module_from_op(op, weights):
     }
     if kind not in makers:
         raise ValueError(f"module_from_op: mase-rs op `{kind}` is not a torch.nn module")
-    m = makers[kind]()
-    with torch.no_grad():
-        for name, value in weights.items():
-            getattr(m, name).copy_(torch.from_numpy(np.asarray(value)))
+    m = _fresh(op, makers[kind])
+    for name, value in weights.items():
+        t = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+        if name in m._parameters:
+            m._parameters[name] = nn.Parameter(t, requires_grad=m._parameters[name].requires_grad)
+        elif name in m._buffers:
+            m._buffers[name] = t
+        else:
+            raise ValueError(f"module_from_op: {type(m).__name__} has no tensor `{name}`")
+    if getattr(m, "num_batches_tracked", None) is not None:
+        m._buffers["num_batches_tracked"] = torch.zeros((), dtype=torch.long)
+    missing = [n for n, t in [*m.named_parameters(), *m.named_buffers()] if t.is_meta]
+    if missing:
+        raise ValueError(f"module_from_op: no values for {type(m).__name__}'s {', '.join(missing)}")
     return m
 
 

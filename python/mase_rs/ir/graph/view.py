@@ -136,27 +136,28 @@ class Link:
     def build(self, reuse, training):
         """Builds the view; `reuse` maps targets to modules to keep when they lower to the
         graph's op (the user's own modules)."""
-        nodes, root = self._fx_graph(reuse)
-        module = MaseModule(root, nodes[0], class_name="GraphModule")
+        fx, root, reused = self._fx_graph(reuse)
+        module = MaseModule(root, fx, class_name="GraphModule")
         module.__dict__["_mase_link"] = self
         self.module = module
-        self._pull_weights()
+        if reused:
+            # The user's modules hold their own values; the graph's may have moved since.
+            self._pull_weights()
         module.train(training)
         self._track()
         return module
 
     def _graph_records(self):
-        g = json.loads(self.mg._raw.graph_json())
-        return g["nodes"]
+        return json.loads(self.mg._raw.view_records())
 
     def _fx_graph(self, reuse):
-        """The fx graph of the current Rust graph and the modules and tensors its nodes
-        target."""
+        """The fx graph of the current Rust graph, the modules and tensors its nodes target, and
+        whether a module of `reuse` was kept."""
         records = self._graph_records()
         state = self.mg._raw.state_dict()
         trainable = set(self.mg._raw.trainable_names())
         fx = torch.fx.Graph()
-        env, root = {}, {}
+        env, root, reused = {}, {}, False
         for i, n in enumerate(records):
             kind, name, target, op, quant = n["kind"], n["name"], n["target"], n["op"], n.get("quant")
             ins = [env[j] for j in n["inputs"]]
@@ -170,6 +171,7 @@ class Link:
                 node = fx.create_node("get_attr", target, name=name)
             elif kind == "call_module":
                 root[target] = self._module(target, op, quant, state, reuse)
+                reused = reused or root[target] is reuse.get(target)
                 node = fx.create_node("call_module", target, tuple(ins), name=name)
             elif op["op"] == "dropout":
                 # Dropout follows the module's train/eval mode, which only a module sees.
@@ -190,7 +192,7 @@ class Link:
                 raise ValueError(f"mg.model: torch.fx renames node `{name}` to `{node.name}`")
             node.meta["mase_op"], node.meta["mase_quant"] = op, quant
             env[i] = node
-        return (fx,), root
+        return fx, root, reused
 
     def _module(self, target, op, quant, state, reuse):
         """The module of a `call_module` node: the one in `reuse` when it lowers to the same op
@@ -206,9 +208,26 @@ class Link:
 
     # Tracking where the graph's tensors live in the view.
 
-    def _structure(self):
-        m = self.module
-        return (id(m._code), tuple(map(id, m.modules())))
+    def _edges(self):
+        """Every (parent's child table, name, child) of the module tree."""
+        edges, todo = [], [self.module]
+        while todo:
+            parent = todo.pop()
+            for name, child in parent._modules.items():
+                edges.append((parent._modules, name, child))
+                if child is not None:
+                    todo.append(child)
+        return edges
+
+    def _same_structure(self):
+        """Whether the module tree and the fx code are those last lowered: a flat pass over the
+        tree's edges, cheap enough for every forward."""
+        if self.module._code is not self.code:
+            return False
+        for table, name, child in self.edges:
+            if table.get(name) is not child:
+                return False
+        return True
 
     def _track(self):
         raw = self.mg._raw
@@ -225,7 +244,8 @@ class Link:
             self.shapes[name] = tuple(t.shape)
         self.buffers = [n for n in self.names if n not in set(self.trainable)]
         self.batch_norms = [m for m in self.module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-        self.key = self._structure()
+        self.edges = self._edges()
+        self.code = self.module._code
         self.signature = self._signature()
 
     def tensor(self, name):
@@ -233,7 +253,7 @@ class Link:
         return (owner._parameters if is_param else owner._buffers).get(attr)
 
     def _signature(self):
-        return json.dumps([[n["name"], n["kind"], n["target"], n["inputs"], n["op"], n.get("quant")] for n in self._graph_records()])
+        return self.mg._raw.view_records()
 
     # View to graph.
 
@@ -242,7 +262,7 @@ class Link:
         tensors are copied."""
         if self.module is None:
             return
-        if self._structure() != self.key:
+        if not self._same_structure():
             self.relower()
             return
         updates = {}
@@ -281,7 +301,7 @@ class Link:
         module = self.module
         training = module.training
         reuse = dict(module.named_modules())
-        (fx,), root = self._fx_graph(reuse)
+        fx, root, _ = self._fx_graph(reuse)
         for target, value in root.items():
             owner_path, _, attr = target.rpartition(".")
             if isinstance(value, nn.Module):
@@ -326,7 +346,7 @@ class Link:
         """After a train-mode forward on the executor: batch norm's running statistics and its
         batch count."""
         if self.buffers:
-            state = self.mg._raw.state_dict()
+            state = self.mg._raw.state_entries(self.buffers)
             with torch.no_grad():
                 for name in self.buffers:
                     t = self.tensor(name)
