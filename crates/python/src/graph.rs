@@ -320,6 +320,13 @@ impl NativeGraph {
         Ok((input, grads))
     }
 
+    /// The shape of one input sample (without the batch), when the graph knows it (a zoo model,
+    /// a file that records it, a traced module given `dataset_info` or `dummy_in`).
+    #[getter]
+    fn sample_shape(&self) -> Option<Vec<usize>> {
+        self.ctx.sample_shape(&self.graph)
+    }
+
     /// Names of the parameters that train (`nn.Parameter`s in the PyTorch view); the other
     /// entries of `state_dict` are buffers.
     fn trainable_names(&self) -> Vec<String> {

@@ -14,6 +14,8 @@ the arguments after the node's inputs. `inputs` holds the fx nodes of the op's i
 
 import operator
 
+import numpy as np
+
 import torch
 import torch.nn.functional as F
 
@@ -26,6 +28,19 @@ def _window(op, key, dims):
 def _shape(op, inputs):
     """`view`'s target shape: constants, and `x.size(d)` nodes read as the op's extra inputs."""
     return tuple(d["const"] if "const" in d else inputs[d["input"]] for d in op["shape"])
+
+
+def _f32(v):
+    """A float attribute as the float32 mase-rs holds (its extremes, such as an open clamp side
+    or a max-pool's padding value, read as float64 fall just outside float32's range)."""
+    return float(np.float32(v))
+
+
+def _open(v):
+    """A clamp bound: mase-rs writes an open side as float32's extreme (which lets infinities
+    through), PyTorch as None."""
+    v = _f32(v)
+    return None if abs(v) == float(np.finfo(np.float32).max) else v
 
 
 def _pad(op):
@@ -74,9 +89,9 @@ def implementation(op, inputs):
         "reshape": lambda: (torch.reshape, (x, _shape(op, inputs))),
         "transpose": lambda: (torch.transpose, (x, op["dim0"], op["dim1"])),
         "permute": lambda: (torch.permute, (x, tuple(op["dims"]))),
-        "clip": lambda: (torch.clamp, (x, op["min"], op["max"])),
+        "clip": lambda: (torch.clamp, (x, _open(op["min"]), _open(op["max"]))),
         "concat": lambda: (torch.cat, (list(inputs), op["dim"])),
-        "pad": lambda: (F.pad, (x, _pad(op), "constant", op["value"])),
+        "pad": lambda: (F.pad, (x, _pad(op), "constant", _f32(op["value"]))),
     }
     if name == "size":
         return "call_method", "size", (x, op["dim"]), {}

@@ -449,7 +449,7 @@ def node_records(gm, lower=None):
         )
 
     def name_of(v):
-        return alias.get(v.name, v.name)
+        return alias.get(v.name, v.meta.get("mase_name", v.name))
 
     for node in gm.graph.nodes:
         target = node.target if isinstance(node.target, str) else _qualified(node.target)
@@ -513,7 +513,7 @@ def node_records(gm, lower=None):
                 names.append(const)
             else:
                 names.append(name_of(i))
-        record = {"name": node.name, "kind": node.op, "target": target, "inputs": names, "op": op}
+        record = {"name": node.meta.get("mase_name", node.name), "kind": node.op, "target": target, "inputs": names, "op": op}
         if quant:
             record["quant"] = quant
         records.append(record)

@@ -20,6 +20,7 @@ run on mase-rs's executor as one autograd node (`_RustFunction`); on any other d
 """
 
 import json
+import keyword
 
 import numpy as np
 import torch
@@ -162,7 +163,9 @@ class Link:
             kind, name, target, op, quant = n["kind"], n["name"], n["target"], n["op"], n.get("quant")
             ins = [env[j] for j in n["inputs"]]
             if kind == "placeholder":
-                node = fx.create_node("placeholder", target, name=name)
+                # The forward's argument: ONNX inputs may be named `0` or `input.1`.
+                arg = target if target.isidentifier() and not keyword.iskeyword(target) else f"input_{i}"
+                node = fx.create_node("placeholder", arg, name=name)
             elif kind == "output":
                 node = fx.output(ins[0])
             elif kind == "get_attr":
@@ -188,8 +191,8 @@ class Link:
                     args = tuple(ins)
                 node = fx.create_node(fx_kind, fn, args, kwargs, name=name)
                 node.meta["mase_target"] = fn
-            if node.name != name and kind != "output":
-                raise ValueError(f"mg.model: torch.fx renames node `{name}` to `{node.name}`")
+            # fx may rename a node whose name is no Python identifier; it keeps the graph's.
+            node.meta["mase_name"] = name
             node.meta["mase_op"], node.meta["mase_quant"] = op, quant
             env[i] = node
         return fx, root, reused
