@@ -1,0 +1,202 @@
+"""The device checks of `mg.model` on a CUDA GPU, in one command (goal: under 8 minutes).
+
+usage: python bench/gpu_checks.py [--device cuda] [--images N] [--batch N] [--multipliers 1,2,4]
+                                 [--out FILE]
+
+Run it where torch sees a CUDA device, with mase_rs installed from a wheel built beforehand
+(the machine may have no network). It
+
+1. checks every zoo model and every shipped ONNX file on the device against mase-rs's executor
+   on the CPU: eval outputs, and a train step's outputs and gradients (to 1e-4 relative);
+2. times one epoch of VGG7 on CIFAR-10-shaped data (`--images`, default 50,000 random images,
+   batch 128) with a plain PyTorch loop (Adam, cross-entropy) over `mg.model.to(device)`, beside
+   the same module in plain PyTorch on the same device, and prints the ratio (goal >= 0.9x,
+   since the computation is PyTorch's);
+3. runs lab 4's VGG7 channel-multiplier brute force (multipliers 1, 2, 4 on every conv, one
+   epoch each on the device) and prints each one's parameters and time;
+4. writes every figure as one JSON object to `--out` (default `gpu_checks.json`).
+
+`--device cpu` runs the same steps on the CPU with the PyTorch backend (`set_backend("torch")`):
+that is how `python/tests/test_gpu_checks.py` keeps this script working without a GPU, with a few
+images.
+"""
+
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import mase_rs
+from mase_rs import DatasetInfo, MaseGraph, get_model
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from pytorch_ref import zoo_module  # noqa: E402
+
+# Shapes of the data sets, so that no data files are needed.
+CIFAR = DatasetInfo(name="cifar10", num_classes=10, sample_shape=(3, 32, 32))
+JSC = DatasetInfo(name="jsc", num_classes=5, sample_shape=(16,))
+MNIST = DatasetInfo(name="mnist", num_classes=10, sample_shape=(1, 28, 28))
+SMALL = [
+    ("jsc-tiny", JSC),
+    ("jsc-toy", JSC),
+    ("jsc-s", JSC),
+    ("jsc-three-layer", JSC),
+    ("mlp", MNIST),
+    ("tfc", MNIST),
+    ("mnist-cnn", MNIST),
+    ("vgg7", CIFAR),
+]
+
+
+def arg(name, default):
+    a = sys.argv
+    return type(default)(a[a.index(name) + 1]) if name in a else default
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def worst(a, b):
+    """Largest difference relative to the largest value of `b`."""
+    scale = max(1.0, float(b.abs().max()))
+    return float((a - b).abs().max()) / scale
+
+
+def check_graph(mg, x, y, device):
+    """Eval output, train output and gradients of `mg.model` on `device` against the executor on
+    the CPU; returns the worst relative difference."""
+    backend = mase_rs.get_backend()
+    cpu = copy.deepcopy(mg)
+    cpu.model.eval()
+    mg.model.eval()
+    dev = mg.model.to(device)
+
+    def on_executor(f):
+        mase_rs.set_backend("rust")
+        try:
+            return f()
+        finally:
+            mase_rs.set_backend(backend)
+
+    with torch.no_grad():
+        errs = [worst(dev(x.to(device)).cpu(), on_executor(lambda: cpu.model(x)))]
+    if y is None:
+        return max(errs)
+
+    def step(model, where):
+        model.train()
+        model.zero_grad()
+        out = model(x.to(where))
+        F.cross_entropy(out, y.to(where)).backward()
+        return out.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
+
+    out_c, g_c = on_executor(lambda: step(cpu.model, "cpu"))
+    out_d, g_d = step(dev, device)
+    errs.append(worst(out_d, out_c))
+    errs += [worst(g_d[n], g_c[n]) for n in g_c]
+    return max(errs)
+
+
+def correctness(device):
+    rows = {}
+    for name, info in SMALL:
+        mg = MaseGraph(model=get_model(name, "cls", info))
+        x = torch.randn(8, *info.sample_shape, generator=torch.Generator().manual_seed(0))
+        y = torch.arange(8) % info.num_classes
+        rows[name] = check_graph(mg, x, y, device)
+    for path in sorted((REPO / "crates/interop/tests/fixtures").glob("*/*.onnx")):
+        mg = MaseGraph(model=str(path))
+        shape = mg._raw.sample_shape
+        x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
+        rows[str(path.relative_to(REPO))] = check_graph(mg, x, None, device)
+    return rows
+
+
+def epoch(model, xs, ys, batch, device):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    sync(device)
+    t0 = time.perf_counter()
+    for i in range(0, len(xs), batch):
+        x, y = xs[i : i + batch], ys[i : i + batch]
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def vgg7_epoch(device, images, batch):
+    g = torch.Generator().manual_seed(0)
+    xs = torch.randn(images, 3, 32, 32, generator=g).to(device)
+    ys = torch.randint(0, 10, (images,), generator=g).to(device)
+    mg = MaseGraph(model=get_model("vgg7", "cls", CIFAR))
+    plain = zoo_module("vgg7", (3, 32, 32), 10)
+    plain.load_state_dict({k: torch.as_tensor(v) for k, v in mg.state_dict().items()}, strict=False)
+    plain.to(device)
+    ours = mg.model.to(device)
+    # One warm-up batch each (cuDNN picks its algorithms), then the timed epochs.
+    epoch(ours, xs[:batch], ys[:batch], batch, device)
+    epoch(plain, xs[:batch], ys[:batch], batch, device)
+    t_ours = epoch(ours, xs, ys, batch, device)
+    t_plain = epoch(plain, xs, ys, batch, device)
+    return {"images": images, "batch": batch, "mg_model_s": t_ours, "plain_pytorch_s": t_plain, "ratio": t_plain / t_ours}
+
+
+def lab4_search(device, images, batch, multipliers):
+    g = torch.Generator().manual_seed(1)
+    xs = torch.randn(images, 3, 32, 32, generator=g).to(device)
+    ys = torch.randint(0, 10, (images,), generator=g).to(device)
+    out = {}
+    for m in multipliers:
+        mg = MaseGraph(model=get_model("vgg7", "cls", CIFAR))
+        if m != 1:
+            args = {"by": "type", "conv2d": {"config": {"name": "output_only", "channel_multiplier": m}}}
+            mg, _ = mase_rs.channel_multiplier_transform_pass(mg, args)
+        model = mg.model.to(device)
+        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        t = epoch(model, xs, ys, batch, device)
+        model.eval()
+        with torch.no_grad():
+            acc = float((model(xs[:batch]).argmax(1) == ys[:batch]).float().mean())
+        out[str(m)] = {"params": params, "epoch_s": t, "accuracy_first_batch": acc}
+    return out
+
+
+def main():
+    device = arg("--device", "cuda")
+    images, batch = arg("--images", 50000), arg("--batch", 128)
+    if device == "cpu":
+        mase_rs.set_backend("torch")
+    elif not torch.cuda.is_available():
+        sys.exit(f"gpu_checks: torch {torch.__version__} sees no CUDA device; run with --device cpu to check the script")
+    t0 = time.perf_counter()
+    report = {"device": device, "torch": torch.__version__}
+    if device.startswith("cuda"):
+        report["gpu"] = torch.cuda.get_device_name()
+    report["worst_relative_difference"] = rows = correctness(device)
+    bad = {k: v for k, v in rows.items() if not v <= 1e-4}
+    print(f"correctness: {len(rows)} graphs, worst {max(rows.values()):.2e}" + (f", FAILED: {bad}" if bad else ""))
+    report["vgg7_epoch"] = e = vgg7_epoch(device, images, batch)
+    print(f"vgg7 epoch ({images} images, batch {batch}): mg.model {e['mg_model_s']:.2f} s, plain PyTorch {e['plain_pytorch_s']:.2f} s, ratio {e['ratio']:.2f}x")
+    multipliers = [int(m) for m in arg("--multipliers", "1,2,4").split(",")]
+    report["lab4_vgg7_channel_multiplier"] = s = lab4_search(device, images, batch, multipliers)
+    for m, r in s.items():
+        print(f"lab 4 multiplier {m}: {r['params']:,} parameters, epoch {r['epoch_s']:.2f} s")
+    report["seconds"] = time.perf_counter() - t0
+    Path(arg("--out", "gpu_checks.json")).write_text(json.dumps(report, indent=1))
+    print(f"done in {report['seconds']:.0f} s")
+    if bad:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
