@@ -8,7 +8,7 @@ use mase_passes::{InputSource, PassContext};
 use mase_runtime::{ExecOptions, Executor, Mode};
 use mase_zoo::ModelContext;
 use numpy::ndarray::{ArrayD, IxDyn};
-use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::{json, Value};
@@ -253,20 +253,23 @@ impl NativeGraph {
 
     /// Runs the model on a float32 batch `[N, ...sample]` (train mode: batch statistics, which
     /// batch norm also records, and dropout). The GIL is released while Rust computes.
-    /// With `input_grad`, the next `backward` also gives the gradient of the input.
-    #[pyo3(signature = (x, train=false, input_grad=false))]
+    /// With `input_grad`, the next `backward` also gives the gradient of the input. A train-mode
+    /// forward also writes the buffers (batch norm's running statistics) into `buffers`
+    /// (`name -> float32 array` to overwrite, such as the PyTorch view's buffers).
+    #[pyo3(signature = (x, train=false, input_grad=false, buffers=None))]
     fn forward<'py>(
         &mut self,
         py: Python<'py>,
         x: PyReadonlyArrayDyn<'py, f32>,
         train: bool,
         input_grad: bool,
+        buffers: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let shape = x.shape().to_vec();
         let xs = x.as_slice().map_err(|_| raise(ErrorClass::Value, "the input array must be C-contiguous"))?;
-        let buffers: Vec<String> =
+        let moving: Vec<String> =
             if train { self.ctx.params.iter().filter(|(_, e)| !e.trainable).map(|(n, _)| n.to_string()).collect() } else { Vec::new() };
-        let (out, out_shape) = guarded("forward", || {
+        let (out, out_shape, moved) = guarded("forward", || {
             py.allow_threads(|| {
                 crate::probe::rendezvous().map_err(|e| raise(ErrorClass::Value, &e))?;
                 let exec = self.executor()?;
@@ -276,16 +279,30 @@ impl NativeGraph {
                 let out_shape = exec.output_shape(shape[0]).map_err(|e| to_py(&e))?;
                 // Batch norm's running statistics moved (the buffers); the store is what
                 // state_dict reads. Trainable parameters only change in an optimizer step.
-                let moved: Vec<(String, Vec<f32>)> =
-                    buffers.iter().filter_map(|n| exec.param(n).map(|d| (n.clone(), d.to_vec()))).collect();
-                for (name, data) in moved {
-                    if let Some(t) = self.ctx.params.get_mut(&name) {
-                        t.data = data;
+                let moved: Vec<(String, Vec<f32>)> = moving.iter().filter_map(|n| exec.param(n).map(|d| (n.clone(), d.to_vec()))).collect();
+                for (name, data) in &moved {
+                    if let Some(t) = self.ctx.params.get_mut(name) {
+                        t.data.copy_from_slice(data);
                     }
                 }
-                Ok((out, out_shape))
+                Ok((out, out_shape, moved))
             })
         })?;
+        if let Some(targets) = buffers {
+            for (name, data) in moved {
+                let Some(target) = targets.get_item(&name)? else { continue };
+                let mut arr: PyReadwriteArrayDyn<'_, f32> = target
+                    .extract()
+                    .map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: expected a writable float32 numpy array")))?;
+                let slice = arr
+                    .as_slice_mut()
+                    .map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: the array must be C-contiguous")))?;
+                if slice.len() != data.len() {
+                    return Err(raise(ErrorClass::Value, &format!("buffer `{name}`: {} values expected, got {}", data.len(), slice.len())));
+                }
+                slice.copy_from_slice(&data);
+            }
+        }
         let arr = ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
         Ok(arr.into_pyarray(py))
     }

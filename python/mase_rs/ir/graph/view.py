@@ -76,7 +76,8 @@ class _RustFunction(torch.autograd.Function):
     def forward(ctx, link, train, x, *params):
         raw = link.mg._raw
         want_x = bool(train and ctx.needs_input_grad[2])
-        out = raw.forward(x.detach().contiguous().numpy(), train=train, input_grad=want_x)
+        buffers = link.buffer_arrays() if train else None
+        out = raw.forward(x.detach().contiguous().numpy(), train=train, input_grad=want_x, buffers=buffers)
         link.tape += 1
         ctx.link, ctx.tape, ctx.train, ctx.names = link, link.tape, train, link.trainable
         return torch.from_numpy(out)
@@ -246,6 +247,7 @@ class Link:
             self.seen[name] = _stamp(t)
             self.shapes[name] = tuple(t.shape)
         self.buffers = [n for n in self.names if n not in set(self.trainable)]
+        self._arrays = None
         self.batch_norms = [m for m in self.module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         self.edges = self._edges()
         self.code = self.module._code
@@ -357,6 +359,17 @@ class Link:
                     self.seen[name] = _stamp(t)
         self.count_batches(1)
 
+    def buffer_arrays(self):
+        """The view's buffers as numpy arrays sharing their memory, for the executor's train-mode
+        forward to write batch norm's running statistics into (made again when a buffer
+        changed identity)."""
+        arrays = self._arrays
+        tensors = [self.tensor(n) for n in self.buffers]
+        if arrays is None or any(a[0] is not t for a, t in zip(arrays, tensors)):
+            arrays = [(t, t.detach().numpy()) for t in tensors]
+            self._arrays = arrays
+        return {n: a for n, (_, a) in zip(self.buffers, arrays)}
+
     def count_batches(self, n):
         with torch.no_grad():
             for m in self.batch_norms:
@@ -378,7 +391,8 @@ class Link:
         params = [self.tensor(n) for n in self.trainable]
         out = _RustFunction.apply(self, module.training, x, *params)
         if module.training:
-            self.pull_buffers()
+            # The forward wrote the running statistics into the buffers.
+            self.count_batches(1)
             if self.mg._torch is not None:
                 self.mg._torch.batches_run(1)
         return out
