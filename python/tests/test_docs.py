@@ -13,11 +13,13 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(mase_rs.__path__, "mase_r
 
 # Modules whose examples need torch (they skip without it).
 NEEDS_TORCH = {"mase_rs.ir.graph.torch_fx"}
+# Packages whose every module needs torch.
+NEEDS_TORCH_PACKAGES = ("mase_rs.nn.quantizers",)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name, data_dir):
-    if name in NEEDS_TORCH:
+    if name in NEEDS_TORCH or name.startswith(NEEDS_TORCH_PACKAGES):
         pytest.importorskip("torch", reason="torch is not installed: its examples are skipped")
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

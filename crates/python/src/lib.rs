@@ -8,6 +8,7 @@ mod fit;
 mod graph;
 mod plugins;
 mod probe;
+mod quantize;
 mod study;
 mod traced;
 
@@ -68,5 +69,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data::model_info, m)?)?;
     m.add_function(wrap_pyfunction!(data::dataset_names, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quant_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quant_draws_random, m)?)?;
     Ok(())
 }
