@@ -1,13 +1,15 @@
 """Exact arithmetic shared by the formats, as torch operations on float32 tensors: the helpers of
-the quant crate's `round.rs`. Base-2 logarithms and powers of two are computed from the bits of
-the values (integer work), never with `torch.log2` or `torch.pow`, so that they are exact on every
-device; rounding and clamping keep NaN and the sign of zero as the Rust kernels do."""
+the quant crate's `round.rs`. Base-2 logarithms come from `torch.frexp` (exact for every float32,
+subnormals included) and powers of two are built from their bits, never with `torch.log2` or
+`torch.pow`, so that they are exact on every device; rounding and clamping keep NaN and the sign
+of zero as the Rust kernels do."""
 
 import torch
 
 # Sentinel exponents of 0 and infinity; clamping turns them into a format's minimum and maximum.
-LOG2_ZERO = -(2**40)
-LOG2_INF = 2**40
+# Exponents are int32 tensors: the sentinels leave room for the formats' arithmetic on them.
+LOG2_ZERO = -(2**20)
+LOG2_INF = 2**20
 
 
 def f32(v):
@@ -16,35 +18,27 @@ def f32(v):
 
 
 MIN_POSITIVE = f32(2.0**-126)
+# The largest significand in [0.5, 1) whose square is at most 1/2: 0xB504F3 / 2^24, exact in
+# float32. `round(log2)` rounds up above it (sqrt(2) is irrational, so there are no ties).
+SQRT_HALF_FLOOR = 0xB504F3 / 2.0**24
 
 
 def exp2i(e):
     """`2^e` as float32 for an integer tensor `e`: inf above 2^127, subnormal powers down to
-    2^-149, 0 below (the Rust `exp2i`)."""
-    e = e.to(torch.int64)
-    normal = ((e.clamp(-126, 127) + 127) << 23).to(torch.int32)
-    sub = (torch.ones_like(e) << (e.clamp(-149, -127) + 149)).to(torch.int32)
+    2^-149, 0 below (the Rust `exp2i`), built from the bits."""
+    e = e.to(torch.int32)
+    normal = (e.clamp(-126, 127) + 127) << 23
+    sub = torch.ones_like(e) << (e.clamp(-149, -127) + 149)
     bits = torch.where(e >= -126, normal, sub)
     bits = torch.where(e > 127, torch.full_like(bits, 0x7F800000), bits)
     bits = torch.where(e < -149, torch.zeros_like(bits), bits)
     return bits.view(torch.float32)
 
 
-def _parts(a):
-    """For a non-negative float32 tensor: `floor(log2(a))` of its finite non-zero values (int64),
-    its 24-bit significand scaled so that its top bit is bit 23, and whether it is a power of two."""
-    bits = a.contiguous().view(torch.int32).to(torch.int64)
-    exp = (bits >> 23) & 0xFF
-    man = bits & 0x7FFFFF
-    # A subnormal's significand is below 2^23, so float32 holds it exactly and its exponent field
-    # gives the position of its top bit.
-    top = ((man.to(torch.float32).view(torch.int32).to(torch.int64) >> 23) & 0xFF) - 127
-    is_normal = exp != 0
-    floor = torch.where(is_normal, exp - 127, top - 149)
-    top = top.clamp(0, 23)
-    norm = torch.where(is_normal, man | 0x800000, man << (23 - top))
-    exact = torch.where(is_normal, man == 0, (man & (man - 1)) == 0)
-    return floor, norm, exact
+def _frexp(a):
+    """`a = m * 2^e` with `m` in [0.5, 1): exact for every finite float32, subnormals included."""
+    m, e = torch.frexp(a)
+    return m, e.to(torch.int32)
 
 
 def _special(a, value):
@@ -53,23 +47,23 @@ def _special(a, value):
 
 
 def floor_log2(a):
-    """`floor(log2(a))` of a non-negative, non-NaN float32 tensor, as int64."""
-    floor, _, _ = _parts(a)
-    return _special(a, floor)
+    """`floor(log2(a))` of a non-negative, non-NaN float32 tensor, as int32."""
+    _, e = _frexp(a)
+    return _special(a, e - 1)
 
 
 def ceil_log2(a):
-    """`ceil(log2(a))` of a non-negative, non-NaN float32 tensor, as int64."""
-    floor, _, exact = _parts(a)
-    return _special(a, floor + (~exact).to(torch.int64))
+    """`ceil(log2(a))` of a non-negative, non-NaN float32 tensor, as int32: one more than the
+    floor unless `a` is a power of two."""
+    m, e = _frexp(a)
+    return _special(a, e - (m == 0.5).to(torch.int32))
 
 
 def round_log2(a):
-    """`round(log2(a))` of a non-negative, non-NaN float32 tensor, as int64: it rounds up when the
-    significand in [1, 2) exceeds sqrt(2), i.e. when its square exceeds 2 (exact in int64)."""
-    floor, norm, _ = _parts(a)
-    up = (norm * norm) > (1 << 47)
-    return _special(a, floor + up.to(torch.int64))
+    """`round(log2(a))` of a non-negative, non-NaN float32 tensor, as int32: the floor, plus one
+    when the significand exceeds sqrt(2)."""
+    m, e = _frexp(a)
+    return _special(a, e - 1 + (m > SQRT_HALF_FLOOR).to(torch.int32))
 
 
 def clamp_nan(v, lo, hi):
@@ -96,7 +90,7 @@ def zero_passthrough(v, q):
 
 def exponent_range(exponent_width, bias):
     """`(-B, 2^E - 1 - B)` with MASE's default bias `2^(E-1) - 1` when `bias` is None; `bias` may
-    be an int64 tensor (a per-block bias)."""
+    be an int32 tensor (a per-block bias)."""
     b = (1 << (exponent_width - 1)) - 1 if bias is None else bias
     return -b, (1 << exponent_width) - 1 - b
 

@@ -27,7 +27,7 @@ def quantize(x, fmt, *, generator=None):
     f = validate(fmt)
     lo, hi = (-(2 ** (f.width - 1)), 2 ** (f.width - 1) - 1) if f.signed else (0, 2**f.width - 1)
     lo, hi = f32(lo), f32(hi)
-    frac = torch.tensor(f.frac_width, dtype=torch.int64)
+    frac = torch.tensor(f.frac_width, dtype=torch.int32)
     s, inv = exp2i(frac).item(), exp2i(-frac).item()
     # Multiplying by the exact inverse of a power of two is the same as dividing by it.
     return clamp_nan(torch.round(x * s), lo, hi) * inv

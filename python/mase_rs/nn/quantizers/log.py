@@ -34,7 +34,7 @@ def log_one(x, t, e_min, e_max):
 
 
 def _t(v, x):
-    return v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.int64, device=x.device)
+    return v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.int32, device=x.device)
 
 
 def quantize(x, fmt, *, generator=None):

@@ -53,7 +53,7 @@ def denorm(x, fmt, *, generator=None):
 
 def ieee_one(x, e_min, e_max, shift):
     """One value with mantissa steps `shift = 2^M` and exponent range `[e_min, e_max]` (ints or
-    int64 tensors broadcasting with `x`); shared with block minifloat."""
+    int32 tensors broadcasting with `x`); shared with block minifloat."""
     s = sign(x + f32(1e-9))
     a = x.abs()
     e = torch.maximum(torch.minimum(floor_log2(no_nan(a) + f32(1e-9)), _t(e_max, x)), _t(e_min, x))
@@ -67,7 +67,7 @@ def ieee_one(x, e_min, e_max, shift):
 
 
 def _t(v, x):
-    return v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.int64, device=x.device)
+    return v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.int32, device=x.device)
 
 
 def ieee(x, fmt, *, generator=None):
