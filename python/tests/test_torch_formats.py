@@ -204,8 +204,9 @@ def per_channel_formats(shape):
     ]
 
 
-# The shapes of the Rust property tests, and an empty tensor.
-SHAPES = [(), (64,), (7, 13), (3, 5, 6), (2, 3, 4, 5), (1, 37), (5, 1), (0, 3)]
+# The shapes of the Rust property tests, two large ones (thousands of hard values each) and an
+# empty tensor.
+SHAPES = [(), (64,), (7, 13), (3, 5, 6), (2, 3, 4, 5), (1, 37), (5, 1), (4096,), (32, 128), (0, 3)]
 
 
 def fmt_id(fmt):
