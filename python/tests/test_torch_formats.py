@@ -284,6 +284,22 @@ def test_no_grad_and_inputs_that_need_no_gradient_give_the_same_values():
     assert_same_bits(x, got, want, "no_grad")
 
 
+def test_the_bits_do_not_depend_on_the_thread_count():
+    # Row sums run in index order within a row whatever the threads; block maxima are exact.
+    x = torch.from_numpy(next(inputs((8, 4096), seed=11)))
+    fmts = [f for f in FORMATS_ANY_SHAPE if f["name"] in ("ternary", "binary", "block_fp", "block_log")]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = [quantize(x, f) for f in fmts]
+        torch.set_num_threads(4)
+        four = [quantize(x, f) for f in fmts]
+    finally:
+        torch.set_num_threads(threads)
+    for f, a, b in zip(fmts, one, four):
+        assert_same_bits(x, a, b, fmt_id(f))
+
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
