@@ -64,7 +64,8 @@ def _lookup(fmt):
 
 def quantize(x, fmt, *, generator=None):
     """`x` (a float32 tensor) quantized with `fmt`, with the straight-through estimator as its
-    gradient. Bad formats raise one-line `ValueError`s naming the field."""
+    gradient. `generator` (a `torch.Generator` on `x`'s device) is drawn from by stochastic
+    binary only. Bad formats raise one-line `ValueError`s naming the field."""
     if not torch.is_tensor(x):
         raise TypeError(f"quantize: expected a torch.Tensor, got {type(x).__name__}")
     if x.dtype != torch.float32:
