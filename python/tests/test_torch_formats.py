@@ -431,3 +431,12 @@ def test_one_sgd_step_in_rust_moves_the_weights_as_the_torch_estimator_does():
     assert w.grad[0, :2].abs().min() > 1e-3
     torch.testing.assert_close(mg.state_dict()["0.weight"], w.detach() - 0.5 * w.grad, atol=1e-6, rtol=0)
     torch.testing.assert_close(mg.state_dict()["0.bias"], b.detach() - 0.5 * b.grad, atol=1e-6, rtol=0)
+
+
+def test_quantize_native_reads_views_in_row_major_order():
+    # A transposed view is quantized as the tensor it shows (block_fp's blocks run along rows).
+    x = next(inputs((7, 13), seed=2))
+    fmt = block("block_fp", [4], True, width=5, exponent_width=8, exponent_bias=None)
+    got = quantize_native(x.T, fmt)
+    assert np.array_equal(got, quantize_native(np.ascontiguousarray(x.T), fmt), equal_nan=True)
+    assert_same_bits(torch.from_numpy(x.T.copy()), torch.from_numpy(got), quantize(torch.from_numpy(x).T, fmt), fmt_id(fmt))

@@ -17,11 +17,9 @@ pub fn quantize<'py>(py: Python<'py>, fmt_json: &str, x: PyReadonlyArrayDyn<'py,
     let fmt: QuantFormat =
         serde_json::from_str(fmt_json).map_err(|e| raise(ErrorClass::Value, &format!("quantize: the format {fmt_json}: {e}")))?;
     let shape = x.shape().to_vec();
-    // A non-contiguous view is read in row-major order, the order the kernels expect.
-    let values: Vec<f32> = match x.as_slice() {
-        Ok(s) => s.to_vec(),
-        Err(_) => x.as_array().iter().copied().collect(),
-    };
+    // Read in row-major order, the order the kernels expect, whatever the array's layout
+    // (`as_slice` would hand over a Fortran-ordered array's memory as it lies).
+    let values: Vec<f32> = x.as_array().iter().copied().collect();
     let out = guarded("quantize", || {
         py.allow_threads(|| {
             let mut out = vec![0.0f32; values.len()];
