@@ -19,11 +19,13 @@ NEEDS_TORCH = {
     "mase_rs.nn.quantized.functional",
     "mase_rs.nn.quantized.modules",
 }
+# Packages whose every module needs torch.
+NEEDS_TORCH_PACKAGES = ("mase_rs.nn.quantizers",)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name, data_dir):
-    if name in NEEDS_TORCH:
+    if name in NEEDS_TORCH or name.startswith(NEEDS_TORCH_PACKAGES):
         pytest.importorskip("torch", reason="torch is not installed: its examples are skipped")
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

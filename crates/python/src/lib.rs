@@ -9,6 +9,7 @@ mod graph;
 mod plugins;
 mod probe;
 mod quant_config;
+mod quantize;
 mod study;
 mod traced;
 
@@ -70,5 +71,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data::dataset_names, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(quant_config::quant_from_config, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quant_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quant_draws_random, m)?)?;
     Ok(())
 }
