@@ -25,6 +25,11 @@ fi
 if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check torch
 fi
+# Lightning, for the test that trains `mg.model` with `Trainer.fit` (pure Python; it takes the
+# venv's torch).
+if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import lightning" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check lightning
+fi
 "$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.

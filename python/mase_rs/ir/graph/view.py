@@ -85,11 +85,6 @@ class _RustFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         link = ctx.link
-        if not ctx.train:
-            raise RuntimeError(
-                "mase-rs: backward through an eval-mode forward on the Rust executor; call "
-                "mg.model.train() first, or mase_rs.set_backend('torch') to differentiate in eval mode"
-            )
         if link.tape != ctx.tape:
             raise RuntimeError(
                 "mase-rs: the Rust executor keeps the activations of its last forward only; call "
@@ -384,7 +379,13 @@ class Link:
         if x.device.type != "cpu" or x.dtype != torch.float32:
             return False
         probe = self.tensor(self.names[0]) if self.names else None
-        return probe is None or probe.device.type == "cpu"
+        if probe is not None and probe.device.type != "cpu":
+            return False
+        # The executor differentiates train-mode forwards only; an eval-mode forward that autograd
+        # records (frozen batch norm while fine-tuning, saliency) runs in PyTorch.
+        if not self.module.training and torch.is_grad_enabled():
+            return not (x.requires_grad or any(self.tensor(n).requires_grad for n in self.trainable))
+        return True
 
     def rust_forward(self, module, x):
         self.to_rust()

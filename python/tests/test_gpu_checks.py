@@ -1,0 +1,27 @@
+"""The GPU check script (`bench/gpu_checks.py`) runs its steps on the CPU with the PyTorch
+backend, so that it works when a GPU machine is at hand."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="SKIP: torch is not installed")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_check_script_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "checks.json"
+    args = ["--device", "cpu", "--images", "8", "--batch", "8", "--multipliers", "1,2", "--out", str(out)]
+    r = subprocess.run([sys.executable, str(REPO / "bench/gpu_checks.py"), *args], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(out.read_text())
+    # Every graph agrees with the executor; the timings and the search are recorded.
+    onnx_files = len(list((REPO / "crates/interop/tests/fixtures").glob("*/*.onnx")))
+    assert len(report["worst_relative_difference"]) == 8 + onnx_files
+    assert max(report["worst_relative_difference"].values()) <= 1e-4
+    assert report["vgg7_epoch"]["images"] == 8 and report["vgg7_epoch"]["ratio"] > 0
+    assert report["lab4_vgg7_channel_multiplier"]["2"]["params"] > report["lab4_vgg7_channel_multiplier"]["1"]["params"]
