@@ -208,6 +208,7 @@ class MaseGraph:
         self._nodes = None
         self._mode = _Model(self)
         self._link = None
+        self._pending = None
         if is_torch_module(model):
             # A traced module keeps the train/eval mode it had.
             self._mode.training = bool(model.training)
@@ -231,15 +232,23 @@ class MaseGraph:
         for a traced module); without torch, a small object that runs the model, switches
         train/eval mode and reads weights."""
         if self._link is None and _torch_installed():
-            from mase_rs.ir.graph.view import view_of
+            if self._pending is None:
+                from mase_rs.ir.graph.view import pending_view
 
-            reuse = {}
-            if self._torch is not None and not self._torch.detached:
-                gm = self._torch.gm
-                reuse = {t: gm.get_submodule(t) for t in {n.target for n in gm.graph.nodes if n.op == "call_module"}}
-            self._link, module = view_of(self, reuse, self._mode.training)
-            return module
+                self._pending = pending_view(self)
+            return self._pending
         return self._link.module if self._link is not None else self._mode
+
+    def _build_view(self):
+        """Builds the view that `mg.model` stands for: returns the link and the module."""
+        from mase_rs.ir.graph.view import view_of
+
+        reuse = {}
+        if self._torch is not None and not self._torch.detached:
+            gm = self._torch.gm
+            reuse = {t: gm.get_submodule(t) for t in {n.target for n in gm.graph.nodes if n.op == "call_module"}}
+        self._link, module = view_of(self, reuse, self._mode.training)
+        return self._link, module
 
     @property
     def modules(self):

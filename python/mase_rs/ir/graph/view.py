@@ -429,3 +429,64 @@ def view_of(mg, reuse=None, training=True):
     """Builds `mg`'s view (see the module's doc)."""
     link = Link(mg)
     return link, link.build(reuse or {}, training)
+
+
+# What a pending view answers without building the module tree.
+_PENDING_OWN = frozenset({"training", "train", "eval", "_become", "_pending_mg", "__class__", "__dict__"})
+
+
+class _PendingView(MaseModule):
+    """`mg.model` before it is built. Building the module tree costs milliseconds, so switching
+    train/eval mode (`mg.model.eval()`, which MASE code does for every candidate of a search)
+    and a numpy forward do not build it; anything else does, and the object becomes the built
+    module (its class and contents), so references to it stay valid."""
+
+    def __init__(self, mg):
+        object.__setattr__(self, "_pending_mg", mg)
+
+    def __getattribute__(self, name):
+        if name in _PENDING_OWN:
+            if name == "training":
+                return object.__getattribute__(self, "_pending_mg")._mode.training
+            return object.__getattribute__(self, name)
+        object.__getattribute__(self, "_become")()
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        if name == "training":
+            object.__getattribute__(self, "_pending_mg")._mode.training = bool(value)
+            return
+        self._become()
+        setattr(self, name, value)
+
+    def __delattr__(self, name):
+        self._become()
+        delattr(self, name)
+
+    def train(self, mode=True):
+        object.__getattribute__(self, "_pending_mg")._mode.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], np.ndarray):
+            return object.__getattribute__(self, "_pending_mg").forward(args[0])
+        self._become()
+        return self(*args, **kwargs)
+
+    def _become(self):
+        mg = object.__getattribute__(self, "_pending_mg")
+        link, real = mg._build_view()
+        object.__setattr__(self, "__class__", type(real))
+        d = object.__getattribute__(self, "__dict__")
+        d.clear()
+        d.update(real.__dict__)
+        link.module = self
+        link._track()
+
+
+def pending_view(mg):
+    """`mg.model` to build on first real use (see `_PendingView`)."""
+    return _PendingView(mg)
