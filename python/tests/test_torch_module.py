@@ -383,3 +383,22 @@ def test_lightning_trainer_fits_mg_model(tmp_path):
         assert F.cross_entropy(mg.model(x), y).item() < 0.8 * before
     # What Lightning trained is the graph's: the executor's forward gives the module's outputs.
     np.testing.assert_allclose(mg(x.numpy()), mg.model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_moving_the_module_keeps_the_weights_both_ways():
+    # float64 stands in for another device: PyTorch runs it; moving back hands the graph the new values.
+    mg = MaseGraph(model=get_model("jsc-toy", "cls", get_dataset_info("jsc")))
+    x, y = jsc_batch(64)
+    model = mg.model.double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.train()
+    F.cross_entropy(model(x.double()), y).backward()
+    opt.step()
+    trained = {k: v.float().clone() for k, v in model.state_dict().items()}
+    model.float().eval()
+    for name, value in mg.state_dict().items():
+        torch.testing.assert_close(torch.as_tensor(value), trained[name], rtol=0, atol=0, msg=name)
+    with torch.no_grad():
+        rust = model(x)
+        mase_rs.set_backend("torch")
+        torch.testing.assert_close(rust, model(x), rtol=1e-5, atol=1e-6)
