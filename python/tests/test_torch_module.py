@@ -402,3 +402,49 @@ def test_moving_the_module_keeps_the_weights_both_ways():
         rust = model(x)
         mase_rs.set_backend("torch")
         torch.testing.assert_close(rust, model(x), rtol=1e-5, atol=1e-6)
+
+
+def _toy():
+    return MaseGraph(model=get_model("jsc-toy", "cls", get_dataset_info("jsc")))
+
+
+def _view_equals_graph(mg):
+    state = mg.state_dict()
+    for name, t in mg.model.state_dict().items():
+        if name in state:
+            np.testing.assert_array_equal(t.detach().numpy(), np.asarray(state[name]), err_msg=name)
+
+
+def test_every_pairing_of_edits_reaches_the_other_view():
+    x, y = jsc_batch(64)
+    # mase-rs trains (fit): the module holds the new weights.
+    mg = _toy()
+    model = mg.model
+    mg.fit((x.numpy(), y.numpy()), epochs=2, batch_size=16, lr=1e-2)
+    assert mg.model is model
+    _view_equals_graph(mg)
+    # mase-rs loads a state dict: the module holds it.
+    state = {k: np.full_like(v, 0.5) for k, v in mg.state_dict().items()}
+    mg.load_state_dict(state)
+    assert float(mg.modules["seq_blocks.2"].weight[0, 0]) == 0.5
+    # The module loads a state dict: the graph holds it.
+    model.load_state_dict({k: torch.full_like(v, 0.25) if v.is_floating_point() else v for k, v in model.state_dict().items()})
+    assert float(mg.state_dict()["seq_blocks.2.weight"][0, 0]) == 0.25
+    # fold_batch_norm (a mase-rs pass) removes batch norms from the module tree, outputs unchanged.
+    mg = _toy()
+    mg.model.eval()
+    with torch.no_grad():
+        before = mg.model(x)
+    mg, _ = mase_rs.fold_batch_norm_transform_pass(mg, {})
+    # The three after a linear fold into it; the first, with nothing before it, stays.
+    kinds = [type(m).__name__ for m in mg.model.modules()]
+    assert kinds == ["GraphModule", "Module", "BatchNorm1d", "ReLU", "Linear", "ReLU", "Linear", "ReLU", "Linear", "ReLU"]
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(x), before, rtol=1e-4, atol=1e-5)
+    # A module swapped by hand, then quantized by mase-rs: the new module is the one quantized.
+    mg = _toy()
+    parent, name = get_parent_name("seq_blocks.2")
+    setattr(mg.modules[parent], name, nn.Linear(16, 8))
+    mg, _ = quantize_transform_pass(mg, {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": {"name": "integer", **Q84}}})
+    assert type(mg.modules["seq_blocks.2"]).__name__ == "LinearInteger"
+    _view_equals_graph(mg)
