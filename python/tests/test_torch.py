@@ -314,9 +314,29 @@ BAD = [
     ),
     ("tuple output", lambda: type("Pair", (nn.Module,), {"forward": lambda self, x: (x, x)})(), None, "returns tuple"),
     ("shape mismatch", lambda: nn.Sequential(nn.Linear(16, 8), nn.Linear(16, 5)), (16,), "node `_1` (linear)"),
-    ("momentum None", lambda: nn.Sequential(nn.BatchNorm1d(4, momentum=None)), None, "momentum=None"),
-    ("ceil mode", lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), None, "ceil_mode=True"),
 ]
+
+# torch.nn modules with settings mase-rs has no op for: each stays one PyTorch module.
+KEPT_WHOLE = [
+    # (what, module factory, sample shape, its class)
+    ("momentum None", lambda: nn.Sequential(nn.BatchNorm1d(4, momentum=None)), (4,), "BatchNorm1d"),
+    ("ceil mode", lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5), "MaxPool2d"),
+]
+
+
+@pytest.mark.parametrize("what,make,shape,cls", KEPT_WHOLE, ids=[k[0] for k in KEPT_WHOLE])
+def test_modules_with_settings_mase_rs_lacks_stay_whole(what, make, shape, cls):
+    module = make().eval()
+    mg = MaseGraph(model=module, dataset_info=info(shape, 5))
+    mg.model.eval()
+    assert [n.module["class"] for n in mg.nodes if n.module and n.module["op"] == "opaque"] == [cls]
+    x = torch.randn(3, *shape)
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(x), module(x))
+    # The executor cannot run it and says which node and why, in one line.
+    with pytest.raises(ValueError) as e:
+        mg.fit((x.numpy(), np.zeros(3, np.int64)), epochs=1)
+    assert "\n" not in e.value.args[0] and "`_0`" in e.value.args[0] and cls in e.value.args[0]
 
 
 @pytest.mark.parametrize("what,make,shape,words", BAD, ids=[b[0] for b in BAD])
@@ -452,14 +472,18 @@ def test_the_benchmarks_pytorch_models_trace_to_the_zoo_graphs(bench, zoo_name, 
     assert trainable_count(mg) == trainable_count(zoo) == sum(p.numel() for p in module.parameters())
 
 
-def test_the_benchmarks_fake_quantized_linear_is_listed_as_unmappable():
-    # jsc-toy-q's QLinear is not a torch.nn leaf: fx traces its forward, whose rounding has no op.
-    with pytest.raises(ValueError) as e:
-        MaseGraph(model=pytorch_ref.build("jsc-toy-q"))
-    text = e.value.args[0]
-    assert "\n" not in text
-    assert text.startswith("MaseGraph: 21 torch.fx node(s) have no mase-rs op: round_1 (torch.round: no mase-rs op)")
-    assert "round_1 (torch.round: no mase-rs op)" in text and "detach (detach: no mase-rs op)" in text
+def test_the_benchmarks_fake_quantized_linear_stays_a_pytorch_module():
+    # jsc-toy-q's QLinear is not a torch.nn leaf and its forward rounds, which has no op: each
+    # stays one PyTorch module in the graph, which PyTorch runs.
+    module = pytorch_ref.build("jsc-toy-q")
+    mg = MaseGraph(model=module)
+    kept = [n.module for n in mg.nodes if n.module and n.module["op"] == "opaque"]
+    assert [k["class"] for k in kept] == ["QLinear"] * 3
+    x = torch.randn(8, 16)
+    module.eval()
+    mg.model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(x), module(x))
 
 
 def test_dummy_in_gives_a_traced_module_its_input_shape():

@@ -448,3 +448,62 @@ def test_every_pairing_of_edits_reaches_the_other_view():
     mg, _ = quantize_transform_pass(mg, {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": {"name": "integer", **Q84}}})
     assert type(mg.modules["seq_blocks.2"]).__name__ == "LinearInteger"
     _view_equals_graph(mg)
+
+
+class Scale(nn.Module):
+    """A user's own module, with an op mase-rs lacks (`torch.sin`)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.gain = nn.Parameter(torch.full((n,), 1.5))
+
+    def forward(self, x):
+        return x * self.gain + torch.sin(x)
+
+
+class WithOwnModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq_blocks = nn.Sequential(nn.Linear(16, 8), Scale(8), nn.ReLU(), nn.Linear(8, 5))
+
+    def forward(self, x):
+        return self.seq_blocks(x)
+
+
+def test_modules_the_graph_cannot_lower_stay_pytorch_modules(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torch.manual_seed(0)
+    user = WithOwnModule()
+    mg = MaseGraph(model=user)
+    # The module stays whole; a forward run measured its output shape.
+    node = next(n for n in mg.nodes if n.name == "seq_blocks_1")
+    assert node.module == {"op": "opaque", "class": "Scale", "sample_shape": [8]}
+    assert mg.modules["seq_blocks.1"] is user.seq_blocks[1]
+    # Analyses see its shapes.
+    mg, _ = init_metadata_analysis_pass(mg, None)
+    mg, _ = add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": torch.randn(4, 16)}, "add_value": False})
+    assert node.meta["mase"]["common"]["results"]["data_out_0"]["shape"] == [4, 8]
+    # PyTorch runs it, forward and backward, with the rest of the graph.
+    x, y = jsc_batch(64)
+    torch.testing.assert_close(mg.model(x), user(x))
+    np.testing.assert_allclose(mg(x.numpy()), user(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+    losses = train_loop(mg.model, x, y, steps=40)
+    assert losses[-1] < 0.8 * losses[0]
+    assert not torch.equal(user.seq_blocks[1].gain, torch.full((8,), 1.5))
+    np.testing.assert_array_equal(mg.state_dict()["seq_blocks.1.gain"].numpy(), user.seq_blocks[1].gain.detach().numpy())
+    # Quantize leaves it in float; export and emit name it in one line.
+    q = {"name": "integer", **Q84}
+    mg, _ = quantize_transform_pass(mg, {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": q}})
+    assert type(mg.modules["seq_blocks.1"]) is Scale
+    assert type(mg.modules["seq_blocks.0"]).__name__ == "LinearInteger"
+    ckpt = tmp_path / "m.ckpt"
+    mg.save(ckpt)
+    ch = Path(sys.executable).parent / "ch"
+    for args in (["export", "--load", str(ckpt), "--format", "qonnx", "-o", str(tmp_path / "m.onnx")], ["emit", "--load", str(ckpt), "-o", str(tmp_path / "rtl")]):
+        r = subprocess.run([str(ch), *args], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode != 0
+        line = r.stderr.strip().splitlines()[-1]
+        assert "seq_blocks_1" in line and ("Scale" in line or "opaque" in line), line

@@ -247,6 +247,9 @@ impl Ex<'_> {
             Op::Dropout { .. } => self.add(on("Dropout"), "Dropout", vec![x], out.into(), vec![]),
             Op::Concat { dim } => self.add(on("Concat"), "Concat", ins.to_vec(), out.into(), vec![a_int("axis", *dim)]),
             Op::Pad { begin, end, value } => self.pad(id, x, begin, end, *value, out, key),
+            Op::Opaque { class, .. } => {
+                return Err(xerr(name, format!("PyTorch module {class} is kept whole in the graph and has no ONNX export")))
+            }
             // GELU's tanh approximation has no ONNX operator before opset 20.
             other @ Op::Gelu { tanh: true } => return Err(xerr(name, format!("op `{}` has no ONNX export", other.mase_op()))),
         }

@@ -32,6 +32,8 @@ pub enum OpFamily {
     /// Data movement without arithmetic: `flatten`, `view`, `transpose`, `permute`, `size`, `cat`,
     /// `pad`.
     Shape,
+    /// A PyTorch module kept whole, which only PyTorch runs (`Op::Opaque`).
+    Opaque,
 }
 
 impl Op {
@@ -64,6 +66,7 @@ impl Op {
             | Op::Size { .. }
             | Op::Concat { .. }
             | Op::Pad { .. } => OpFamily::Shape,
+            Op::Opaque { .. } => OpFamily::Opaque,
         }
     }
 }
@@ -143,6 +146,7 @@ examples! {
     Op::Clip { .. } => Op::Clip { min: -1.0, max: 1.0 },
     Op::Concat { .. } => Op::Concat { dim: 1 },
     Op::Pad { .. } => Op::Pad { begin: vec![1], end: vec![1], value: 0.0 },
+    Op::Opaque { .. } => Op::Opaque { class: "MyBlock".into(), sample_shape: Some(vec![4]) },
 }
 
 #[cfg(test)]

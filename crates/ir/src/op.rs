@@ -221,6 +221,14 @@ pub enum Op {
         end: Vec<usize>,
         value: f32,
     },
+    /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
+    /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
+    /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
+    /// forward run (None until one has run). The executor, export and hardware refuse it.
+    Opaque {
+        class: String,
+        sample_shape: Option<Vec<usize>>,
+    },
 }
 
 impl Op {
@@ -266,6 +274,7 @@ impl Op {
             Op::Clip { .. } => "clamp",
             Op::Concat { .. } => "cat",
             Op::Pad { .. } => "pad",
+            Op::Opaque { .. } => "opaque",
         }
     }
 
@@ -422,11 +431,11 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Input | Op::Constant => Some(0),
-            Op::Reshape { .. } | Op::Concat { .. } => None,
+            Op::Reshape { .. } | Op::Concat { .. } | Op::Opaque { .. } => None,
             other => match other.family() {
                 OpFamily::Binary | OpFamily::MatMul => Some(2),
                 OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),
-                OpFamily::Softmax | OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Shape => Some(1),
+                OpFamily::Softmax | OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Shape | OpFamily::Opaque => Some(1),
             },
         }
     }

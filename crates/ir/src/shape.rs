@@ -153,6 +153,17 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             Ok(ValueInfo::Tensor(s))
         }
         Op::Pad { begin, end, .. } => shaped(pad(tensor_in(0)?, begin, end)),
+        Op::Opaque { class, sample_shape } => {
+            let x = tensor_in(0)?;
+            let Some(sample) = sample_shape else {
+                return Err(err(format!(
+                    "PyTorch module {class}: its output shape is known after a forward run (pass dataset_info= or dummy_in)"
+                )));
+            };
+            let mut s = vec![x.first().copied().unwrap_or(1)];
+            s.extend(sample);
+            Ok(ValueInfo::Tensor(s))
+        }
         Op::MatMul => shaped(matmul(tensor_in(0)?, tensor_in(1)?)),
     }
 }

@@ -41,7 +41,8 @@ pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
                 reason: format!("op {} cannot be a {} node", n.op.mase_op(), n.kind.as_str()),
             });
         }
-        if n.kind == NodeKind::CallModule && n.op.module_class().is_none() {
+        // A PyTorch module kept whole has the user's class, which the op names at run time.
+        if n.kind == NodeKind::CallModule && n.op.module_class().is_none() && !matches!(n.op, Op::Opaque { .. }) {
             return Err(IrError::Invalid { node: n.name.clone(), reason: format!("op {} is not a module", n.op.mase_op()) });
         }
         if !n.op.param_specs().is_empty() && n.kind != NodeKind::CallModule {

@@ -30,6 +30,10 @@ pub enum RuntimeError {
     OutputGradLength { expected: usize, got: usize },
     #[error("node `{node}` ({op}) needs more than one value per channel in training, got input shape {shape:?}")]
     BatchNormSingleValue { node: String, op: String, shape: Vec<usize> },
+    #[error(
+        "node `{node}` is a PyTorch module mase-rs cannot run ({class}): run the model through `mg.model` in Python, which hands it to PyTorch"
+    )]
+    Opaque { node: String, class: String },
     #[error("backward needs a forward pass in training mode on the same batch shape first")]
     NoTrainingForward,
     #[error("parameter `{name}`: {reason}")]

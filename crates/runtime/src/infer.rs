@@ -123,6 +123,8 @@ fn row_wise(op: &Op, rank: usize) -> bool {
             // The other shape changes (view, size, pad), whose batch dimension the shape check of
             // `batch_local` has already seen kept first; softmax decides by its dim above.
             OpFamily::Shape | OpFamily::Softmax => true,
+            // Never run by the executor (`Plan::build` refuses it).
+            OpFamily::Opaque => false,
         },
     }
 }

@@ -70,6 +70,9 @@ impl Plan {
                     });
                 }
             }
+            if let Op::Opaque { class, .. } = &node.op {
+                return Err(RuntimeError::Opaque { node: node.name.clone(), class: class.clone() });
+            }
             kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads));
         }
         let (ins, quant) = crate::quant::plan_quant(graph, topo, &shapes, &mut vals)?;
@@ -138,5 +141,7 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Clip { min, max } => act(ActKind::Clip(*min, *max)),
         Op::Concat { dim: d } => NodeKernel::Concat(Concat::new(ins, out, dim(*d, out.len()))),
         Op::Pad { begin, value, .. } => NodeKernel::Pad(Pad::new(x, out, begin, *value)),
+        // Refused by `Plan::build` before compiling.
+        Op::Opaque { .. } => NodeKernel::Nop,
     }
 }

@@ -88,6 +88,9 @@ fn rule(op: &Op) -> Rule {
             OpFamily::Binary => Rule::PerOutput(1),
             OpFamily::MatMul => Rule::MatMul,
             OpFamily::Graph | OpFamily::Shape => Rule::Free,
+            // What a PyTorch module kept whole computes is not known to mase-rs: not counted
+            // (README "mg.model is a PyTorch module" says so).
+            OpFamily::Opaque => Rule::Free,
             // Linear, conv and pools have their rules above, from their sizes; a new op of these
             // families counts one operation per input value until it gets its own.
             OpFamily::Linear | OpFamily::Conv | OpFamily::Pool => Rule::PerInput(1),

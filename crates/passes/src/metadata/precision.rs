@@ -182,7 +182,8 @@ fn output_format(
         | Op::Sqrt
         | Op::Clip { .. }
         | Op::Concat { .. }
-        | Op::Pad { .. } => None,
+        | Op::Pad { .. }
+        | Op::Opaque { .. } => None,
     }
 }
 

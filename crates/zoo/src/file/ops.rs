@@ -81,6 +81,7 @@ pub(crate) const NOT_IN_MODEL_FILES: &[(&str, &str)] = &[
     ("clamp", "arrives by ONNX (Clip) or torch.fx import"),
     ("cat", "arrives by ONNX (Concat) or torch.fx import"),
     ("pad", "arrives by ONNX (Pad) or torch.fx import"),
+    ("opaque", "a PyTorch module kept whole arrives only by tracing a module in Python"),
 ];
 
 /// Why model files do not name the op `mase_op`, for the ops of [`NOT_IN_MODEL_FILES`].

@@ -209,6 +209,7 @@ class MaseGraph:
         self._mode = _Model(self)
         self._link = None
         self._pending = None
+        self._opaque = None
         if is_torch_module(model):
             # A traced module keeps the train/eval mode it had.
             self._mode.training = bool(model.training)
@@ -276,10 +277,18 @@ class MaseGraph:
     def _write_meta(self, node, part, value):
         self._native.set_node_meta_json(node, part, json.dumps(value))
 
+    def _has_opaque(self):
+        """Whether the graph holds PyTorch modules kept whole (`opaque` nodes)."""
+        native = self._native
+        if self._opaque is None:
+            self._opaque = '"op":"opaque"' in native.view_records()
+        return self._opaque
+
     def _changed(self):
         """Called after mase-rs changed the graph (a pass, new weights): the node list is read
         again and the view takes the change."""
         self._nodes = None
+        self._opaque = None
         if self._link is not None:
             self._link.from_rust()
 
@@ -293,6 +302,15 @@ class MaseGraph:
                 raise ValueError(f"MaseGraph: the model takes one input, got {len(inputs)}")
             x = next(iter(inputs.values()))
         training = self._training()
+        if self._torch is not None and self._has_opaque():
+            # PyTorch runs a graph with modules kept whole.
+            import torch
+
+            model = self.model
+            model.train(training)
+            with torch.no_grad():
+                out = model(torch.from_numpy(to_numpy(x)))
+            return like(out.numpy(), x)
         out = self._native.forward(to_numpy(x), training)
         if training and self._torch is not None:
             self._torch.batches_run(1)
@@ -309,11 +327,15 @@ class MaseGraph:
         puts the weights trained here back into the module."""
         if self._torch is not None:
             if self._link is not None:
-                # Batch norm counts its batches in the view, whichever engine ran them.
-                views = dict(self._link.module.named_buffers())
+                # Batch norm counts its batches in the view, whichever engine ran them, and
+                # modules kept whole hold their own tensors there.
+                views = self._link.module.state_dict()
                 for k in self._torch.bn_batches:
                     if k in views:
                         self._torch.bn_batches[k] = int(views[k])
+                for k in self._torch.extra:
+                    if k in views:
+                        self._torch.extra[k] = views[k].detach().clone()
             return self._torch.state_dict(self._native.state_dict())
         return self._native.state_dict()
 

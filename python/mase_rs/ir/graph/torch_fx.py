@@ -391,6 +391,85 @@ _METHODS = {
 }
 
 
+def _module_call(gm, node, modules):
+    """The op and inputs of a `call_module` node: the module's op, or, for a module the graph
+    cannot lower (a user's own class, a module mase-rs has no op for), an opaque node that
+    PyTorch runs, when the module is called with tensors only."""
+    m = gm.get_submodule(node.target)
+    make = modules.get(type(m))
+    why = f"module {type(m).__name__} has no mase-rs op"
+    if make is not None:
+        if len(node.args) != 1 or node.kwargs:
+            raise _NoOp(f"module {type(m).__name__} called with {len(node.args)} arguments")
+        try:
+            return make(m), [node.args[0]]
+        except _NoOp as e:
+            why = f"module {type(m).__name__}: {e}"
+    if node.kwargs or not node.args or not all(_is_node(a) for a in node.args):
+        raise _NoOp(f"{why}, and it is called with arguments other than tensors, so it cannot stay a PyTorch module")
+    return {"op": "opaque", "class": type(m).__name__, "sample_shape": None}, list(node.args)
+
+
+def _opaque_shapes(gm, records, sample_shape):
+    """Fills each opaque record's `sample_shape` from a forward run of `gm` on zeros of
+    `sample_shape` (batch 2; eval mode and no gradients, so nothing in the module moves)."""
+    import torch
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    opaque = {r["name"]: r for r in records if r["op"]["op"] == "opaque"}
+    if not opaque or sample_shape is None:
+        return
+    modes = [(m, m.training) for m in gm.modules()]
+    gm.eval()
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(torch.zeros(2, *sample_shape))
+    except Exception as e:  # the user's forward may raise anything
+        raise ValueError(f"MaseGraph: a forward run on a batch of shape {[2, *sample_shape]} failed: {type(e).__name__}: {e}") from None
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    for node in gm.graph.nodes:
+        if node.name in opaque:
+            meta = node.meta.get("tensor_meta")
+            if not hasattr(meta, "shape"):
+                raise ValueError(f"MaseGraph: node `{node.name}` ({opaque[node.name]['op']['class']}) returns no tensor")
+            opaque[node.name]["op"]["sample_shape"] = [int(d) for d in meta.shape[1:]]
+
+
+def _user_modules_of(gm, names):
+    """For the fx nodes `names`, the innermost module of each that is not a `torch.nn` class
+    (the user's own), as module paths; None when a node belongs to none."""
+    if not names:
+        return None
+    leaves = set()
+    for node in gm.graph.nodes:
+        if node.name not in names:
+            continue
+        stack = list((node.meta.get("nn_module_stack") or {}).values())
+        own = [path for path, cls in stack if not cls.__module__.startswith("torch.")]
+        if not own:
+            return None
+        leaves.add(own[-1])
+    return leaves
+
+
+def _guess_sample_shape(gm):
+    """One sample's shape, from the first layer that reads the input (`Linear` or
+    `BatchNorm1d`), or None."""
+    import torch.nn as nn
+
+    x = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
+    for user in x.users if x is not None else ():
+        if user.op == "call_module":
+            m = gm.get_submodule(user.target)
+            if isinstance(m, nn.Linear):
+                return [m.in_features]
+            if isinstance(m, nn.BatchNorm1d):
+                return [m.num_features]
+    return None
+
+
 def _qualified(target):
     from torch.fx.node import _get_qualified_name
 
@@ -398,15 +477,23 @@ def _qualified(target):
     return "operator." + name[len("_operator.") :] if name.startswith("_operator.") else name
 
 
-def trace(module, concrete_args=None):
-    """`module` as a `torch.fx.GraphModule` (traced with `torch.fx.symbolic_trace`, or as
-    given when it already is one)."""
+def trace(module, concrete_args=None, leaves=()):
+    """`module` as a `torch.fx.GraphModule` (traced as `torch.fx.symbolic_trace` does, or as
+    given when it already is one). The submodules at the paths in `leaves` are kept as
+    `call_module` nodes instead of being traced through."""
     import torch.fx
 
     if isinstance(module, torch.fx.GraphModule):
         return module
+
+    class Tracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return qualname in leaves or super().is_leaf_module(m, qualname)
+
     try:
-        return torch.fx.symbolic_trace(module, concrete_args=concrete_args)
+        tracer = Tracer()
+        graph = tracer.trace(module, concrete_args=concrete_args)
+        return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as e:  # torch.fx raises many kinds (TraceError, TypeError, ...)
         line = " ".join(str(e).split())
         raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
@@ -473,13 +560,7 @@ def node_records(gm, lower=None):
                     trainable.append(node.target)
                 op, ins = {"op": "constant"}, []
             elif node.op == "call_module":
-                m = gm.get_submodule(node.target)
-                make = modules.get(type(m))
-                if make is None:
-                    raise _NoOp(f"module {type(m).__name__} has no mase-rs op")
-                op, ins = make(m), [node.args[0]]
-                if len(node.args) != 1 or node.kwargs:
-                    raise _NoOp(f"module {type(m).__name__} called with {len(node.args)} arguments")
+                op, ins = _module_call(gm, node, modules)
             elif node.op == "call_function":
                 make = functions.get(node.target)
                 if make is None:
@@ -518,7 +599,9 @@ def node_records(gm, lower=None):
             record["quant"] = quant
         records.append(record)
     if failures:
-        raise ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
+        e = ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
+        e.nodes = [f.split(" ", 1)[0] for f in failures]
+        raise e
     return records, trainable, constants
 
 
@@ -695,7 +778,16 @@ def from_module(module, sample_shape=None, concrete_args=None):
     `sample_shape` (one sample's shape, without the batch), when given, checks the shapes of
     every node now; otherwise the first forward does."""
     gm = trace(module, concrete_args)
-    records, trainable, constants = node_records(gm)
+    try:
+        records, trainable, constants = node_records(gm)
+    except ValueError as e:
+        # Nodes inside a user's own module that mase-rs cannot lower: that module stays whole.
+        leaves = _user_modules_of(gm, getattr(e, "nodes", None))
+        if leaves is None:
+            raise
+        gm = trace(module, concrete_args, leaves)
+        records, trainable, constants = node_records(gm)
+    _opaque_shapes(gm, records, sample_shape if sample_shape is not None else _guess_sample_shape(gm))
     state = _state_arrays(gm)
     clash = sorted(set(constants) & set(state))
     if clash:

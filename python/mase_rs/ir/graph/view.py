@@ -198,6 +198,13 @@ class Link:
         and formats, otherwise a new one holding the graph's weights."""
         active = quant if _is_active(quant) else None
         cand = reuse.get(target)
+        if op["op"] == "opaque":
+            if cand is None:
+                raise ValueError(
+                    f"mg.model: node `{target}` is a PyTorch module kept whole ({op['class']}), which this graph no longer "
+                    "holds (a graph read from a file keeps only its name); trace the module again"
+                )
+            return cand
         if cand is not None and _module_op(cand) == op and (getattr(cand, "quant", None) or None) == active:
             return cand
         prefix = target + "."
@@ -242,6 +249,7 @@ class Link:
             self.seen[name] = _stamp(t)
             self.shapes[name] = tuple(t.shape)
         self.buffers = [n for n in self.names if n not in set(self.trainable)]
+        self.opaque = any(n.meta.get("mase_op", {}).get("op") == "opaque" for n in self.module.graph.nodes)
         self._arrays = None
         self.batch_norms = [m for m in self.module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         self.edges = self._edges()
@@ -285,6 +293,7 @@ class Link:
         state.update(constants)
         self.mg._raw.relower(json.dumps({"nodes": records, "trainable_constants": trainable}), dict(state))
         self.mg._nodes = None
+        self.mg._opaque = None
         self._track()
 
     # Graph to view.
@@ -374,7 +383,7 @@ class Link:
     # Running on the executor.
 
     def runs_in_rust(self, x):
-        if backend.get_backend() != "rust" or not isinstance(x, torch.Tensor):
+        if backend.get_backend() != "rust" or not isinstance(x, torch.Tensor) or self.opaque:
             return False
         if x.device.type != "cpu" or x.dtype != torch.float32:
             return False
@@ -416,6 +425,10 @@ def _lower_view_node(node, module):
         return node.meta["mase_op"], node.meta.get("mase_quant")
     if node.op == "call_module":
         m = module.get_submodule(node.target)
+        kept = node.meta.get("mase_op") or {}
+        if kept.get("op") == "opaque" and kept.get("class") == type(m).__name__:
+            # The same kind of module kept whole: its measured output shape still holds.
+            return kept, None
         quant = getattr(m, "quant", None)
         if quant is not None:
             op = _module_op(m)
