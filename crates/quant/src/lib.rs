@@ -1,5 +1,6 @@
 //! Number formats of mase-rs: MASE's quantizers (doc/mase-semantics.md#quantizers) and QONNX's
-//! `IntQuant`, `BipolarQuant`, `FloatQuant` and `Trunc`.
+//! `IntQuant`, `BipolarQuant`, `FloatQuant` and `Trunc`, and the OCP microscaling (MX) formats
+//! `mxint` and `mxfp`.
 //!
 //! A format is described by an [`mase_ir::QuantFormat`] (quantization is data on the graph's
 //! nodes); this crate gives it arithmetic. Each format is one module holding
@@ -43,6 +44,9 @@ pub mod integer;
 pub mod log;
 pub mod minifloat_denorm;
 pub mod minifloat_ieee;
+pub mod mx;
+pub mod mxfp;
+pub mod mxint;
 mod registry;
 pub mod round;
 pub mod ternary;
