@@ -19,7 +19,9 @@
 //! formats, and become NaN in the minifloat formats and `block_fp`, whose zero passthrough
 //! `(~close) * q + close * x` multiplies them by 0 (the same products turn a -0.0 input into
 //! +0.0). Sign-based formats give what their comparison gives (`x >= 0` is false: bipolar -1);
-//! ternary counts NaN as 0. QONNX's FloatQuant turns ±inf into NaN, as its reference does. Each
+//! ternary counts NaN as 0. QONNX's FloatQuant turns ±inf into NaN, as its reference does. The
+//! microscaling formats (`mxint`, `mxfp`) make a block holding a NaN or ±inf NaN as a whole (the
+//! OCP specification's NaN scale). Each
 //! module's documentation says where it differs from MASE on purpose.
 //!
 //! ```
