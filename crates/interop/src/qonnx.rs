@@ -135,7 +135,9 @@ pub(crate) fn map_params(fmt: &QuantFormat, f: impl Fn(&Tensor) -> Tensor) -> Qu
         | QuantFormat::BlockMinifloat { .. }
         | QuantFormat::BlockLog { .. }
         | QuantFormat::Binary { .. }
-        | QuantFormat::Ternary { .. } => {}
+        | QuantFormat::Ternary { .. }
+        | QuantFormat::Mxint { .. }
+        | QuantFormat::Mxfp { .. } => {}
     }
     out
 }
@@ -230,6 +232,15 @@ pub(crate) fn quant_node(fmt: &QuantFormat, x: &str, y: &str, name: &str, inits:
                     attr_str("rounding_mode", rounding_name(*rounding_mode)),
                 ],
             )
+        }
+        QuantFormat::Mxint { block_size, .. } | QuantFormat::Mxfp { block_size, .. } => {
+            return Err(InteropError::Export {
+                node: name.to_string(),
+                reason: format!(
+                    "number format `{}` has no QONNX equivalent: its power-of-two scale is chosen per block of {block_size} values from the values it quantizes, while QONNX's IntQuant and FloatQuant read theirs from a tensor of the model",
+                    fmt.type_name()
+                ),
+            })
         }
         other => {
             return Err(InteropError::Export {

@@ -137,6 +137,27 @@ fn quantized_graphs_need_qonnx_and_carry_their_formats() {
 }
 
 #[test]
+fn microscaling_formats_are_refused_by_qonnx_export_in_one_line() {
+    let mut g = build_model("jsc-tiny", &ModelContext::new(vec![16], 5)).unwrap();
+    let params = init_params(&g, &mut Rng::new(0));
+    let fc = g.find("seq_blocks_2").unwrap();
+    for (fmt, name) in [
+        (QuantFormat::Mxint { width: 8, block_size: 32, block_dim: -1 }, "mxint"),
+        (QuantFormat::Mxfp { exponent_width: 2, frac_width: 1, block_size: 16, block_dim: -1 }, "mxfp"),
+    ] {
+        g.node_mut(fc).quant = Some(mase_ir::NodeQuant { weight: Some(fmt.clone()), ..Default::default() });
+        let e = export_model(&g, &params, &ExportOptions::new(ExportFormat::Qonnx)).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.contains("/seq_blocks.2/weight_quant"), "{e}");
+        let size = if name == "mxint" { 32 } else { 16 };
+        let why = format!(
+            "number format `{name}` has no QONNX equivalent: its power-of-two scale is chosen per block of {size} values from the values it quantizes"
+        );
+        assert!(e.contains(&why), "{e}");
+    }
+}
+
+#[test]
 fn models_trained_here_run_in_onnxruntime_with_our_outputs() {
     // tests/fixtures/trained: made by `cargo run -p mase-interop --example make_trained_fixture`
     // (5 epochs on digits) and run in onnxruntime by scripts/make_onnx_references.py.

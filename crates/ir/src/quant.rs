@@ -105,6 +105,22 @@ pub enum QuantFormat {
         saturation: bool,
         rounding_mode: RoundingMode,
     },
+    /// OCP microscaling integer (MXINT8 at `width = 8`): each block of `block_size` values along
+    /// axis `block_dim` (negative counts from the end) shares a power-of-two scale stored as E8M0,
+    /// and each value is a `width`-bit two's complement number with `width - 2` fraction bits.
+    Mxint {
+        width: u32,
+        block_size: usize,
+        block_dim: i64,
+    },
+    /// OCP microscaling float (MXFP8 E4M3/E5M2, MXFP6 E3M2/E2M3, MXFP4 E2M1): blocks as in
+    /// `Mxint`, each value a minifloat with `exponent_width` exponent and `frac_width` mantissa bits.
+    Mxfp {
+        exponent_width: u32,
+        frac_width: u32,
+        block_size: usize,
+        block_dim: i64,
+    },
 }
 
 impl QuantFormat {
@@ -123,6 +139,8 @@ impl QuantFormat {
             QuantFormat::IntQuant { .. } => "int_quant",
             QuantFormat::BipolarQuant { .. } => "bipolar_quant",
             QuantFormat::FloatQuant { .. } => "float_quant",
+            QuantFormat::Mxint { .. } => "mxint",
+            QuantFormat::Mxfp { .. } => "mxfp",
         }
     }
 
@@ -160,10 +178,15 @@ impl QuantFormat {
                     (*mantissa_bitwidth as f64).into(),
                 ]
             }
+            QuantFormat::Mxint { width, block_size, .. } => vec![(*width).into(), (*block_size).into()],
+            QuantFormat::Mxfp { exponent_width, frac_width, block_size, .. } => {
+                vec![(1 + exponent_width + frac_width).into(), (*exponent_width).into(), (*frac_width).into(), (*block_size).into()]
+            }
         }
     }
 
-    /// Storage width in bits of one value (for average bit width and BitOPs).
+    /// Storage width in bits of one value (for average bit width and BitOPs). The microscaling
+    /// formats add their 8-bit block scale shared out over the block (`width + 8 / block_size`).
     pub fn bits(&self) -> f64 {
         match self {
             QuantFormat::Integer { width, .. }
@@ -179,9 +202,16 @@ impl QuantFormat {
             QuantFormat::FloatQuant { exponent_bitwidth, mantissa_bitwidth, .. } => {
                 1.0 + *exponent_bitwidth as f64 + *mantissa_bitwidth as f64
             }
+            QuantFormat::Mxint { width, block_size, .. } => *width as f64 + MX_SCALE_BITS / (*block_size).max(1) as f64,
+            QuantFormat::Mxfp { exponent_width, frac_width, block_size, .. } => {
+                (1 + exponent_width + frac_width) as f64 + MX_SCALE_BITS / (*block_size).max(1) as f64
+            }
         }
     }
 }
+
+/// Bits of the shared E8M0 scale of one microscaling block.
+const MX_SCALE_BITS: f64 = 8.0;
 
 /// The formats applied to one node. `None` means "left in float".
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

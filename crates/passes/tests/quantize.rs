@@ -266,6 +266,26 @@ fn special_configs() {
                 ..NodeQuant::default()
             },
         ),
+        // The microscaling formats with MASE's keys; block_size 32 and block_dim -1 by default.
+        (
+            json!({"name": "mxint", "data_in_width": 8, "weight_width": 8, "weight_block_size": 16, "weight_block_dim": 1,
+                   "bias_width": 4, "bias_block_size": 8, "bias_block_dim": 0}),
+            NodeQuant {
+                data_in: vec![Some(QuantFormat::Mxint { width: 8, block_size: 32, block_dim: -1 })],
+                weight: Some(QuantFormat::Mxint { width: 8, block_size: 16, block_dim: 1 }),
+                bias: Some(QuantFormat::Mxint { width: 4, block_size: 8, block_dim: 0 }),
+                ..NodeQuant::default()
+            },
+        ),
+        (
+            json!({"name": "mxfp", "data_in_exponent_width": 4, "data_in_frac_width": 3, "data_in_block_size": 32,
+                   "weight_exponent_width": 2, "weight_frac_width": 1, "weight_block_size": 32}),
+            NodeQuant {
+                data_in: vec![Some(QuantFormat::Mxfp { exponent_width: 4, frac_width: 3, block_size: 32, block_dim: -1 })],
+                weight: Some(QuantFormat::Mxfp { exponent_width: 2, frac_width: 1, block_size: 32, block_dim: -1 }),
+                ..NodeQuant::default()
+            },
+        ),
     ];
     for (cfg, mut want) in cases {
         let (mut g, _) = jsc_tiny();
@@ -309,6 +329,19 @@ fn bad_configs_are_one_line_errors() {
         (json!({"linear": {"config": cfg_8_4()}}), "missing key `by`"),
         (json!({"by": "type", "linear": {"cfg": cfg_8_4()}}), "`linear.cfg`: unknown key"),
         (json!({"by": "type", "linear": {"config": {"data_in_width": 8}}}), "missing key `name`"),
+        (
+            json!({"by": "type", "linear": {"config": {"name": "mxint", "data_in_width": 8, "weight_width": 8, "weight_block_size": 0}}}),
+            "`weight_block_size = 0`: expected a positive integer",
+        ),
+        (
+            json!({"by": "type", "linear": {"config": {"name": "mxfp", "data_in_exponent_width": 4, "data_in_frac_width": 4,
+                "weight_exponent_width": 4, "weight_frac_width": 3}}}),
+            "mxfp format: `exponent_width` = 4 with frac_width = 4: must name an OCP MX element format",
+        ),
+        (
+            json!({"by": "type", "linear": {"config": {"name": "mxint", "data_in_width": 8, "weight_width": 8, "weight_exponent_width": 4}}}),
+            "unknown key `weight_exponent_width` for format `mxint`",
+        ),
     ];
     for (args, want) in cases {
         let (mut g, mut ctx) = jsc_tiny();
@@ -348,6 +381,8 @@ fn every_format_puts_weights_on_its_grid() {
         json!({"name": "block_fp", "data_in_width": 7, "data_in_exponent_width": 8, "data_in_exponent_bias": 127, "data_in_block_size": [1, 16], "weight_width": 5, "weight_exponent_width": 8, "weight_exponent_bias": 127, "weight_block_size": [1, 16], "bias_width": 5, "bias_exponent_width": 8, "bias_exponent_bias": 127, "bias_block_size": [16]}),
         json!({"name": "block_log", "data_in_width": 8, "data_in_exponent_bias_width": 4, "data_in_block_size": [16], "weight_width": 8, "weight_exponent_bias_width": 4, "weight_block_size": [16]}),
         json!({"name": "integer", "data_in_width": 4, "data_in_frac_width": 2, "weight_width": 3, "weight_frac_width": 3, "bias_width": 4, "bias_frac_width": "NA"}),
+        json!({"name": "mxint", "data_in_width": 8, "weight_width": 8, "weight_block_size": 4, "bias_width": 8, "bias_block_size": 2}),
+        json!({"name": "mxfp", "data_in_exponent_width": 2, "data_in_frac_width": 1, "weight_exponent_width": 4, "weight_frac_width": 3, "weight_block_size": 4, "weight_block_dim": 0}),
     ];
     for cfg in cfgs {
         let (mut g, mut ctx) = jsc_tiny();

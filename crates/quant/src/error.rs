@@ -11,6 +11,9 @@ pub enum QuantError {
     /// A per-channel parameter tensor (QONNX `scale`, `zero_point`) does not broadcast to the data.
     #[error("{format} format: `{field}` of shape {param_shape:?} does not broadcast to a tensor of shape {shape:?}: {reason}")]
     Broadcast { format: &'static str, field: &'static str, param_shape: Vec<usize>, shape: Vec<usize>, reason: String },
+    /// A block axis (`block_dim` of the microscaling formats) that the tensor does not have.
+    #[error("{format} format: `block_dim` = {block_dim} is not an axis of a tensor of shape {shape:?} (expected {lo}..={hi})")]
+    Axis { format: &'static str, block_dim: i64, shape: Vec<usize>, lo: i64, hi: i64 },
     /// A slice does not hold as many values as the shape says.
     #[error("{what} has {got} values, but shape {shape:?} needs {expected}")]
     Length { what: &'static str, shape: Vec<usize>, expected: usize, got: usize },

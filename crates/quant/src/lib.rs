@@ -1,5 +1,6 @@
 //! Number formats of mase-rs: MASE's quantizers (doc/mase-semantics.md#quantizers) and QONNX's
-//! `IntQuant`, `BipolarQuant`, `FloatQuant` and `Trunc`.
+//! `IntQuant`, `BipolarQuant`, `FloatQuant` and `Trunc`, and the OCP microscaling (MX) formats
+//! `mxint` and `mxfp`.
 //!
 //! A format is described by an [`mase_ir::QuantFormat`] (quantization is data on the graph's
 //! nodes); this crate gives it arithmetic. Each format is one module holding
@@ -18,7 +19,9 @@
 //! formats, and become NaN in the minifloat formats and `block_fp`, whose zero passthrough
 //! `(~close) * q + close * x` multiplies them by 0 (the same products turn a -0.0 input into
 //! +0.0). Sign-based formats give what their comparison gives (`x >= 0` is false: bipolar -1);
-//! ternary counts NaN as 0. QONNX's FloatQuant turns ±inf into NaN, as its reference does. Each
+//! ternary counts NaN as 0. QONNX's FloatQuant turns ±inf into NaN, as its reference does. The
+//! microscaling formats (`mxint`, `mxfp`) make a block holding a NaN or ±inf NaN as a whole (the
+//! OCP specification's NaN scale). Each
 //! module's documentation says where it differs from MASE on purpose.
 //!
 //! ```
@@ -43,6 +46,9 @@ pub mod integer;
 pub mod log;
 pub mod minifloat_denorm;
 pub mod minifloat_ieee;
+pub mod mx;
+pub mod mxfp;
+pub mod mxint;
 mod registry;
 pub mod round;
 pub mod ternary;

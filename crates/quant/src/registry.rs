@@ -100,6 +100,8 @@ pub(crate) const FORMATS: &[FormatImpl] = &[
     format_entry!(int_quant),
     format_entry!(bipolar_quant),
     format_entry!(float_quant),
+    format_entry!(mxint),
+    format_entry!(mxfp),
 ];
 
 /// The entry of a format.
@@ -165,6 +167,8 @@ mod tests {
                 saturation: true,
                 rounding_mode: RoundingMode::Round,
             },
+            QuantFormat::Mxint { width: 8, block_size: 32, block_dim: -1 },
+            QuantFormat::Mxfp { exponent_width: 4, frac_width: 3, block_size: 32, block_dim: -1 },
         ];
         assert_eq!(all.len(), FORMATS.len());
         for (f, entry) in all.iter().zip(FORMATS) {

@@ -21,6 +21,10 @@
 //! - `relu` quantizes its input as unsigned integers (MASE's `ReLUInteger`);
 //! - `binary` and `ternary` on linear and conv quantize the weight only (MASE's `LinearBinary`,
 //!   `Conv2dBinaryScaling` and `*Ternary` pass the input and bias through);
+//! - `mxint` and `mxfp` (the OCP microscaling formats) take MASE's keys: `width` (the element
+//!   bits) or `exponent_width` and `frac_width`, and `block_size` (32 when absent); `block_dim`
+//!   (the block axis, -1, the last, when absent) is the argument MASE's quantizers take and its
+//!   modules fix (-1 for inputs, 1 for linear weights, 0 for biases);
 //! - `data_in_skip_first_dim` is honoured for block formats (MASE drops the key);
 //!   `binary_training` is accepted and has no effect (it matters to binary_residual only).
 
@@ -48,6 +52,8 @@ pub const FORMATS: &[(&str, &[&str])] = &[
     ("block_log", &["width", "exponent_bias_width", "block_size"]),
     ("binary", &["width", "stochastic", "bipolar"]),
     ("ternary", &["width", "scaling_factor", "mean", "median", "max"]),
+    ("mxint", &["width", "block_size", "block_dim"]),
+    ("mxfp", &["exponent_width", "frac_width", "block_size", "block_dim"]),
 ];
 
 /// MASE formats mase-rs does not implement.
@@ -221,6 +227,23 @@ fn block_size(cfg: &Map<String, Value>, g: &str) -> Result<Vec<usize>, String> {
     }
 }
 
+/// The OCP microscaling block: `<group>_block_size` (one positive integer, 32 when absent) and
+/// `<group>_block_dim` (the block axis, negative from the end, -1 when absent).
+fn mx_block(cfg: &Map<String, Value>, g: &str) -> Result<(usize, i64), String> {
+    let size = match cfg.get(&format!("{g}_block_size")) {
+        None => 32,
+        Some(_) => {
+            let b = int(cfg, g, "block_size")?;
+            usize::try_from(b).ok().filter(|&b| b > 0).ok_or_else(|| format!("`{g}_block_size = {b}`: expected a positive integer"))?
+        }
+    };
+    let dim = match cfg.get(&format!("{g}_block_dim")) {
+        None => -1,
+        Some(_) => int(cfg, g, "block_dim")?,
+    };
+    Ok((size, dim))
+}
+
 /// The format of one group.
 fn group_format(
     name: &str,
@@ -295,6 +318,19 @@ fn group_format(
             let (mean, max, median) = (stat("mean", "abs_mean")?, stat("max", "max")?, stat("median", "median")?);
             let threshold = mean.map(|m| 0.75 * m).or(max.map(|m| 0.05 * m)).or(median.map(|m| 0.75 * m)).map(|t| t as f32);
             QuantFormat::Ternary { scaling_factor: flag(cfg, g, "scaling_factor")?, threshold }
+        }
+        "mxint" => {
+            let (block_size, block_dim) = mx_block(cfg, g)?;
+            QuantFormat::Mxint { width: width(cfg, g)?, block_size, block_dim }
+        }
+        "mxfp" => {
+            let (block_size, block_dim) = mx_block(cfg, g)?;
+            QuantFormat::Mxfp {
+                exponent_width: uint(cfg, g, "exponent_width")?,
+                frac_width: uint(cfg, g, "frac_width")?,
+                block_size,
+                block_dim,
+            }
         }
         other => return Err(format!("unknown format `{other}`")),
     })

@@ -130,6 +130,25 @@ pub fn formats(shape: &[usize]) -> Vec<QuantFormat> {
         e4m3(t(&[], &[3.0]), false, false, RoundingMode::Ceil),
         e4m3(t(&[], &[1.0]), true, false, RoundingMode::HalfDown),
     ];
+    // The microscaling formats: every OCP element format, blocks of 32 (the specification's), of
+    // 2 and 3 (partial last blocks), along the last axis, the first, and a middle one.
+    let mxfp = |e, m, b, d| Mxfp { exponent_width: e, frac_width: m, block_size: b, block_dim: d };
+    v.extend([
+        Mxint { width: 8, block_size: 32, block_dim: -1 },
+        Mxint { width: 8, block_size: 3, block_dim: 0 },
+        Mxint { width: 4, block_size: 2, block_dim: -1 },
+        mxfp(4, 3, 32, -1),
+        mxfp(4, 3, 3, 0),
+        mxfp(5, 2, 32, -1),
+        mxfp(5, 2, 2, 0),
+        mxfp(3, 2, 3, -1),
+        mxfp(2, 3, 32, 0),
+        mxfp(2, 1, 32, -1),
+        mxfp(2, 1, 2, -1),
+    ]);
+    if shape.len() >= 2 {
+        v.extend([Mxint { width: 8, block_size: 2, block_dim: 1 }, mxfp(4, 3, 2, -2), mxfp(2, 1, 32, 1)]);
+    }
     for mode in MODES {
         v.push(int_quant(t(&[], &[0.1]), t(&[], &[0.0]), 8.0, true, false, mode));
         v.push(int_quant(t(&[], &[1.0 / 16.0]), t(&[], &[3.0]), 4.0, false, true, mode));
