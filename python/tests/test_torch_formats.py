@@ -186,6 +186,12 @@ FORMATS_ANY_SHAPE = [
     int_quant(t([], [0.5]), t([], [0.0]), 1.0, True, False, "ROUND"),
     int_quant(t([], [0.03]), t([], [0.0]), 24.0, True, False, "ROUND"),
     int_quant(t([1], [0.2]), t([1, 1], [0.5]), 8.0, False, False, "HALF_UP"),
+    # The OCP microscaling formats: every element format, blocks along the last and first axes.
+    {"name": "mxint", "width": 8, "block_size": 32, "block_dim": -1},
+    {"name": "mxint", "width": 4, "block_size": 3, "block_dim": 0},
+    *[{"name": "mxfp", "exponent_width": e, "frac_width": m, "block_size": 32, "block_dim": -1} for e, m in [(4, 3), (5, 2), (3, 2), (2, 3), (2, 1)]],
+    {"name": "mxfp", "exponent_width": 2, "frac_width": 1, "block_size": 2, "block_dim": 0},
+    {"name": "mxfp", "exponent_width": 4, "frac_width": 3, "block_size": 5, "block_dim": 0},
 ]
 
 

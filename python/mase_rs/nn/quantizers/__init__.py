@@ -21,7 +21,7 @@ import json
 import numpy as np
 import torch
 
-from . import binary, bipolar_quant, block_fp, block_log, block_minifloat, float_quant, int_quant, integer, log, minifloat, ternary
+from . import binary, bipolar_quant, block_fp, block_log, block_minifloat, float_quant, int_quant, integer, log, minifloat, mx, ternary
 
 # Every format by the serde tag `name` of its `QuantFormat` variant, in the variants' order; the
 # function `fn(x, fmt, *, generator=None)` validates `fmt` and quantizes `x` (no gradient rule).
@@ -38,6 +38,8 @@ FORMATS = {
     "int_quant": int_quant.quantize,
     "bipolar_quant": bipolar_quant.quantize,
     "float_quant": float_quant.quantize,
+    "mxint": mx.quantize_int,
+    "mxfp": mx.quantize_fp,
 }
 
 

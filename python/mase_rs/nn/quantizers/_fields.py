@@ -65,6 +65,8 @@ def _tensor(name, field, v):
 _KINDS = {
     "u32": (lambda v: _is_int(v) and 0 <= v < 2**32, "an integer >= 0", int),
     "i32": (lambda v: _is_int(v) and -(2**31) <= v < 2**31, "an integer", int),
+    "usize": (lambda v: _is_int(v) and 0 <= v < 2**64, "an integer >= 0", int),
+    "i64": (lambda v: _is_int(v) and -(2**63) <= v < 2**63, "an integer", int),
     "bool": (lambda v: isinstance(v, bool), "true or false", bool),
     "f32": (_is_number, "a number", f32),
     "opt_i32": (lambda v: v is None or (_is_int(v) and -(2**31) <= v < 2**31), "an integer or null", lambda v: v),
