@@ -343,6 +343,10 @@ pub struct EmitArgs {
     /// Reuse factor of one layer, `NODE=R` (comma-separated or repeated).
     #[arg(long = "reuse-layer", value_delimiter = ',')]
     pub reuse_layer: Vec<String>,
+    /// Pipeline every layer for this clock in MHz (products, adder tree and rescales in
+    /// register stages, a skid buffer per layer); default: one register stage per layer.
+    #[arg(long = "clock-mhz", allow_negative_numbers = true)]
+    pub clock_mhz: Option<f64>,
 }
 
 /// Options of `ch simulate`.
