@@ -379,7 +379,7 @@ pub struct SimulateArgs {
 pub struct SynthArgs {
     /// A folder written by `ch emit`.
     pub dir: PathBuf,
-    /// `xilinx` (synth_xilinx, 7-series LUT6), `generic` (synth + abc -lut 6) or `all` (default).
+    /// `xilinx` (synth_xilinx, 7-series LUT6; the default), `generic` (synth + abc -lut 6) or `all` (both).
     #[arg(long)]
     pub target: Option<String>,
     /// Print one JSON object with the results on stdout.
