@@ -27,6 +27,7 @@ struct EmitVerilog {
     reuse: Option<usize>,
     #[serde(default)]
     reuse_layer: BTreeMap<String, usize>,
+    clock_mhz: Option<f64>,
 }
 
 fn one_line(e: impl std::fmt::Display) -> String {
@@ -68,7 +69,10 @@ pub fn run(data: &[u8]) -> Result<usize, String> {
         return Err("reuse: expected a positive integer, got 0".into());
     }
     let opts = LowerOptions { reuse, default_reuse: emit.reuse.unwrap_or(1) };
-    let design = lower(&graph, &ctx.params, model, &opts).map_err(one_line)?;
+    let mut design = lower(&graph, &ctx.params, model, &opts).map_err(one_line)?;
+    if let Some(f) = emit.clock_mhz {
+        design = design.pipelined(f).map_err(one_line)?;
+    }
     let _ = (mase_hw::manifest(&design), mase_hw::cost::estimate(&design), mase_hw::verilog::top_verilog(&design));
     // The design against its golden model, on a seeded batch of 4 samples.
     let mut rng = Rng::new(1);

@@ -343,6 +343,10 @@ pub struct EmitArgs {
     /// Reuse factor of one layer, `NODE=R` (comma-separated or repeated).
     #[arg(long = "reuse-layer", value_delimiter = ',')]
     pub reuse_layer: Vec<String>,
+    /// Pipeline every layer for this clock in MHz (products, adder tree and rescales in
+    /// register stages, a skid buffer per layer); default: one register stage per layer.
+    #[arg(long = "clock-mhz", allow_negative_numbers = true)]
+    pub clock_mhz: Option<f64>,
 }
 
 /// Options of `ch simulate`.
@@ -375,7 +379,7 @@ pub struct SimulateArgs {
 pub struct SynthArgs {
     /// A folder written by `ch emit`.
     pub dir: PathBuf,
-    /// `xilinx` (synth_xilinx, 7-series LUT6), `generic` (synth + abc -lut 6) or `all` (default).
+    /// `xilinx` (synth_xilinx, 7-series LUT6; the default), `generic` (synth + abc -lut 6) or `all` (both).
     #[arg(long)]
     pub target: Option<String>,
     /// Print one JSON object with the results on stdout.

@@ -33,14 +33,16 @@ const fn key(key: &'static str, unit: &'static str, meaning: &'static str) -> Re
 pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
     name: "emit_verilog",
     args: "EmitVerilogArgs",
-    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer)",
+    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz)",
     report: &[
         key("dir", "path", "the design folder written (RTL, testbench, build script, manifest, checkpoint)"),
         key("latency_cycles", "cycles", "from the first input word to its output word"),
         key("initiation_interval", "cycles", "between two samples (the largest reuse factor)"),
+        key("clock_mhz", "MHz", "the clock the design is pipelined for (null: one register stage per layer)"),
         key("layers", "list", "one entry per layer, in pipeline order"),
         key("layers[].node", "name", "the linear node of the layer"),
         key("layers[].reuse_factor", "count", "its reuse factor (input terms per multiplier)"),
+        key("layers[].latency_cycles", "cycles", "from the layer's input word to its output word"),
         key("estimate", "object", "the cost model's resources (doc/hardware.md, Cost model)"),
         key("estimate.model", "text", "the synthesis flow the cost model stands for"),
         key("estimate.luts", "count", "LUTs"),
@@ -60,6 +62,9 @@ struct EmitVerilogArgs {
     /// Reuse factor per layer node (`ch emit --reuse-layer NODE=R`).
     #[serde(default)]
     reuse_layer: BTreeMap<String, usize>,
+    /// The clock to pipeline for, in MHz (`ch emit --clock-mhz`); default none, one register
+    /// stage per layer.
+    clock_mhz: Option<f64>,
 }
 
 /// The lowering options of a graph: each layer's reuse factor is the one named for it in
@@ -85,8 +90,17 @@ pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, us
 /// Lowers the graph and writes its design folder (RTL, testbench, build script, manifest, the
 /// design and the checkpoint `ch simulate` takes as the golden model). Returns the design and
 /// the manifest.
-pub(crate) fn write_design(ck: &Checkpoint, label: &str, opts: &LowerOptions, dir: &std::path::Path) -> Result<(Design, Value)> {
-    let design = lower(&ck.graph, &ck.params, label, opts)?;
+pub(crate) fn write_design(
+    ck: &Checkpoint,
+    label: &str,
+    opts: &LowerOptions,
+    clock_mhz: Option<f64>,
+    dir: &std::path::Path,
+) -> Result<(Design, Value)> {
+    let mut design = lower(&ck.graph, &ck.params, label, opts)?;
+    if let Some(f) = clock_mhz {
+        design = design.pipelined(f)?;
+    }
     let manifest = emit(&design, dir)?;
     mase_io::save_checkpoint(&dir.join("model.ckpt"), ck)?;
     Ok((design, manifest))
@@ -95,8 +109,9 @@ pub(crate) fn write_design(ck: &Checkpoint, label: &str, opts: &LowerOptions, di
 /// What `ch emit` prints about a design: its shape and schedule, one line per layer and the cost
 /// model's estimate.
 pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
+    let clock = design.clock_mhz.map(|f| format!(", pipelined for {f} MHz")).unwrap_or_default();
     let mut lines = vec![format!(
-        "{}: {} layers, input {} x {} bits, output {} x {} bits, latency {} cycles, initiation interval {}",
+        "{}: {} layers, input {} x {} bits, output {} x {} bits, latency {} cycles, initiation interval {}{clock}",
         design.model,
         design.layers.len(),
         design.input_len(),
@@ -108,14 +123,15 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
     )];
     for l in manifest["layers"].as_array().map(Vec::as_slice).unwrap_or_default() {
         lines.push(format!(
-            "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}",
+            "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}  latency {}",
             l["node"].as_str().unwrap_or(""),
             l["in_features"],
             l["out_features"],
             l["product_input_width"],
             l["accumulator_width"],
             l["output_width"],
-            l["multipliers"]
+            l["multipliers"],
+            l["latency_cycles"]
         ));
     }
     let est = &manifest["estimate"];
@@ -159,14 +175,15 @@ impl CliPasses {
             optimizer_tensors: Vec::new(),
             meta: json!({"model": self.label, "dataset": self.dataset, "dataset_info": self.dataset_info, "transformed": true}),
         };
-        let (design, manifest) = write_design(&ck, &self.label, &opts, &dir)?;
+        let (design, manifest) = write_design(&ck, &self.label, &opts, a.clock_mhz, &dir)?;
         let mut text = summary_lines(&design, &manifest);
         text.push(format!("wrote {}", dir.display()));
         let report = json!({
             "dir": std::path::absolute(&dir).unwrap_or(dir.clone()),
             "latency_cycles": design.latency(),
             "initiation_interval": design.initiation_interval(),
-            "layers": design.layers.iter().map(|l| json!({"node": l.node, "reuse_factor": l.reuse})).collect::<Vec<_>>(),
+            "clock_mhz": design.clock_mhz,
+            "layers": design.layers.iter().map(|l| json!({"node": l.node, "reuse_factor": l.reuse, "latency_cycles": design.layer_latency(l)})).collect::<Vec<_>>(),
             "estimate": manifest["estimate"],
         });
         Ok(PassReport::new(PASS, report).with_text(text.join("\n")))

@@ -49,11 +49,6 @@ fn write_config(dir: &Path, model: &str, project: &str, passes: &str) -> PathBuf
 
 const LINEAR_PARAMS: &[&str] = &["data_in", "weight", "bias"];
 
-/// A transform config quantizing every linear to `integer` of `bits` bits, half fractional.
-fn config(dir: &Path, bits: u32) -> PathBuf {
-    write_config(dir, "jsc-three-layer", &format!("hw{bits}"), &quantize_tables(bits, &[("linear", LINEAR_PARAMS)]))
-}
-
 /// A jsc-three-layer trained `epochs` epochs on the jsc fixture in `data`; its best checkpoint.
 fn train_jsc_three_layer(root: &Path, data: &str, epochs: &str) -> String {
     let args = ["--data-dir", data, "--max-epochs", epochs, "--batch-size", "64", "--learning-rate", "1e-2", "--project", "hw"];
@@ -70,47 +65,107 @@ fn transform_and_test(root: &Path, model: &str, cfg: &Path, best: &str, data: &s
     (q, acc)
 }
 
+/// The commands of the README's first code block in its section Hardware, each as its words
+/// (a comment after two spaces and `#` left out).
+fn readme_hardware_example() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let section = &text[text.find("\n## Hardware\n").expect("README has a section Hardware")..];
+    let block = section.split("```\n").nth(1).expect("a code block in the section Hardware");
+    let words = |l: &str| l.split("  #").next().unwrap_or("").split_whitespace().map(String::from).collect::<Vec<_>>();
+    block.lines().map(words).filter(|w| !w.is_empty()).collect()
+}
+
 #[test]
 fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     if !have("verilator") {
         return;
     }
-    let (root, data) = jsc_scratch("hw-emit");
-    let d = data.as_str();
-    let best = train_jsc_three_layer(&root, d, "8");
-    let (q, quant_acc) = transform_and_test(&root, "jsc-three-layer", &config(&root, 8), &best, d);
+    // The README's first hardware example, as written, from a folder that holds the
+    // repository's `configs` and `crates` as a fresh clone does.
+    let root = scratch("hw-emit");
+    for dir in ["configs", "crates"] {
+        std::os::unix::fs::symlink(repo_root().join(dir), root.join(dir)).unwrap();
+    }
+    let d = "crates/io/tests/fixtures";
+    for words in readme_hardware_example() {
+        assert_eq!(words[0], "ch", "{words:?}");
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let r = ch_json(&args, &root);
+        if args[0] == "simulate" {
+            assert_eq!((r["mismatches"].as_u64(), r["samples"].as_u64()), (Some(0), Some(392)), "{args:?}: {r}");
+        }
+    }
+    let best = "mase_output/demo/software/training_ckpts/best.ckpt";
+    let q = "mase_output/demo/software/transform/transformed_ckpt/model.ckpt".to_string();
+    let quant_acc = ch_json(&["test", "jsc-three-layer", "jsc", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
     let mut accuracies = Vec::new();
-    // One line per design: emit flags, latency and initiation interval in cycles (folded by 4:
-    // 4 + 1 cycles; by 2: 2 + 1 each for the other three layers).
-    let designs: &[(&[&str], u64, f64)] = &[(&[], 4, 1.0), (&["--reuse", "2", "--reuse-layer", "seq_blocks_0=4"], 14, 4.0)];
-    for (i, &(flags, latency, ii)) in designs.iter().enumerate() {
-        let out = root.join(format!("rtl{i}"));
-        let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
-        assert_eq!(e["manifest"]["latency_cycles"], latency, "{flags:?}");
-        assert_eq!(e["manifest"]["input"]["element_width"], 8);
+    // One line per design: its folder, the emit flags that write it (none: the README's
+    // example wrote it), latency and initiation interval in cycles (folded by 4: 4 + 1 cycles
+    // per layer; by 2: 2 + 1 each for the other three layers).
+    type Case<'a> = (&'a str, Option<&'a [&'a str]>, u64, f64);
+    let designs: &[Case] = &[
+        ("rtl_r1", None, 4, 1.0),
+        ("rtl_r4", None, 20, 4.0),
+        ("rtl_mixed", Some(&["--reuse", "2", "--reuse-layer", "seq_blocks_0=4"]), 14, 4.0),
+    ];
+    for &(folder, flags, latency, ii) in designs {
+        let out = root.join(folder);
+        let manifest: serde_json::Value = match flags {
+            Some(flags) => ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root)["manifest"].clone(),
+            None => serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap(),
+        };
+        assert_eq!(manifest["latency_cycles"], latency, "{folder}");
+        assert_eq!(manifest["input"]["element_width"], 8);
         // The cost model's estimate is the sum of its per-layer estimates.
-        let layers = e["manifest"]["layers"].as_array().unwrap();
+        let layers = manifest["layers"].as_array().unwrap();
         let luts: f64 = layers.iter().map(|l| l["estimate"]["luts"].as_f64().unwrap()).sum();
-        assert_eq!(e["manifest"]["estimate"]["luts"].as_f64(), Some(luts), "{flags:?}");
+        assert_eq!(manifest["estimate"]["luts"].as_f64(), Some(luts), "{folder}");
         assert!(luts > 0.0);
         let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
-        assert_eq!(s["mismatches"], 0, "{flags:?}: {s}");
+        assert_eq!(s["mismatches"], 0, "{folder}: {s}");
         assert_eq!(s["samples"], 392, "{s}");
-        assert_eq!((s["latency_cycles"].as_u64().unwrap(), s["initiation_interval"].as_f64().unwrap()), (latency, ii), "{flags:?}");
+        assert_eq!((s["latency_cycles"].as_u64().unwrap(), s["initiation_interval"].as_f64().unwrap()), (latency, ii), "{folder}");
         accuracies.push(s["accuracy"].as_f64().unwrap());
     }
     // Folded and unrolled designs compute the same outputs, so the same accuracy; the trained
     // network scores well above chance (20 %) on the fixture.
-    assert_eq!(accuracies[0], accuracies[1]);
+    assert!(accuracies.iter().all(|&a| a == accuracies[0]), "{accuracies:?}");
     assert!(accuracies[0] > 0.4, "{accuracies:?}, fake-quant test accuracy {quant_acc}");
     // Random samples and back-pressure: still bit-exact.
-    let s = ch_json(&["simulate", root.join("rtl1").to_str().unwrap(), "--random", "64", "--stall-seed", "9"], &root);
+    let s = ch_json(&["simulate", root.join("rtl_mixed").to_str().unwrap(), "--random", "64", "--stall-seed", "9"], &root);
     assert_eq!(s["mismatches"], 0, "{s}");
+    // Pipelined for two clocks: more cycles of latency, the same initiation interval and
+    // outputs, on the data split and under back-pressure.
+    for (clock, reuse, ii) in [("200", "1", 1.0), ("100", "2", 2.0)] {
+        let out = root.join(format!("rtl_{clock}"));
+        let e = ch_json(&["emit", "--load", &q, "-o", out.to_str().unwrap(), "--clock-mhz", clock, "--reuse", reuse], &root);
+        let latency = e["manifest"]["latency_cycles"].as_u64().unwrap();
+        assert!(latency > 4, "{clock} MHz: {latency} cycles");
+        assert_eq!(e["manifest"]["clock_mhz"].as_f64(), Some(clock.parse().unwrap()));
+        let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d], &root);
+        assert_eq!((s["mismatches"].as_u64(), s["accuracy"].as_f64()), (Some(0), Some(accuracies[0])), "{clock} MHz: {s}");
+        assert_eq!((s["latency_cycles"].as_u64(), s["initiation_interval"].as_f64()), (Some(latency), Some(ii)), "{clock} MHz");
+        let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--stall-seed", "3"], &root);
+        assert_eq!(s["mismatches"], 0, "{clock} MHz under back-pressure: {s}");
+    }
+    let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--clock-mhz", "5000"], &root);
+    assert_eq!(line, "error: clock_mhz 5000: expected a frequency from 1 to 1000 MHz");
     // Errors are one line.
     let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--reuse", "3"], &root);
     assert_eq!(line, "error: node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
-    let line = ch_error(&["emit", "--load", &best, "-o", root.join("bad").to_str().unwrap()], &root);
+    let line = ch_error(&["emit", "--load", best, "-o", root.join("bad").to_str().unwrap()], &root);
     assert!(line.starts_with("error: the graph is not integer end to end: seq_blocks_0 (linear): not quantized;"), "{line}");
+    // A truncated manifest: `ch simulate` and `ch synth` refuse the folder.
+    let dir = root.join("rtl_mixed");
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    std::fs::write(dir.join("manifest.json"), &text[..text.len() / 2]).unwrap();
+    let want = format!(
+        "error: {}: differs from its checksum in SHA256SUMS (the folder was edited or damaged; emit the design again)",
+        dir.join("manifest.json").display()
+    );
+    for cmd in ["simulate", "synth"] {
+        assert_eq!(ch_error(&[cmd, dir.to_str().unwrap(), "--data-dir", d][..if cmd == "synth" { 2 } else { 4 }], &root), want, "{cmd}");
+    }
 }
 
 #[test]
@@ -209,6 +264,7 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
             "rtl_pass",
             &["--reuse", "2", "--reuse-layer", "seq_blocks_2=16"],
         ),
+        ("output_dir = \"rtl_clock\"\nreuse = 2\nclock_mhz = 150", "rtl_clock", &["--reuse", "2", "--clock-mhz", "150"]),
     ];
     for (i, &(keys, dir, flags)) in cases.iter().enumerate() {
         let cfg = write(&format!("emit{i}.toml"), keys);
@@ -254,8 +310,9 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
     let errors: &[(&str, &str)] = &[
         (
             "reuse_factor = 2",
-            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`",
         ),
+        ("clock_mhz = 0", "error: pass `emit_verilog`: clock_mhz 0: expected a frequency from 1 to 1000 MHz"),
         ("reuse = 0", "error: pass `emit_verilog`: reuse: expected a positive integer, got 0"),
         ("reuse_layer = { nope = 2 }", "error: pass `emit_verilog`: reuse_layer `nope=2`: the model has no node `nope`"),
         ("reuse = 3", "error: pass `emit_verilog`: node `seq_blocks_2`: reuse factor 3 does not divide its 16 inputs per output"),

@@ -124,5 +124,6 @@ pub fn design(index: usize) -> Design {
         model: format!("calibration_{index}"),
         input_format: (input_format.width, input_format.frac_width, input_format.signed),
         layers: vec![layer],
+        clock_mhz: None,
     }
 }

@@ -172,6 +172,11 @@ pub struct LayerCost {
     pub dsps: f64,
     pub latency_cycles: usize,
     pub ii: usize,
+    /// Bits of the layer's registers as written: the output register and valid bit, a folded
+    /// layer's state, and when pipelined every stage's registers and the output buffer.
+    pub register_bits: usize,
+    /// Register bits that pipelining added (0 without a clock).
+    pub registers_added: usize,
     pub features: LayerFeatures,
 }
 
@@ -197,13 +202,32 @@ pub fn estimate_layer(layer: &Layer) -> LayerCost {
         dsps: f.dsp_products as f64,
         latency_cycles: layer.latency(),
         ii: layer.initiation_interval(),
+        register_bits: f.output_register_bits + f.state_register_bits,
+        registers_added: 0,
         features: f,
     }
 }
 
+/// The estimate of one layer pipelined for `clock_mhz`: the schedule's latency, and the
+/// registers that pipelining adds counted bit for bit on top of the unpipelined estimate's
+/// flip-flops (their LUTs are the unpipelined layer's; Yosys maps product registers into DSPs
+/// where it can, so the count is an upper bound).
+pub fn estimate_pipelined_layer(layer: &Layer, clock_mhz: f64) -> LayerCost {
+    let mut c = estimate_layer(layer);
+    let (_, bits) = crate::pipeline::pipelined_layer(layer, clock_mhz);
+    c.registers_added = bits.saturating_sub(c.register_bits);
+    c.register_bits = bits;
+    c.ffs += c.registers_added as f64;
+    c.latency_cycles = crate::pipeline::schedule(layer, clock_mhz).latency;
+    c
+}
+
 /// The estimate of a design.
 pub fn estimate(design: &Design) -> DesignCost {
-    let layers: Vec<LayerCost> = design.layers.iter().map(estimate_layer).collect();
+    let layers: Vec<LayerCost> = match design.clock_mhz {
+        Some(f) => design.layers.iter().map(|l| estimate_pipelined_layer(l, f)).collect(),
+        None => design.layers.iter().map(estimate_layer).collect(),
+    };
     DesignCost {
         luts: layers.iter().map(|l| l.luts).sum(),
         ffs: layers.iter().map(|l| l.ffs).sum(),

@@ -209,6 +209,10 @@ pub struct Design {
     /// The format the testbench feeds: the `data_in` format of the first layer.
     pub input_format: (u32, i32, bool),
     pub layers: Vec<Layer>,
+    /// The clock the design is pipelined for, in MHz (`ch emit --clock-mhz`); `None`: one
+    /// register stage per layer (doc/hardware.md, "Pipelining to a clock").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_mhz: Option<f64>,
 }
 
 impl Design {
@@ -238,9 +242,26 @@ impl Design {
         self.layers.last().map_or(self.input_range(), Layer::output)
     }
 
+    /// The design pipelined for `clock_mhz` (`ch emit --clock-mhz`); a clock outside
+    /// [`crate::pipeline::CLOCK_RANGE_MHZ`] is an error.
+    pub fn pipelined(mut self, clock_mhz: f64) -> crate::Result<Design> {
+        crate::pipeline::check_clock(clock_mhz).map_err(|reason| crate::HwError::Clock { reason })?;
+        self.clock_mhz = Some(clock_mhz);
+        Ok(self)
+    }
+
+    /// Cycles from accepting a sample to presenting layer `layer`'s result: its schedule at
+    /// the design's clock, or one register stage (unrolled) or `R + 1` cycles (folded).
+    pub fn layer_latency(&self, layer: &Layer) -> usize {
+        match self.clock_mhz {
+            Some(f) => crate::pipeline::schedule(layer, f).latency,
+            None => layer.latency(),
+        }
+    }
+
     /// Cycles from accepting a sample to presenting its result: the sum of the layers'.
     pub fn latency(&self) -> usize {
-        self.layers.iter().map(Layer::latency).sum()
+        self.layers.iter().map(|l| self.layer_latency(l)).sum()
     }
 
     /// Cycles between two samples the pipeline accepts: its slowest layer's.

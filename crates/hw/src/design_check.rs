@@ -21,6 +21,9 @@ pub fn check_design(d: &Design) -> Result<(), String> {
     if d.layers.is_empty() {
         return Err("it has no layer".into());
     }
+    if let Some(f) = d.clock_mhz {
+        crate::pipeline::check_clock(f)?;
+    }
     // The stream arriving at each layer: the input format's codes, then the layer before's output.
     let mut arriving = (d.input_range(), None);
     for (i, l) in d.layers.iter().enumerate() {

@@ -1,5 +1,6 @@
 //! Writing a design's folder: `rtl/` (one file per layer and the top), `tb/tb.cpp`, `build.sh`,
-//! `design.json` (the design itself, which `simulate` reads back) and `manifest.json`.
+//! `design.json` (the design itself, which `simulate` reads back), `manifest.json` and
+//! `SHA256SUMS` (the checksums tying them together, [`crate::integrity`]).
 
 use crate::design::Design;
 use crate::error::{file_cause, file_err, file_msg, Result};
@@ -22,6 +23,9 @@ pub fn manifest(d: &Design) -> Value {
         "output": port(d.output_len(), d.output_range()),
         "latency_cycles": d.latency(),
         "initiation_interval": d.initiation_interval(),
+        "clock_mhz": d.clock_mhz,
+        "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
+        "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
         "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps},
         "layers": d.layers.iter().zip(&est.layers).map(|(l, e)| json!({
             "node": l.node,
@@ -37,8 +41,11 @@ pub fn manifest(d: &Design) -> Value {
             "output_width": l.output().width(),
             "reuse_factor": l.reuse,
             "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
-            "latency_cycles": l.latency(),
+            "latency_cycles": d.layer_latency(l),
             "initiation_interval": l.initiation_interval(),
+            "pipeline": d.clock_mhz.map(|f| crate::pipeline::schedule(l, f)),
+            "register_bits": e.register_bits,
+            "registers_added": e.registers_added,
             "estimate": {"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps},
         })).collect::<Vec<_>>(),
     })
@@ -68,7 +75,7 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
     let mut files = Vec::new();
     for l in &d.layers {
         let f = format!("{}.v", layer_module(l));
-        write(&format!("rtl/{f}"), &layer_verilog(l))?;
+        write(&format!("rtl/{f}"), &layer_verilog(l, d.clock_mhz))?;
         files.push(f);
     }
     write(&format!("rtl/{TOP}.v"), &top_verilog(d))?;
@@ -78,6 +85,7 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
     let m = manifest(d);
     write("manifest.json", &(serde_json::to_string_pretty(&m).unwrap_or_default() + "\n"))?;
     write("design.json", &serde_json::to_string(d).unwrap_or_default())?;
+    crate::integrity::write_sums(dir)?;
     Ok(m)
 }
 
@@ -92,8 +100,10 @@ fn set_executable(_: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Reads back the design a folder holds.
+/// Reads back the design a folder holds, once its files match their checksums
+/// ([`crate::integrity::check_sums`]).
 pub fn read_design(dir: &Path) -> Result<Design> {
+    crate::integrity::check_sums(dir)?;
     let p = dir.join("design.json");
     let text = std::fs::read_to_string(&p).map_err(|e| file_err(&p, e))?;
     parse_design(&p, &text)

@@ -16,6 +16,9 @@ pub enum HwError {
     ReuseFactor { node: String, reuse: usize, inputs: usize },
     #[error("node `{node}`: hardware.reuse_factor must be a positive integer, got {value}")]
     ReuseMetadata { node: String, value: String },
+    /// A clock the design cannot be pipelined for.
+    #[error("{reason}")]
+    Clock { reason: String },
     #[error("parameter `{name}`: {reason}")]
     Param { name: String, reason: String },
     #[error("{tool} is not installed (Debian: apt-get install {tool})")]

@@ -1,6 +1,7 @@
 //! Synthesis with Yosys of a design folder: `synth_xilinx` for a 7-series LUT6 target, or the
-//! generic `synth` with `abc -lut 6`. Counts come from `stat -json`, the logic depth (cells on
-//! the longest path between registers and ports) from `ltp -noff`.
+//! generic `synth` with `abc -lut 6`. Counts come from `stat -json`; the logic depth (cells on
+//! the longest path between registers and ports) from `ltp` once every flip-flop cell is
+//! deleted, so that no path runs through a register.
 
 use crate::error::{file_err, file_msg, HwError, Result};
 use crate::verilog::TOP;
@@ -37,6 +38,14 @@ impl SynthTarget {
         }
     }
 
+    /// The flip-flop cells of the mapped netlist, as a Yosys selection.
+    fn flip_flops(self) -> &'static str {
+        match self {
+            SynthTarget::Xilinx => "t:FD*",
+            SynthTarget::GenericLut6 => "t:$_*DFF*",
+        }
+    }
+
     fn script(self) -> String {
         match self {
             SynthTarget::Xilinx => format!("synth_xilinx -top {TOP} -flatten -noiopad"),
@@ -53,7 +62,8 @@ pub struct SynthReport {
     pub flip_flops: u64,
     pub dsps: u64,
     pub brams: u64,
-    /// Cells on the longest combinational path (`ltp -noff`).
+    /// Cells on the longest combinational path from a register or input port to a register or
+    /// output port (`ltp` with the flip-flops deleted).
     pub logic_depth: u64,
     pub cells_by_type: BTreeMap<String, u64>,
 }
@@ -88,6 +98,7 @@ fn classify(target: SynthTarget, cell: &str) -> Option<&'static str> {
 
 /// Synthesizes the RTL of `dir` for `target`; writes `synth_<target>.ys`, `.log` and `.json`.
 pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
+    crate::integrity::check_sums(dir)?;
     if !crate::simulate::tool_available("yosys") {
         return Err(HwError::ToolMissing { tool: "yosys".into() });
     }
@@ -102,10 +113,11 @@ pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
     let name = target.name();
     let (stat, ltp) = (dir.join(format!("synth_{name}_stat.json")), dir.join(format!("synth_{name}_ltp.txt")));
     let script = format!(
-        "read_verilog {}\n{}\ntee -q -o {} stat -json\ntee -q -o {} ltp -noff\n",
+        "read_verilog {}\n{}\ntee -q -o {} stat -json\ndelete {}\ntee -q -o {} ltp -noff\n",
         files.join(" "),
         target.script(),
         stat.display(),
+        target.flip_flops(),
         ltp.display()
     );
     let ys = dir.join(format!("synth_{name}.ys"));

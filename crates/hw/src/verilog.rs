@@ -15,7 +15,7 @@ pub fn layer_module(layer: &Layer) -> String {
 }
 
 /// A signed literal of width `w` (at least one bit wider than the value needs).
-fn lit(v: i64, w: u32) -> String {
+pub(crate) fn lit(v: i64, w: u32) -> String {
     let w = w.max(signed_bits(v as i128, v as i128) + 1);
     if v < 0 {
         format!("(-{w}'sd{})", v.unsigned_abs())
@@ -86,7 +86,7 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, d
 
 /// Declares `dst` as `src` (element `k` of its stream) after every step of `steps`; returns the
 /// final wire and range.
-fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], k: usize, prefix: &str) -> (String, Range) {
+pub(crate) fn steps_wires(out: &mut String, src: &str, from: Range, steps: &[Step], k: usize, prefix: &str) -> (String, Range) {
     let (mut cur, mut r) = (src.to_string(), from);
     for (i, s) in steps.iter().enumerate() {
         let dst = format!("{prefix}_s{i}");
@@ -241,10 +241,13 @@ fn folded_layer(layer: &Layer) -> String {
     o
 }
 
-/// The Verilog of one layer's module: fully unrolled, or folded by its reuse factor.
-pub fn layer_verilog(layer: &Layer) -> String {
+/// The Verilog of one layer's module: fully unrolled, or folded by its reuse factor; pipelined
+/// for a clock when `clock_mhz` is given ([`crate::pipeline`]).
+pub fn layer_verilog(layer: &Layer, clock_mhz: Option<f64>) -> String {
     let mut o = String::from("/* verilator lint_off WIDTH */\n");
-    if layer.reuse <= 1 {
+    if let Some(f) = clock_mhz {
+        o.push_str(&crate::pipeline::pipelined_layer(layer, f).0);
+    } else if layer.reuse <= 1 {
         o.push_str(&unrolled_layer(layer));
     } else {
         o.push_str(&folded_layer(layer));

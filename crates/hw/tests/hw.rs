@@ -474,3 +474,99 @@ fn reuse_factors_come_from_node_hardware_metadata() {
     assert_eq!(d.layers.iter().map(|l| l.reuse).collect::<Vec<_>>(), [4, 1]);
     assert_eq!(d.latency(), 6);
 }
+
+/// One line per pipelined design: model, bits and fraction bits, reuse factor, clock in MHz
+/// (one adder level per stage at 200 MHz, three at 100 MHz).
+const PIPELINED: &[(&str, u32, i32, usize, f64)] = &[
+    ("jsc-tiny", 8, 4, 1, 200.0),
+    ("jsc-tiny", 8, 4, 4, 100.0),
+    ("jsc-toy", 6, 3, 2, 200.0),
+    ("jsc-three-layer", 6, 3, 1, 100.0),
+    ("jsc-three-layer", 6, 3, 4, 200.0),
+];
+
+#[test]
+fn pipelined_designs_are_bit_exact_at_two_clocks_and_under_back_pressure() {
+    let sim = have("verilator");
+    for &(model, bits, frac, reuse, clock) in PIPELINED {
+        let label = format!("{model} at {bits}/{frac}, reuse {reuse}, {clock} MHz");
+        let (g, p) = folded(model, bits, frac);
+        let (x, shape, _) = test_samples(model, 128);
+        let plain = lower(&g, &p, model, &LowerOptions { reuse: vec![], default_reuse: reuse }).unwrap();
+        let d = plain.clone().pipelined(clock).unwrap();
+        // Pipelining adds cycles, never changes the initiation interval or the arithmetic.
+        assert!(d.latency() > plain.latency(), "{label}: {} cycles against {}", d.latency(), plain.latency());
+        assert_eq!(d.initiation_interval(), plain.initiation_interval(), "{label}");
+        let m = emit(&d, &PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_pipe_manifest")).unwrap();
+        let layers = m["layers"].as_array().unwrap();
+        let per_layer: u64 = layers.iter().map(|l| l["latency_cycles"].as_u64().unwrap()).sum();
+        assert_eq!((m["latency_cycles"].as_u64(), m["clock_mhz"].as_f64()), (Some(per_layer), Some(clock)), "{label}");
+        assert!(layers.iter().all(|l| l["registers_added"].as_u64().unwrap() > 0), "{label}");
+        if !sim {
+            continue;
+        }
+        let want = golden(&g, &p, &d, &x, &shape).unwrap();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_pipe_{model}_{bits}_r{reuse}_{clock}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        emit(&d, &dir).unwrap();
+        let inputs = codes(&d, &x);
+        for stall in [0, 12345] {
+            let r = simulate::run(&dir, &d, &inputs, stall).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "{label}, stall seed {stall}");
+            if stall == 0 {
+                assert_eq!((r.latency, r.initiation_interval), (d.latency() as u64, reuse as f64), "{label}");
+            }
+        }
+    }
+}
+
+/// `SHA256SUMS` ties a folder together: reading back a folder that was truncated, edited, lost
+/// a file or gained a Verilog file is one line naming the file. One line per damage: what it
+/// does to the folder, and the end of the error's line after the folder's path.
+#[test]
+fn a_damaged_or_edited_design_folder_is_refused() {
+    type Damage = fn(&std::path::Path);
+    let again = "(the folder was edited or damaged; emit the design again)";
+    let cases: &[(Damage, String)] = &[
+        (|_| {}, String::new()),
+        (
+            |d| {
+                let t = std::fs::read_to_string(d.join("manifest.json")).unwrap();
+                std::fs::write(d.join("manifest.json"), &t[..t.len() / 2]).unwrap();
+            },
+            format!("manifest.json: differs from its checksum in SHA256SUMS {again}"),
+        ),
+        (
+            |d| {
+                let p = d.join("rtl/mase_seq_blocks_0.v");
+                let t = std::fs::read_to_string(&p).unwrap().replacen("+", "-", 1);
+                std::fs::write(p, t).unwrap();
+            },
+            format!("rtl/mase_seq_blocks_0.v: differs from its checksum in SHA256SUMS {again}"),
+        ),
+        (
+            |d| std::fs::write(d.join("rtl/extra.v"), "module extra; endmodule\n").unwrap(),
+            format!("rtl/extra.v: not listed in SHA256SUMS {again}"),
+        ),
+        (
+            |d| std::fs::remove_file(d.join("design.json")).unwrap(),
+            format!("design.json: listed in SHA256SUMS {again}: No such file or directory (os error 2)"),
+        ),
+        (
+            |d| std::fs::remove_file(d.join("SHA256SUMS")).unwrap(),
+            "SHA256SUMS: not a folder written by `ch emit` (emit the design again): No such file or directory (os error 2)".into(),
+        ),
+    ];
+    let (g, p) = quantize_graph(small_mlp(), 4, 2, None);
+    let d = lower(&g, &p, "small", &LowerOptions::default()).unwrap().pipelined(150.0).unwrap();
+    for (i, (damage, want)) in cases.iter().enumerate() {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_damaged_{i}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        emit(&d, &dir).unwrap();
+        damage(&dir);
+        match mase_hw::read_design(&dir) {
+            Ok(back) => assert!(want.is_empty() && back == d, "case {i}: read back"),
+            Err(e) => assert_eq!(e.to_string(), format!("{}/{want}", dir.display()), "case {i}"),
+        }
+    }
+}

@@ -35,7 +35,7 @@ pub fn run(args: &EmitArgs) -> Result<()> {
         layers.push((node, r));
     }
     let opts = lower_options(&ck.graph, args.reuse.unwrap_or(1), &layers, "--reuse-layer")?;
-    let (design, manifest) = write_design(&ck, &label, &opts, &dir)?;
+    let (design, manifest) = write_design(&ck, &label, &opts, args.clock_mhz, &dir)?;
     for line in summary_lines(&design, &manifest) {
         human.line(line);
     }

@@ -1,4 +1,4 @@
-//! `ch synth DIR [--target xilinx|generic|all]`: Yosys synthesis of a design written by
+//! `ch synth DIR [--target xilinx|generic|all]` (default `xilinx`): Yosys synthesis of a design written by
 //! `ch emit`, with its LUTs, flip-flops, DSPs, BRAMs and logic depth as text and JSON
 //! (`synth_<target>.json` in the folder).
 
@@ -10,7 +10,7 @@ use serde_json::json;
 
 pub fn run(args: &SynthArgs) -> Result<()> {
     let human = Human { json: args.json };
-    let targets = match args.target.as_deref().unwrap_or("all") {
+    let targets = match args.target.as_deref().unwrap_or("xilinx") {
         "all" => vec![SynthTarget::Xilinx, SynthTarget::GenericLut6],
         other => match SynthTarget::parse(other) {
             Some(t) => vec![t],

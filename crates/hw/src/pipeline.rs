@@ -1,0 +1,511 @@
+//! Pipelining to a clock: the schedule and the Verilog of a layer registered so that no stage
+//! holds more logic than one clock period allows (doc/hardware.md, "Pipelining to a clock").
+//!
+//! A pipelined layer is a chain of register stages that all advance together on one enable,
+//! `en`, followed by a two-entry output buffer (a skid buffer). The buffer's `in_ready` is the
+//! register `!sk_valid`, so the enable, and the `in_ready` the layer gives the layer before it,
+//! depend on this layer's own registers only: no combinational path crosses a layer. The stages:
+//!
+//! 1. **pre**: the steps before the product, one stage per group ([`step_groups`]);
+//! 2. folded layers only: a **feeder** (the sample's shift register and the cycle counter) and a
+//!    **select** stage registering the `K / R` inputs and the weights of the cycle;
+//! 3. **multiply**: every product into its own register (a DSP's input registers are the
+//!    registers of the stage before, its output register this one);
+//! 4. **adder tree**: `2^L` terms summed per stage, `L` = [`adder_levels`] of the clock;
+//! 5. folded layers only: the **accumulator**, adding one partial sum per cycle;
+//! 6. **post**: the steps after the sums, one stage per group, the last one being the output
+//!    buffer's register.
+
+use crate::design::{signed_bits, Layer, Range, Step};
+use crate::verilog::{layer_module, lit, steps_wires};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Nanoseconds of one adder level on the ECP5 fabric, routing included (a carry chain of the
+/// widths these designs use plus the route to the next level).
+pub const ADDER_LEVEL_NS: f64 = 2.5;
+/// Nanoseconds of every stage besides its logic: clock to output, setup, clock skew and the
+/// route into the stage.
+pub const STAGE_OVERHEAD_NS: f64 = 2.0;
+
+/// The clocks a design can be pipelined for, in MHz.
+pub const CLOCK_RANGE_MHZ: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
+
+/// Why `clock_mhz` is no clock to pipeline for, or `Ok`.
+pub fn check_clock(clock_mhz: f64) -> Result<(), String> {
+    if CLOCK_RANGE_MHZ.contains(&clock_mhz) {
+        Ok(())
+    } else {
+        Err(format!("clock_mhz {clock_mhz}: expected a frequency from {} to {} MHz", CLOCK_RANGE_MHZ.start(), CLOCK_RANGE_MHZ.end()))
+    }
+}
+
+/// Adder levels one stage holds at `clock_mhz`: as many as fit in the period after the stage's
+/// overhead, at least one (1 at 200 MHz, 3 at 100 MHz, 7 at 50 MHz).
+pub fn adder_levels(clock_mhz: f64) -> usize {
+    let period = 1000.0 / clock_mhz;
+    (((period - STAGE_OVERHEAD_NS) / ADDER_LEVEL_NS).floor().max(1.0)) as usize
+}
+
+/// Groups of steps that share a stage: an affine (a product) alone, consecutive rescales and
+/// relus together. Returns `(first, end)` index ranges of `steps`.
+pub fn step_groups(steps: &[Step]) -> Vec<(usize, usize)> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for (i, s) in steps.iter().enumerate() {
+        let alone = match s {
+            Step::Affine { .. } => true,
+            Step::Requant { .. } | Step::Relu => false,
+        };
+        if alone {
+            if start < i {
+                groups.push((start, i));
+            }
+            groups.push((i, i + 1));
+            start = i + 1;
+        }
+    }
+    if start < steps.len() {
+        groups.push((start, steps.len()));
+    }
+    groups
+}
+
+/// The register stages of a pipelined layer and what they cost.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Schedule {
+    /// Adder levels per stage of the tree.
+    pub adder_levels: usize,
+    /// Stages of the steps before the product.
+    pub pre_stages: usize,
+    /// Stages of the adder tree.
+    pub tree_stages: usize,
+    /// Stages of the steps after the sums, the output buffer's register included.
+    pub post_stages: usize,
+    /// Cycles from the input handshake of a sample to the output handshake of its result, with
+    /// a consumer that is always ready.
+    pub latency: usize,
+    /// Cycles between two samples the layer accepts.
+    pub initiation_interval: usize,
+}
+
+/// Terms summed per output: the nonzero products and the bias when not zero (unrolled), the
+/// multipliers with a nonzero weight in some cycle (folded; the bias enters the accumulator).
+fn terms(layer: &Layer, j: usize) -> usize {
+    let (k, r) = (layer.in_features, layer.reuse.max(1));
+    let w = &layer.weight[j * k..][..k];
+    if r <= 1 {
+        w.iter().filter(|&&v| v != 0).count() + usize::from(layer.bias[j] != 0)
+    } else {
+        let p = k / r;
+        (0..p).filter(|&q| (0..r).any(|t| w[t * p + q] != 0)).count()
+    }
+}
+
+/// Stages a tree of `n` terms needs at `2^levels` terms per stage.
+fn tree_stages(mut n: usize, levels: usize) -> usize {
+    let fan = 1usize << levels.min(16);
+    let mut stages = 0;
+    while n > 1 {
+        n = n.div_ceil(fan);
+        stages += 1;
+    }
+    stages
+}
+
+/// The schedule of `layer` pipelined for `clock_mhz`.
+pub fn schedule(layer: &Layer, clock_mhz: f64) -> Schedule {
+    let levels = adder_levels(clock_mhz);
+    let n = (0..layer.out_features).map(|j| terms(layer, j)).max().unwrap_or(0);
+    let (pre, tree) = (step_groups(&layer.pre).len(), tree_stages(n, levels));
+    let post = step_groups(&layer.post).len().max(1);
+    let r = layer.reuse.max(1);
+    // Unrolled: pre, multiply, tree, post. Folded: pre, the feeder taking the sample, R beats
+    // through select, multiply, tree and the accumulator, then post.
+    let latency = if r <= 1 { pre + 1 + tree + post } else { pre + 1 + r + 2 + tree + post };
+    Schedule { adder_levels: levels, pre_stages: pre, tree_stages: tree, post_stages: post, latency, initiation_interval: r }
+}
+
+/// The range of every partial sum of output `j`'s terms, with or without the bias: each term
+/// ranges over `[min(0, lo), max(0, hi)]` since any subset may be summed.
+fn running_range(layer: &Layer) -> (i128, i128) {
+    let x = layer.product_input();
+    let (k, mut lo, mut hi) = (layer.in_features, 0i128, 0i128);
+    for j in 0..layer.out_features {
+        let b = layer.bias[j] as i128;
+        let (mut l, mut h) = (b.min(0), b.max(0));
+        for &w in &layer.weight[j * k..][..k] {
+            let (p, q) = (w as i128 * x.lo as i128, w as i128 * x.hi as i128);
+            l += p.min(q).min(0);
+            h += p.max(q).max(0);
+        }
+        lo = lo.min(l);
+        hi = hi.max(h);
+    }
+    (lo.min(layer.acc.lo as i128), hi.max(layer.acc.hi as i128))
+}
+
+/// The Verilog being written and the register bits declared so far.
+struct Module {
+    text: String,
+    register_bits: usize,
+}
+
+impl Module {
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.text.push_str(s.as_ref());
+        self.text.push('\n');
+    }
+
+    /// Declares a register of `width` bits (signed when `signed`).
+    fn reg(&mut self, name: &str, width: u32, signed: bool) {
+        self.register_bits += width as usize;
+        let s = if signed { "signed " } else { "" };
+        if width == 1 && !signed {
+            self.line(format!("  reg {name};"));
+        } else {
+            self.line(format!("  reg {s}[{}:0] {name};", width - 1));
+        }
+    }
+}
+
+/// A balanced sum of `terms` (parenthesised so that the tree's depth is the log of its size).
+fn balanced(terms: &[String]) -> String {
+    match terms.len() {
+        0 => "0".into(),
+        1 => terms[0].clone(),
+        n => format!("({} + {})", balanced(&terms[..n / 2]), balanced(&terms[n / 2..])),
+    }
+}
+
+/// Register stages of steps `steps` on the elements `src` (ranges `from`), each group of
+/// [`step_groups`] one stage advancing on `en`, with valid bits from `valid`; returns the
+/// registers, their ranges and the last valid bit. The last group is left unregistered when
+/// `register_last` is false (it feeds the output buffer): its wires are returned instead.
+#[allow(clippy::too_many_arguments)]
+fn step_stages(
+    m: &mut Module,
+    always: &mut Vec<String>,
+    prefix: &str,
+    src: Vec<String>,
+    from: Range,
+    steps: &[Step],
+    valid: String,
+    en: &str,
+    register_last: bool,
+) -> (Vec<String>, Range, String) {
+    let groups = step_groups(steps);
+    let (mut cur, mut r, mut v) = (src, from, valid);
+    for (g, &(a, b)) in groups.iter().enumerate() {
+        let mut next = Vec::with_capacity(cur.len());
+        let mut to = r;
+        for (k, s) in cur.iter().enumerate() {
+            let (w, rr) = steps_wires(&mut m.text, s, r, &steps[a..b], k, &format!("{prefix}{g}_w{k}"));
+            next.push(w);
+            to = rr;
+        }
+        if g + 1 == groups.len() && !register_last {
+            return (next, to, v);
+        }
+        let vreg = format!("{prefix}{g}_v");
+        m.reg(&vreg, 1, false);
+        always.push(format!("    if (rst) {vreg} <= 1'b0; else if ({en}) {vreg} <= {v};"));
+        let mut regs = Vec::with_capacity(next.len());
+        for (k, w) in next.iter().enumerate() {
+            let name = format!("{prefix}{g}_{k}");
+            m.reg(&name, to.width(), true);
+            always.push(format!("    if ({en}) {name} <= {w};"));
+            regs.push(name);
+        }
+        (cur, r, v) = (regs, to, vreg);
+    }
+    (cur, r, v)
+}
+
+/// The Verilog of `layer` pipelined for `clock_mhz`, and the bits of its registers.
+pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
+    let sched = schedule(layer, clock_mhz);
+    let mut m = Module { text: String::new(), register_bits: 0 };
+    let mut always: Vec<String> = Vec::new();
+    let (iw, ow) = (layer.input.width(), layer.output().width());
+    let (n_in, n_out, r) = (layer.in_features, layer.out_features, layer.reuse.max(1));
+    m.line(format!(
+        "// Layer `{}`: {n_in} -> {n_out}, reuse factor {r}, pipelined for {clock_mhz} MHz ({} adder levels per stage): latency {} cycles, initiation interval {r}.",
+        layer.node, sched.adder_levels, sched.latency
+    ));
+    m.line(format!("module {} (", layer_module(layer)));
+    m.line("  input clk, input rst,");
+    m.line(format!("  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1));
+    m.line(format!("  output reg out_valid, input out_ready, output reg [{}:0] out_data", n_out * ow as usize - 1));
+    m.line(");");
+    m.register_bits += 1 + n_out * ow as usize;
+    // The output buffer's second entry; the whole layer advances while it is empty.
+    m.line("  reg sk_valid;");
+    m.line(format!("  reg [{}:0] sk_data;", n_out * ow as usize - 1));
+    m.register_bits += 1 + n_out * ow as usize;
+    m.line("  wire en = !sk_valid;");
+    let ins: Vec<String> = (0..n_in)
+        .map(|k| {
+            m.line(format!("  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize));
+            format!("in_{k}")
+        })
+        .collect();
+    let (rlo, rhi) = running_range(layer);
+    let tw = signed_bits(rlo, rhi);
+    let aw = layer.acc.width();
+    let fan = 1usize << sched.adder_levels.min(16);
+    // The valid bit and the terms of every output entering the tree, and (folded) the first
+    // and last beat flags.
+    type Terms = (String, Vec<Vec<String>>, Option<(String, String)>);
+    let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
+        m.line("  assign in_ready = en;");
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, "in_valid".into(), "en", true);
+        m.reg("mul_v", 1, false);
+        always.push(format!("    if (rst) mul_v <= 1'b0; else if (en) mul_v <= {xv};"));
+        let mut nodes = Vec::new();
+        for j in 0..n_out {
+            let mut t = Vec::new();
+            if layer.bias[j] != 0 {
+                t.push(lit(layer.bias[j], tw));
+            }
+            for (k, x) in xs.iter().enumerate() {
+                let wv = layer.weight[j * n_in + k];
+                if wv == 0 {
+                    continue;
+                }
+                let (p, q) = (wv as i128 * xr.lo as i128, wv as i128 * xr.hi as i128);
+                let name = format!("mul_{j}_{k}");
+                m.reg(&name, signed_bits(p.min(q), p.max(q)), true);
+                let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
+                always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
+                t.push(name);
+            }
+            nodes.push(t);
+        }
+        ("mul_v".into(), nodes, None)
+    } else {
+        let p = n_in / r;
+        let cb = signed_bits(0, r as i128);
+        m.line("  reg busy;");
+        m.line(format!("  reg [{}:0] cnt;", cb - 1));
+        m.register_bits += 1 + cb as usize;
+        m.line(format!("  wire last = busy && (cnt == {cb}'d{});", r - 1));
+        m.line("  wire free = !busy || last;");
+        // The pre stages advance while their last stage is empty or handing its sample over.
+        let pre_valid_last = if layer.pre.is_empty() { None } else { Some(format!("pre{}_v", step_groups(&layer.pre).len() - 1)) };
+        if pre_valid_last.is_some() {
+            m.line("  wire pre_en;");
+        }
+        let pre_en = if pre_valid_last.is_some() { "pre_en" } else { "en" };
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, "in_valid".into(), pre_en, true);
+        if let Some(v) = &pre_valid_last {
+            m.line(format!("  assign pre_en = en && (!{v} || free);"));
+        }
+        let ready = if layer.pre.is_empty() { "en && free" } else { "pre_en" };
+        m.line(format!("  assign in_ready = {ready};"));
+        let xw = xr.width() as usize;
+        m.line(format!("  wire take = en && free && {xv};"));
+        m.line(format!(
+            "  wire [{}:0] x_all = {{{}}};",
+            n_in * xw - 1,
+            xs.iter().rev().map(|x| format!("{x}[{}:0]", xw - 1)).collect::<Vec<_>>().join(", ")
+        ));
+        m.reg("xs", (n_in * xw) as u32, false);
+        always.push("    if (rst) busy <= 1'b0;".into());
+        always.push(format!(
+            "    else if (take) begin busy <= 1'b1; cnt <= {cb}'d0; xs <= x_all; end\n    else if (en && busy) begin busy <= !last; cnt <= cnt + {cb}'d1; xs <= xs >> {}; end",
+            p * xw
+        ));
+        // Select: the inputs and weights of this cycle, with the first and last beat marked.
+        for name in ["sel_v", "sel_f", "sel_l"] {
+            m.reg(name, 1, false);
+        }
+        always.push(format!("    if (rst) sel_v <= 1'b0; else if (en) begin sel_v <= busy; sel_f <= (cnt == {cb}'d0); sel_l <= last; end"));
+        for q in 0..p {
+            let name = format!("sel_x{q}");
+            m.reg(&name, xw as u32, true);
+            always.push(format!("    if (en) {name} <= xs[{}:{}];", (q + 1) * xw - 1, q * xw));
+        }
+        for name in ["mul_v", "mul_f", "mul_l"] {
+            m.reg(name, 1, false);
+        }
+        always.push("    if (rst) mul_v <= 1'b0; else if (en) begin mul_v <= sel_v; mul_f <= sel_f; mul_l <= sel_l; end".into());
+        let mut nodes = Vec::new();
+        for j in 0..n_out {
+            let mut t = Vec::new();
+            for q in 0..p {
+                let ws: Vec<i64> = (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect();
+                if ws.iter().all(|&w| w == 0) {
+                    continue;
+                }
+                let (wlo, whi) = (ws.iter().copied().min().unwrap_or(0), ws.iter().copied().max().unwrap_or(0));
+                let ww = signed_bits(wlo.min(0) as i128, whi.max(0) as i128);
+                let sel = format!("sel_w{j}_{q}");
+                m.reg(&sel, ww, true);
+                let mut case = String::from("    if (en) case (cnt)");
+                for (c, &w) in ws.iter().enumerate() {
+                    let _ = write!(case, "\n      {cb}'d{c}: {sel} <= {};", lit(w, ww));
+                }
+                let _ = write!(case, "\n      default: {sel} <= {ww}'sd0;\n    endcase");
+                always.push(case);
+                let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
+                let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
+                let name = format!("mul_{j}_{q}");
+                m.reg(&name, signed_bits(plo, phi), true);
+                always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
+                t.push(name);
+            }
+            nodes.push(t);
+        }
+        ("mul_v".into(), nodes, Some(("mul_f".into(), "mul_l".into())))
+    };
+    // The adder tree: `fan` terms per register per stage, every output through the same stages.
+    let (mut tv, mut flags) = (tree_valid, flags);
+    for s in 0..sched.tree_stages {
+        let v = format!("tree{s}_v");
+        m.reg(&v, 1, false);
+        always.push(format!("    if (rst) {v} <= 1'b0; else if (en) {v} <= {tv};"));
+        if let Some((f, l)) = &flags {
+            let (nf, nl) = (format!("tree{s}_f"), format!("tree{s}_l"));
+            m.reg(&nf, 1, false);
+            m.reg(&nl, 1, false);
+            always.push(format!("    if (en) begin {nf} <= {f}; {nl} <= {l}; end"));
+            flags = Some((nf, nl));
+        }
+        tv = v;
+        for (j, t) in nodes.iter_mut().enumerate() {
+            let mut next = Vec::new();
+            for (c, chunk) in t.chunks(fan).enumerate() {
+                let name = format!("tree{s}_{j}_{c}");
+                m.reg(&name, tw, true);
+                always.push(format!("    if (en) {name} <= {};", balanced(chunk)));
+                next.push(name);
+            }
+            *t = next;
+        }
+    }
+    // The sums: the tree's single term (unrolled), or the accumulator that adds one partial sum
+    // per cycle, starting from the bias on the first beat (folded).
+    let (sums, sum_valid): (Vec<String>, String) = match &flags {
+        None => {
+            let s = nodes
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    m.line(format!("  wire signed [{}:0] acc_{j} = {};", aw - 1, balanced(t)));
+                    format!("acc_{j}")
+                })
+                .collect();
+            (s, tv)
+        }
+        Some((f, l)) => {
+            m.reg("acc_v", 1, false);
+            always.push(format!("    if (rst) acc_v <= 1'b0; else if (en) acc_v <= {tv} && {l};"));
+            let s = nodes
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    let name = format!("acc_r{j}");
+                    m.reg(&name, tw, true);
+                    always.push(format!("    if (en && {tv}) {name} <= ({f} ? {} : {name}) + {};", lit(layer.bias[j], tw), balanced(t)));
+                    m.line(format!("  wire signed [{}:0] acc_{j} = {name};", aw - 1));
+                    format!("acc_{j}")
+                })
+                .collect();
+            (s, "acc_v".into())
+        }
+    };
+    // Post: the steps after the sums; the last group feeds the output buffer.
+    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, sum_valid, "en", false);
+    let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
+    m.line(format!("  wire [{}:0] y = {{{}}};", n_out * ow as usize - 1, packed.join(", ")));
+    m.line("  always @(posedge clk) begin");
+    for a in &always {
+        m.line(a);
+    }
+    m.line("  end");
+    // The output buffer: a result goes to the output register when it is free or being read,
+    // else to the second entry, which stops the layer until the consumer reads.
+    m.line("  always @(posedge clk) begin");
+    m.line("    if (rst) begin out_valid <= 1'b0; sk_valid <= 1'b0; end");
+    m.line("    else if (sk_valid) begin");
+    m.line("      if (out_ready) begin out_data <= sk_data; sk_valid <= 1'b0; end");
+    m.line(format!("    end else if ({yv}) begin"));
+    m.line("      if (!out_valid || out_ready) begin out_valid <= 1'b1; out_data <= y; end");
+    m.line("      else begin sk_valid <= 1'b1; sk_data <= y; end");
+    m.line("    end else if (out_ready) out_valid <= 1'b0;");
+    m.line("  end");
+    m.line("endmodule");
+    (m.text, m.register_bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adder_levels_fill_the_period_after_the_overhead() {
+        // (clock, levels): (1000 / f - 2.0) / 2.5 rounded down, at least 1.
+        for (f, want) in [(400.0, 1), (200.0, 1), (125.0, 2), (100.0, 3), (50.0, 7), (10.0, 39)] {
+            assert_eq!(adder_levels(f), want, "{f} MHz");
+        }
+        assert_eq!(check_clock(0.0).unwrap_err(), "clock_mhz 0: expected a frequency from 1 to 1000 MHz");
+        assert!(check_clock(f64::NAN).is_err() && check_clock(1000.0).is_ok());
+    }
+
+    #[test]
+    fn affines_get_a_stage_of_their_own() {
+        let a = Step::Affine { mul: vec![1], add: vec![0], frac: 0 };
+        let q = Step::Requant { width: 8, frac_width: 4, signed: true };
+        let cases: &[(Vec<Step>, Vec<(usize, usize)>)] = &[
+            (vec![], vec![]),
+            (vec![Step::Relu], vec![(0, 1)]),
+            (vec![a.clone(), Step::Relu, q.clone()], vec![(0, 1), (1, 3)]),
+            (vec![Step::Relu, q.clone(), a.clone()], vec![(0, 2), (2, 3)]),
+            (vec![q, a.clone(), a], vec![(0, 1), (1, 2), (2, 3)]),
+        ];
+        for (steps, want) in cases {
+            assert_eq!(&step_groups(steps), want, "{steps:?}");
+        }
+    }
+
+    /// A layer of `k` inputs and `n` outputs with every weight 3 and bias 1, folded by `r`.
+    fn layer(k: usize, n: usize, r: usize, pre: Vec<Step>, post: Vec<Step>) -> Layer {
+        let input = Range { lo: -8, hi: 7, frac: 0 };
+        Layer {
+            node: "l".into(),
+            input,
+            pre,
+            in_features: k,
+            out_features: n,
+            weight: vec![3; k * n],
+            bias: vec![1; n],
+            acc: Range { lo: -24 * k as i64 + 1, hi: 21 * k as i64 + 1, frac: 0 },
+            post,
+            reuse: r,
+        }
+    }
+
+    #[test]
+    fn schedules_count_every_stage() {
+        let q = Step::Requant { width: 4, frac_width: 0, signed: true };
+        // (layer, clock, tree stages, latency). Unrolled: 16 products and the bias, 2 per stage
+        // at 200 MHz: 17 -> 9 -> 5 -> 3 -> 2 -> 1, five stages; with the multiply and the output
+        // buffer, 7 cycles. At 100 MHz, 8 per stage: 17 -> 3 -> 1; a rescale before adds a
+        // stage. Folded by 4: 4 multipliers per output (the bias enters the accumulator),
+        // 4 -> 2 -> 1 at 200 MHz; the pre stage, the feeder taking the sample, 4 beats, the
+        // select-to-multiply and accumulator hand-overs (2), the tree (2) and the output buffer:
+        // 1 + 1 + 4 + 2 + 2 + 1. Folded by 16: one multiplier per output, no tree.
+        let cases: &[(Layer, f64, usize, usize)] = &[
+            (layer(16, 4, 1, vec![], vec![]), 200.0, 5, 7),
+            (layer(16, 4, 1, vec![], vec![Step::Relu, q.clone()]), 100.0, 2, 4),
+            (layer(16, 4, 1, vec![q.clone()], vec![]), 100.0, 2, 5),
+            (layer(16, 4, 4, vec![q.clone()], vec![]), 200.0, 2, 11),
+            (layer(16, 4, 16, vec![], vec![]), 200.0, 0, 20),
+        ];
+        for (l, f, tree, latency) in cases {
+            let s = schedule(l, *f);
+            assert_eq!((s.tree_stages, s.latency, s.initiation_interval), (*tree, *latency, l.reuse), "{f} MHz, reuse {}", l.reuse);
+        }
+    }
+}
