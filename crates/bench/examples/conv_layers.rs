@@ -15,6 +15,7 @@
 //! `gamma_n * sum |terms|` with `n = C_in * 9` (forward) or `C_out * 9` (input gradient).
 //!
 //! usage: cargo run --release -p mase-bench --example conv_layers -- [--batch N] [--threads T] [--repeat R]
+//!        [--layers CIN:COUT:SIDE,...] (3x3, padding 1; vgg7's six layers by default)
 
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
@@ -26,6 +27,18 @@ const LAYERS: [(usize, usize, usize); 6] = [(3, 128, 32), (128, 128, 32), (128, 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The layers of `--layers CIN:COUT:SIDE,...`, vgg7's by default.
+fn layers() -> Vec<(usize, usize, usize)> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else { return LAYERS.to_vec() };
+    list.split(',')
+        .map(|l| match l.split(':').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
+            Ok([cin, cout, side]) => (*cin, *cout, *side),
+            _ => panic!("--layers: expected CIN:COUT:SIDE, got {l}"),
+        })
+        .collect()
 }
 
 /// Seconds of the fastest of `repeat` runs of `f`.
@@ -134,7 +147,7 @@ fn main() {
     let mut totals = [[0.0f64; 3]; 2];
     let mut flops_total = 0.0;
     let cell = |s: f64, flops: f64| format!("{:>7.1} {:>6.1} {:>4.0}%", s * 1e3, flops / s / 1e9, 100.0 * flops / s / 1e9 / peak);
-    for (cin, cout, side) in LAYERS {
+    for (cin, cout, side) in layers() {
         let mut g = Graph::new();
         let x = g.placeholder("x");
         let y = g.call_module("conv", Op::Conv2d(ConvSpec::new(2, cin, cout, 3, 1, 1)), &[x]);
@@ -170,6 +183,6 @@ fn main() {
     }
     for (i, algo) in ["exact", "fast"].into_iter().enumerate() {
         let c: Vec<String> = totals[i].iter().map(|&s| cell(s, flops_total)).collect();
-        println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "all six", algo, c[0], c[1], c[2]);
+        println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "all", algo, c[0], c[1], c[2]);
     }
 }

@@ -40,12 +40,15 @@ pub struct ExecOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgo {
     /// Winograd F(2x2, 3x3) for the stride-1 3x3 convolutions of the shape classes where it
-    /// measured faster (forward and input gradient), the direct im2col + GEMM path otherwise.
+    /// measured faster (forward and both gradients), the direct im2col + GEMM path otherwise.
     /// The results differ from the direct sums by rounding only (see the README for the bound).
     #[default]
     Fast,
     /// The direct im2col + GEMM path for every convolution.
     Exact,
+    /// Winograd F(2x2, 3x3) for every stride-1 3x3 convolution it applies to, whether or not it
+    /// measured faster for the shape (for tests and measurements).
+    Winograd,
 }
 
 /// Runs one graph with its parameters: forward in either mode, cross-entropy, backward and

@@ -18,6 +18,10 @@
 //! infinity into NaN (`inf - inf`) where the direct sum keeps it, so [`transformable`] sends any
 //! operand holding a non-finite or huge value down the direct path.
 //!
+//! The weight gradient runs the same transforms the other way: with `Z = A dY A^T` of each 2x2
+//! output-gradient tile, `dU_e [C_out, C_in] = Z_e [C_out, T] x V_e^T [T, C_in]` summed over
+//! the tiles, and `dW = G^T dU G`.
+//!
 //! Threads: the images are cut into groups of a size fixed by the geometry (never by the thread
 //! count), the threads share the groups out, and every product is on the GEMM's general path
 //! whatever the group size (see [`WinoGeom::supported`]), where each output element is the same
@@ -101,17 +105,26 @@ impl WinoGeom {
         16 * self.cout * self.cin
     }
 
-    /// Lengths of one group's transformed input `[16, cin, T]`, products `[16, cout, T]` and
-    /// the row scratch of the transforms.
-    pub fn workspace_len(&self) -> [usize; 3] {
+    /// Lengths of one group's transformed input `[16, cin, T]`, products `[16, cout, T]`, the
+    /// row scratch of the transforms, and (0 here) the transformed weight gradient.
+    pub fn workspace_len(&self) -> [usize; 4] {
         let t = self.images_per_group() * self.tiles();
-        [16 * self.cin * t, 16 * self.cout * t, 24 * self.tw() + 8]
+        [16 * self.cin * t, 16 * self.cout * t, 24 * self.tw() + 8, 0]
+    }
+
+    /// Whether the weight gradient's products (`[cout, cin]`, summed over tiles) are on the GEMM's
+    /// general path, where their sums depend on the tile count alone.
+    pub fn weight_grad_supported(&self) -> bool {
+        general_path(self.cout, self.cin)
     }
 }
 
 /// Whether Winograd measured faster than the direct path for convolutions of this shape class.
+/// `conv_layers` (batch 32, one thread) measured it 1.0-2.2x faster from 32 channels each way on
+/// 8x8 to 32x32 images, and up to 3x slower with 16 channels on either side, where the products'
+/// inner sizes are too small for the transforms to pay.
 pub(crate) fn pays(g: &WinoGeom) -> bool {
-    g.cin >= 16 && g.cout >= 16
+    g.cin >= 32 && g.cout >= 32
 }
 
 /// Whether every value is finite and below [`TRANSFORM_LIMIT`] in magnitude.
@@ -299,6 +312,110 @@ pub(crate) fn convolve_group(
     output_transform(g, m, count, bias, y, acc, rows);
 }
 
+/// `A D A^T` of the 2x2 output-gradient tiles of images `dy` (`count` images of
+/// `[cout, oh, ow]`, zero past the edges) into `z` (`[16, cout, count * tiles]`).
+fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], (rows, tile): (&mut [f32], &mut [f32])) {
+    let (tiles, tw, ohw) = (g.tiles(), g.tw(), g.oh * g.ow);
+    let t_all = count * tiles;
+    let plane = g.cout * t_all;
+    let rw = 2 * tw;
+    for j in 0..count {
+        for k in 0..g.cout {
+            let dyk = &dy[(j * g.cout + k) * ohw..][..ohw];
+            let base = k * t_all + j * tiles;
+            for ty in 0..g.th() {
+                for r in 0..2 {
+                    let dst = &mut rows[r * rw..][..rw];
+                    let oy = 2 * ty + r;
+                    if oy < g.oh {
+                        dst[..g.ow].copy_from_slice(&dyk[oy * g.ow..][..g.ow]);
+                        dst[g.ow..].fill(0.0);
+                    } else {
+                        dst.fill(0.0);
+                    }
+                }
+                let (r0, r1) = rows[..2 * rw].split_at(rw);
+                for tx in 0..tw {
+                    // A = [[1, 0], [1, 1], [1, -1], [0, -1]]; rows first, then columns.
+                    let (a, b, c, d) = (r0[2 * tx], r0[2 * tx + 1], r1[2 * tx], r1[2 * tx + 1]);
+                    let rows4 = [(a, b), (a + c, b + d), (a - c, b - d), (-c, -d)];
+                    for (r, (p, q)) in rows4.into_iter().enumerate() {
+                        tile[(4 * r) * tw + tx] = p;
+                        tile[(4 * r + 1) * tw + tx] = p + q;
+                        tile[(4 * r + 2) * tw + tx] = p - q;
+                        tile[(4 * r + 3) * tw + tx] = -q;
+                    }
+                }
+                let at = base + ty * tw;
+                for e in 0..16 {
+                    z[e * plane + at..][..tw].copy_from_slice(&tile[e * tw..][..tw]);
+                }
+            }
+        }
+    }
+}
+
+/// The weight gradient (`[cout, cin, 3, 3]`, written) of images `first..first + count` of `x`
+/// and `dy`: per group of images, `dU_e [cout, cin] += Z_e [cout, T] x V_e^T [T, cin]` with the
+/// transformed output gradient `Z = A dY A^T` and input `V = B^T d B`, then `dW = G^T dU G`.
+/// The groups are those of [`WinoGeom::images_per_group`] counted from `first`, so every sum
+/// has the same terms in the same order on any thread.
+pub(crate) fn weight_grad_of_images(
+    g: &WinoGeom,
+    x: &[f32],
+    dy: &[f32],
+    first: usize,
+    count: usize,
+    dw: &mut [f32],
+    (v, z, scratch, du): (&mut [f32], &mut [f32], &mut [f32], &mut [f32]),
+) {
+    let (x_img, y_img, ipg) = (g.cin * g.h * g.w, g.cout * g.oh * g.ow, g.images_per_group());
+    let up = g.cout * g.cin;
+    let (rows, tile) = scratch.split_at_mut(8 * g.tw() + 8);
+    let tile = &mut tile[..16 * g.tw()];
+    let mut start = first;
+    while start < first + count {
+        let c = ipg.min(first + count - start);
+        let t_all = c * g.tiles();
+        input_transform(g, &x[start * x_img..][..c * x_img], c, v, (&mut *rows, &mut *tile));
+        output_grad_transform(g, &dy[start * y_img..][..c * y_img], c, z, (&mut *rows, &mut *tile));
+        let (vp, zp) = (g.cin * t_all, g.cout * t_all);
+        let beta = if start == first { 0.0 } else { 1.0 };
+        for e in 0..16 {
+            gemm(
+                1.0,
+                Mat::new(&z[e * zp..][..zp], g.cout, t_all),
+                Mat::new(&v[e * vp..][..vp], g.cin, t_all).t(),
+                beta,
+                MatMut::new(&mut du[e * up..][..up], g.cout, g.cin),
+                None,
+            );
+        }
+        start += c;
+    }
+    if count == 0 {
+        dw.fill(0.0);
+        return;
+    }
+    // dW = G^T dU G, G^T = [[1, 1/2, 1/2, 0], [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1]].
+    for (i, out) in dw.chunks_exact_mut(9).enumerate().take(up) {
+        let e = |r: usize, s: usize| du[(4 * r + s) * up + i];
+        let mut t = [0.0f32; 12];
+        for s in 0..4 {
+            let (d0, d1, d2, d3) = (e(0, s), e(1, s), e(2, s), e(3, s));
+            t[s] = d0 + 0.5 * (d1 + d2);
+            t[4 + s] = 0.5 * (d1 - d2);
+            t[8 + s] = 0.5 * (d1 + d2) + d3;
+        }
+        for a in 0..3 {
+            let (d0, d1, d2, d3) = (t[4 * a], t[4 * a + 1], t[4 * a + 2], t[4 * a + 3]);
+            out[3 * a] = d0 + 0.5 * (d1 + d2);
+            out[3 * a + 1] = 0.5 * (d1 - d2);
+            out[3 * a + 2] = 0.5 * (d1 + d2) + d3;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,7 +428,7 @@ mod tests {
         let w = [1.0, 2.0, 0.0, -1.0, 0.5, 3.0, 2.0, 0.0, 1.0];
         let mut u = vec![0.0; 16];
         transform_weights(&g, &w, false, &mut u);
-        let [vl, ml, sl] = g.workspace_len();
+        let [vl, ml, sl, _] = g.workspace_len();
         let (mut v, mut m, mut s, mut y) = (vec![0.0; vl], vec![0.0; ml], vec![0.0; sl], vec![0.0; 4]);
         convolve_group(&g, &u, &x, 1, Some(&[0.25]), &mut y, Accum::Write, (&mut v, &mut m, &mut s), None);
         // y[oy][ox] = 0.25 + sum w[ky][kx] x[oy + ky][ox + kx], by hand.
