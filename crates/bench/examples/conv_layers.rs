@@ -63,16 +63,14 @@ struct Measured {
     dx: Vec<f32>,
 }
 
-/// One layer's forward, weight gradient and input gradient with `algo`, each the best of `repeat`.
+/// One layer's forward, weight gradient and input gradient with `algo` on `threads` threads, each
+/// the best of `repeat` runs, on the batch `xs` of `shape` and the output gradient `dy`.
 fn measure(
     g: &Graph,
     params: &ParamStore,
     algo: ConvAlgo,
-    threads: usize,
-    repeat: usize,
-    xs: &[f32],
-    shape: &[usize],
-    dy: &[f32],
+    (threads, repeat): (usize, usize),
+    (xs, shape, dy): (&[f32], &[usize], &[f32]),
 ) -> Measured {
     let mut exec = Executor::new(g, params, ExecOptions { threads, seed: 0 }).expect("executor");
     exec.set_conv_algo(algo);
@@ -156,8 +154,8 @@ fn main() {
         let shape = [batch, cin, side, side];
         let xs = random(batch * cin * side * side, &mut rng);
         let dy = random(batch * cout * side * side, &mut rng);
-        let exact = measure(&g, &params, ConvAlgo::Exact, threads, repeat, &xs, &shape, &dy);
-        let fast = measure(&g, &params, ConvAlgo::Fast, threads, repeat, &xs, &shape, &dy);
+        let exact = measure(&g, &params, ConvAlgo::Exact, (threads, repeat), (&xs, &shape, &dy));
+        let fast = measure(&g, &params, ConvAlgo::Fast, (threads, repeat), (&xs, &shape, &dy));
         let (sy, sdx) = abs_sums(&g, &params, &xs, &shape, &dy);
         let flops = 2.0 * (batch * cout * cin * 9 * side * side) as f64;
         flops_total += flops;

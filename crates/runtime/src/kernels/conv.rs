@@ -162,8 +162,8 @@ pub(crate) struct Conv {
     dw_per_group: usize,
     /// The groups' partial weight gradients, one weight-sized block per group.
     dw_partials: Vec<f32>,
-    /// The Winograd paths, where they apply and pay.
-    wino: Option<WinoConv>,
+    /// The Winograd paths, where they apply and pay (boxed: most convolutions have none).
+    wino: Option<Box<WinoConv>>,
 }
 
 /// The Winograd forward and input-gradient paths of one convolution (see `winograd`).
@@ -276,7 +276,7 @@ impl Conv {
             dcols: vec![vec![0.0; len]; lanes],
             dw_per_group,
             dw_partials: vec![0.0; groups * g.cout * g.kkg()],
-            wino: WinoConv::new(&g, algo, threads),
+            wino: WinoConv::new(&g, algo, threads).map(Box::new),
         }
     }
 }
