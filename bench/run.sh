@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs mase-bench (release build) and bench/pytorch_ref.py on the same models and protocol and
 # prints the comparison as markdown; also writes it to bench/results.md and the raw JSON lines to
-# bench/results.jsonl.
+# bench/results.jsonl, whose first line (bench/machine.py) records the CPU model, its vector
+# extensions (avx2, avx512*, amx), the load average and the PyTorch build.
 #
 # usage: bench/run.sh [--threads N] [--models a,b] [--repeat R] [--steps N] [--vgg-steps N]
 #   --threads N   one thread count (default: both 1 and 2)
@@ -45,6 +46,8 @@ bin="$root/target/release/mase-bench"
 raw="$(mktemp)"
 trap 'rm -f "$raw"' EXIT
 if [ "$append" = 1 ] && [ -f "$here/results.jsonl" ]; then cp "$here/results.jsonl" "$raw"; fi
+# The CPU (model, vector extensions), the load when the run starts and the PyTorch build.
+"$PYTHON" "$here/machine.py" | tee -a "$raw" >&2
 for t in $threads; do
   for r in $(seq 1 "$repeat"); do
     for m in ${models//,/ }; do

@@ -24,6 +24,23 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
+def machine_line(machines):
+    """The machine and PyTorch build of the runs, from bench/machine.py's lines (the CPU read now
+    when the file has none, as files written before run.sh recorded it)."""
+    if not machines:
+        return f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs (read when the table was made), shared with other work. "
+    m = machines[-1]
+    torch = m.get("torch", {})
+    loads = sorted({tuple(x.get("load_average") or ()) for x in machines})
+    text = (f"Machine: {m.get('cpu')}, {m.get('logical_cpus')} logical CPUs, vector extensions "
+            f"{', '.join(m.get('vector_flags') or ['none found'])}; PyTorch {torch.get('version')} "
+            f"(CPU kernels: {torch.get('cpu_capability')}, oneDNN {'on' if torch.get('mkldnn') else 'off'}). "
+            f"Load average at the start of each run (1, 5, 15 min): {'; '.join(', '.join(map(str, l)) for l in loads)}. ")
+    if len({(x.get("cpu"), x.get("logical_cpus")) for x in machines}) > 1:
+        text += "Warning: the runs in this file were made on different machines. "
+    return text
+
+
 def fmt_rate(v):
     return f"{v / 1e6:.3f} M/s" if v >= 1e4 else f"{v:.1f}/s"
 
@@ -34,7 +51,11 @@ def rate(r, key):
 
 
 def main():
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+    lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+    machines = [l["machine"] for l in lines if "machine" in l]
+    # mase-bench --conv exact|winograd lines are A/B measurements of the convolution algorithm;
+    # the tables compare the default (fast) with PyTorch.
+    rows = [l for l in lines if "framework" in l and l.get("conv", "fast") == "fast"]
     best, runs, order = {}, {}, []
     for r in rows:
         case = (r["threads"], r["model"], r["batch"])
@@ -49,7 +70,7 @@ def main():
     torch_version = next((r.get("torch") for r in rows if r.get("torch")), None)
     repeats = max(runs.values(), default=1)
     out = ["# mase-rs vs PyTorch eager: samples/s", "",
-           f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, shared with other work. "
+           machine_line(machines) +
            "Each figure is batch / median time of the timed steps after warm-up"
            + (f", best of {repeats} runs" if repeats > 1 else "") + ". "
            "Training step: forward, cross-entropy, backward, Adam (lr 1e-3). "

@@ -4,13 +4,21 @@
 //! (`mase_runtime::gemm`), on the same thread count. Each of vgg7's six 3x3 convolutions then runs
 //! alone in the executor (`x -> conv -> output`) at the given batch: forward (training mode),
 //! weight gradient (backward without the input gradient, as for vgg7's first layer) and input
-//! gradient (backward of the same layer with frozen parameters). Every phase is `2 N C_out C_in 9 H W` FLOPs;
-//! the table gives GFLOP/s and the fraction of the peak.
+//! gradient (backward of the same layer with frozen parameters). Every phase is counted as the
+//! direct convolution's `2 N C_out C_in 9 H W` FLOPs, whatever the algorithm, so that rates
+//! compare like with like; the table gives GFLOP/s and the fraction of the peak.
+//!
+//! Each layer runs with the direct path (`ConvAlgo::Exact`) and with the default
+//! (`ConvAlgo::Fast`: Winograd where it applies), back to back; `speedup` is direct time over
+//! fast time. `err/bound` is the largest difference between the two paths' outputs (forward) and
+//! input gradients, as a fraction of the float32 error bound of a direct sum of the same length,
+//! `gamma_n * sum |terms|` with `n = C_in * 9` (forward) or `C_out * 9` (input gradient).
 //!
 //! usage: cargo run --release -p mase-bench --example conv_layers -- [--batch N] [--threads T] [--repeat R]
+//!        [--layers CIN:COUT:SIDE,...] (3x3, padding 1; vgg7's six layers by default)
 
-use mase_ir::{ConvSpec, Graph, Op, Rng};
-use mase_runtime::{gemm, init_params, ExecOptions, Executor, Mat, MatMut, Mode};
+use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
+use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
 use std::time::Instant;
 
 /// `(in_channels, out_channels, side)` of vgg7's 3x3 convolutions on 32x32 images.
@@ -19,6 +27,18 @@ const LAYERS: [(usize, usize, usize); 6] = [(3, 128, 32), (128, 128, 32), (128, 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The layers of `--layers CIN:COUT:SIDE,...`, vgg7's by default.
+fn layers() -> Vec<(usize, usize, usize)> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else { return LAYERS.to_vec() };
+    list.split(',')
+        .map(|l| match l.split(':').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
+            Ok([cin, cout, side]) => (*cin, *cout, *side),
+            _ => panic!("--layers: expected CIN:COUT:SIDE, got {l}"),
+        })
+        .collect()
 }
 
 /// Seconds of the fastest of `repeat` runs of `f`.
@@ -34,6 +54,72 @@ fn best(repeat: usize, mut f: impl FnMut()) -> f64 {
 
 fn random(n: usize, rng: &mut Rng) -> Vec<f32> {
     (0..n).map(|_| rng.uniform() - 0.5).collect()
+}
+
+/// The seconds of each phase of one layer, and its output and input gradient.
+struct Measured {
+    secs: [f64; 3],
+    y: Vec<f32>,
+    dx: Vec<f32>,
+}
+
+/// One layer's forward, weight gradient and input gradient with `algo` on `threads` threads, each
+/// the best of `repeat` runs, on the batch `xs` of `shape` and the output gradient `dy`.
+fn measure(
+    g: &Graph,
+    params: &ParamStore,
+    algo: ConvAlgo,
+    (threads, repeat): (usize, usize),
+    (xs, shape, dy): (&[f32], &[usize], &[f32]),
+) -> Measured {
+    let mut exec = Executor::new(g, params, ExecOptions { threads, seed: 0 }).expect("executor");
+    exec.set_conv_algo(algo);
+    exec.forward(xs, shape, Mode::Train).expect("forward");
+    exec.backward(dy).expect("backward");
+    let fwd = best(repeat, || {
+        exec.forward(xs, shape, Mode::Train).expect("forward");
+    });
+    let y = exec.forward(xs, shape, Mode::Train).expect("forward").to_vec();
+    let dw = best(repeat, || exec.backward(dy).expect("backward"));
+    // The input gradient alone: the same layer with frozen parameters.
+    let mut exec = Executor::new(g, &frozen(params, |v| v), ExecOptions { threads, seed: 0 }).expect("executor");
+    exec.set_conv_algo(algo);
+    exec.set_keep_input_grad(true);
+    exec.forward(xs, shape, Mode::Train).expect("forward");
+    let dx = best(repeat, || exec.backward(dy).expect("backward"));
+    let dxv = exec.input_grad().expect("input gradient").to_vec();
+    Measured { secs: [fwd, dw, dx], y, dx: dxv }
+}
+
+/// The parameters, frozen, with `f` applied to every value.
+fn frozen(params: &ParamStore, f: impl Fn(f32) -> f32) -> ParamStore {
+    let mut out = ParamStore::new();
+    for (name, e) in params.iter() {
+        let mut t = e.tensor.clone();
+        t.data.iter_mut().for_each(|v| *v = f(*v));
+        out.insert(name, t, false);
+    }
+    out
+}
+
+/// The sums of absolute products of the direct path: its output on `|x|` with `|w|`, `|b|`, and
+/// its input gradient from `|dy|`.
+fn abs_sums(g: &Graph, params: &ParamStore, xs: &[f32], shape: &[usize], dy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let mut exec = Executor::new(g, &frozen(params, f32::abs), ExecOptions { threads: 1, seed: 0 }).expect("executor");
+    exec.set_conv_algo(ConvAlgo::Exact);
+    exec.set_keep_input_grad(true);
+    let ax: Vec<f32> = xs.iter().map(|v| v.abs()).collect();
+    let ady: Vec<f32> = dy.iter().map(|v| v.abs()).collect();
+    let y = exec.forward(&ax, shape, Mode::Train).expect("forward").to_vec();
+    exec.backward(&ady).expect("backward");
+    (y, exec.input_grad().expect("input gradient").to_vec())
+}
+
+/// The largest `|a - b| / (gamma_n * s)` over the elements.
+fn err_over_bound(a: &[f32], b: &[f32], s: &[f32], terms: usize) -> f64 {
+    let nu = terms as f64 * f64::from(f32::EPSILON) / 2.0;
+    let gamma = nu / (1.0 - nu);
+    a.iter().zip(b).zip(s).map(|((&a, &b), &s)| (a as f64 - b as f64).abs() / (gamma * s as f64).max(f64::MIN_POSITIVE)).fold(0.0, f64::max)
 }
 
 fn main() {
@@ -52,42 +138,49 @@ fn main() {
         peak = peak.max(rate);
     }
     println!("threads {threads}, batch {batch}; peak {peak:.1} GFLOP/s (square GEMMs{sizes})");
-    println!("{:>16} {:>24} {:>24} {:>24}", "layer", "forward ms GF/s %", "dW ms GF/s %", "dX ms GF/s %");
-    let mut totals = [0.0f64; 3];
+    println!(
+        "{:>14} {:>5} {:>22} {:>22} {:>22} {:>16}",
+        "layer", "algo", "forward ms GF/s %", "dW ms GF/s %", "dX ms GF/s %", "err/bound y dX"
+    );
+    let mut totals = [[0.0f64; 3]; 2];
     let mut flops_total = 0.0;
-    for (cin, cout, side) in LAYERS {
+    let cell = |s: f64, flops: f64| format!("{:>7.1} {:>6.1} {:>4.0}%", s * 1e3, flops / s / 1e9, 100.0 * flops / s / 1e9 / peak);
+    for (cin, cout, side) in layers() {
         let mut g = Graph::new();
         let x = g.placeholder("x");
         let y = g.call_module("conv", Op::Conv2d(ConvSpec::new(2, cin, cout, 3, 1, 1)), &[x]);
         g.output(y);
         let params = init_params(&g, &mut rng);
-        let mut exec = Executor::new(&g, &params, ExecOptions { threads, seed: 0 }).expect("executor");
         let shape = [batch, cin, side, side];
         let xs = random(batch * cin * side * side, &mut rng);
         let dy = random(batch * cout * side * side, &mut rng);
-        exec.forward(&xs, &shape, Mode::Train).expect("forward");
-        exec.backward(&dy).expect("backward");
-        let fwd = best(repeat, || {
-            exec.forward(&xs, &shape, Mode::Train).expect("forward");
-        });
-        let dw = best(repeat, || exec.backward(&dy).expect("backward"));
-        // The input gradient alone: the same layer with frozen parameters.
-        let mut frozen = mase_ir::ParamStore::new();
-        for (name, e) in params.iter() {
-            frozen.insert(name, e.tensor.clone(), false);
-        }
-        let mut exec = Executor::new(&g, &frozen, ExecOptions { threads, seed: 0 }).expect("executor");
-        exec.set_keep_input_grad(true);
-        exec.forward(&xs, &shape, Mode::Train).expect("forward");
-        let dx = best(repeat, || exec.backward(&dy).expect("backward"));
+        let exact = measure(&g, &params, ConvAlgo::Exact, (threads, repeat), (&xs, &shape, &dy));
+        let fast = measure(&g, &params, ConvAlgo::Fast, (threads, repeat), (&xs, &shape, &dy));
+        let (sy, sdx) = abs_sums(&g, &params, &xs, &shape, &dy);
         let flops = 2.0 * (batch * cout * cin * 9 * side * side) as f64;
         flops_total += flops;
-        let cell = |s: f64| format!("{:>8.1} {:>6.1} {:>4.0}%", s * 1e3, flops / s / 1e9, 100.0 * flops / s / 1e9 / peak);
-        println!("{:>16} {:>24} {:>24} {:>24}", format!("{cin}->{cout}@{side}"), cell(fwd), cell(dw), cell(dx));
-        for (acc, v) in totals.iter_mut().zip([fwd, dw, dx]) {
-            *acc += v;
+        let name = format!("{cin}->{cout}@{side}");
+        for (i, (algo, m)) in [("exact", &exact), ("fast", &fast)].into_iter().enumerate() {
+            let err = if i == 1 {
+                format!(
+                    "{:>7.3} {:>7.3}",
+                    err_over_bound(&fast.y, &exact.y, &sy, cin * 9 + 1),
+                    err_over_bound(&fast.dx, &exact.dx, &sdx, cout * 9)
+                )
+            } else {
+                String::new()
+            };
+            let c: Vec<String> = m.secs.iter().map(|&s| cell(s, flops)).collect();
+            println!("{:>14} {:>5} {:>22} {:>22} {:>22} {:>16}", name, algo, c[0], c[1], c[2], err);
+            for (acc, v) in totals[i].iter_mut().zip(m.secs) {
+                *acc += v;
+            }
         }
+        let sp: Vec<String> = (0..3).map(|k| format!("{:.2}x", exact.secs[k] / fast.secs[k])).collect();
+        println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "", "speed", sp[0], sp[1], sp[2]);
     }
-    let cell = |s: f64| format!("{:>8.1} {:>6.1} {:>4.0}%", s * 1e3, flops_total / s / 1e9, 100.0 * flops_total / s / 1e9 / peak);
-    println!("{:>16} {:>24} {:>24} {:>24}", "all six", cell(totals[0]), cell(totals[1]), cell(totals[2]));
+    for (i, algo) in ["exact", "fast"].into_iter().enumerate() {
+        let c: Vec<String> = totals[i].iter().map(|&s| cell(s, flops_total)).collect();
+        println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "all", algo, c[0], c[1], c[2]);
+    }
 }

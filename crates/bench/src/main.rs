@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use mase_bench::{cases, run_case, BenchConfig, Phase, MODELS};
+use mase_runtime::ConvAlgo;
 use std::process::ExitCode;
 
 /// Times training steps and eval batches of the zoo's models on synthetic data.
@@ -32,6 +33,18 @@ struct Args {
     /// Run only the training or only the eval half (for profiling one of them).
     #[arg(long, value_enum, default_value_t = Phase::Both)]
     phase: Phase,
+    /// Convolution algorithm: fast (Winograd where it measured faster), exact (direct im2col +
+    /// GEMM everywhere) or winograd (wherever it applies).
+    #[arg(long, value_enum, default_value_t = Conv::Fast)]
+    conv: Conv,
+}
+
+/// The `--conv` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Conv {
+    Fast,
+    Exact,
+    Winograd,
 }
 
 fn main() -> ExitCode {
@@ -40,7 +53,12 @@ fn main() -> ExitCode {
     let cfg = BenchConfig { rows: a.rows, steps: a.steps, vgg_steps: a.vgg_steps, seed: a.seed, phase: a.phase };
     let run = || -> mase_bench::Result<()> {
         for case in cases(&models, &cfg)? {
-            let m = run_case(&case, a.threads.max(1), cfg.seed)?;
+            let conv = match a.conv {
+                Conv::Fast => ConvAlgo::Fast,
+                Conv::Exact => ConvAlgo::Exact,
+                Conv::Winograd => ConvAlgo::Winograd,
+            };
+            let m = run_case(&case, a.threads.max(1), cfg.seed, conv)?;
             if a.json {
                 println!("{}", m.to_json());
             } else {

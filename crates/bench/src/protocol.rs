@@ -6,7 +6,7 @@ use crate::cases::Case;
 use crate::error::{BenchError, Result};
 use crate::report::{median, Measurement};
 use mase_ir::Rng;
-use mase_runtime::{init_params, ExecOptions, Executor, Optimizer, OptimizerKind};
+use mase_runtime::{init_params, ConvAlgo, ExecOptions, Executor, Optimizer, OptimizerKind};
 use mase_zoo::{trainable_params, ModelContext};
 use std::hint::black_box;
 use std::time::Instant;
@@ -17,14 +17,15 @@ pub fn torch_default_adam() -> Optimizer {
 }
 
 /// Builds the case's model from the zoo, initialises it from `seed`, and measures it with
-/// `threads` worker threads.
-pub fn run_case(case: &Case, threads: usize, seed: u64) -> Result<Measurement> {
+/// `threads` worker threads and the convolution algorithm `conv`.
+pub fn run_case(case: &Case, threads: usize, seed: u64, conv: ConvAlgo) -> Result<Measurement> {
     let (model, batch) = (case.model, case.batch);
     let run_err = |source| BenchError::Run { model: model.to_string(), batch, source: Box::new(source) };
     let ctx = ModelContext::new(case.data.sample_shape.clone(), case.data.num_classes);
     let graph = build_bench_model(model, &ctx).map_err(|source| BenchError::Build { model: model.to_string(), source })?;
     let params = init_params(&graph, &mut Rng::new(seed));
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads, seed }).map_err(run_err)?;
+    exec.set_conv_algo(conv);
     let mut opt = torch_default_adam();
     let shape = case.data.batch_shape(batch);
     let rows =
@@ -60,6 +61,7 @@ pub fn run_case(case: &Case, threads: usize, seed: u64) -> Result<Measurement> {
         model: model.to_string(),
         batch,
         threads,
+        conv,
         params: trainable_params(&graph),
         train_step_us: median(&train_us),
         eval_batch_us: median(&eval_us),
@@ -76,7 +78,7 @@ mod tests {
     #[test]
     fn run_case_measures_real_steps_of_jsc_tiny() {
         let case = Case { model: "jsc-tiny", data: jsc_synthetic(1024, 3), batch: 256, warmup: 2, steps: 5, phase: Phase::Both };
-        let m = run_case(&case, 1, 0).expect("jsc-tiny runs");
+        let m = run_case(&case, 1, 0, ConvAlgo::Fast).expect("jsc-tiny runs");
         assert_eq!((m.model.as_str(), m.batch, m.threads, m.params), ("jsc-tiny", 256, 1, 117));
         assert!(m.train_step_us > 0.0 && m.eval_batch_us > 0.0, "{m:?}");
         // Cross-entropy over 5 classes of ReLU'd logits starts near ln 5 = 1.61 and cannot go
@@ -87,7 +89,7 @@ mod tests {
     #[test]
     fn the_quantized_case_trains_with_fake_quantization() {
         let case = Case { model: "jsc-toy-q", data: jsc_synthetic(1024, 3), batch: 256, warmup: 2, steps: 5, phase: Phase::Train };
-        let m = run_case(&case, 1, 0).expect("jsc-toy-q runs");
+        let m = run_case(&case, 1, 0, ConvAlgo::Fast).expect("jsc-toy-q runs");
         assert_eq!((m.model.as_str(), m.params), ("jsc-toy-q", 327));
         assert!(m.last_loss.is_finite(), "{m:?}");
     }
@@ -95,9 +97,9 @@ mod tests {
     #[test]
     fn a_phase_alone_leaves_the_other_unmeasured() {
         let case = |phase| Case { model: "jsc-tiny", data: jsc_synthetic(512, 3), batch: 256, warmup: 1, steps: 2, phase };
-        let t = run_case(&case(Phase::Train), 1, 0).expect("train only");
+        let t = run_case(&case(Phase::Train), 1, 0, ConvAlgo::Fast).expect("train only");
         assert!(t.train_step_us > 0.0 && t.eval_batch_us.is_nan() && t.last_loss.is_finite(), "{t:?}");
-        let e = run_case(&case(Phase::Eval), 1, 0).expect("eval only");
+        let e = run_case(&case(Phase::Eval), 1, 0, ConvAlgo::Fast).expect("eval only");
         assert!(e.train_step_us.is_nan() && e.eval_batch_us > 0.0 && e.last_loss.is_nan(), "{e:?}");
     }
 }

@@ -8,6 +8,8 @@ pub struct Measurement {
     pub model: String,
     pub batch: usize,
     pub threads: usize,
+    /// The convolution algorithm of the executor.
+    pub conv: mase_runtime::ConvAlgo,
     /// Trainable scalars of the model.
     pub params: usize,
     /// Median time of one training step (forward, cross-entropy, backward, Adam), microseconds.
@@ -36,6 +38,7 @@ impl Measurement {
             "model": self.model,
             "batch": self.batch,
             "threads": self.threads,
+            "conv": format!("{:?}", self.conv).to_lowercase(),
             "params": self.params,
             "train_step_us": self.train_step_us,
             "eval_batch_us": self.eval_batch_us,
@@ -102,6 +105,7 @@ mod tests {
             model: "jsc-toy".into(),
             batch: 256,
             threads: 2,
+            conv: mase_runtime::ConvAlgo::Exact,
             params: 327,
             train_step_us: 128.0,
             eval_batch_us: 16.0,
@@ -114,6 +118,7 @@ mod tests {
         assert_eq!(j["train_samples_per_s"].as_f64(), Some(2_000_000.0));
         assert_eq!(j["eval_samples_per_s"].as_f64(), Some(16_000_000.0));
         assert_eq!(j["framework"], "mase-rs");
+        assert_eq!(j["conv"], "exact");
         assert!(serde_json::to_string(&j).expect("serialisable").starts_with("{\"framework\":\"mase-rs\",\"model\":\"jsc-toy\""));
     }
 }

@@ -36,6 +36,21 @@ pub struct ExecOptions {
     pub seed: u64,
 }
 
+/// How the executor computes convolutions. See `README.md`, "Convolution algorithms".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConvAlgo {
+    /// Winograd F(2x2, 3x3) for the stride-1 3x3 convolutions of the shape classes where it
+    /// measured faster (forward and both gradients), the direct im2col + GEMM path otherwise.
+    /// The results differ from the direct sums by rounding only (see the README for the bound).
+    #[default]
+    Fast,
+    /// The direct im2col + GEMM path for every convolution.
+    Exact,
+    /// Winograd F(2x2, 3x3) for every stride-1 3x3 convolution it applies to, whether or not it
+    /// measured faster for the shape (for tests and measurements).
+    Winograd,
+}
+
 /// Runs one graph with its parameters: forward in either mode, cross-entropy, backward and
 /// optimizer steps. It owns a copy of the graph, the parameters with their gradients, and one
 /// compiled [`Plan`] per input shape seen recently.
@@ -65,6 +80,8 @@ pub struct Executor {
     /// Whether the parameter gradients hold contributions not yet consumed by an optimizer step
     /// (gradient accumulation adds to them instead of writing them).
     grads_held: bool,
+    /// The convolution algorithm of the plans.
+    conv_algo: ConvAlgo,
 }
 
 impl std::fmt::Debug for Executor {
@@ -117,6 +134,7 @@ impl Executor {
             replicas: Replicas::default(),
             locality: None,
             grads_held: false,
+            conv_algo: ConvAlgo::default(),
         })
     }
 
@@ -301,6 +319,22 @@ impl Executor {
         }
     }
 
+    /// Selects the convolution algorithm ([`ConvAlgo::Fast`] by default). Changing it drops the
+    /// compiled plans, so the next batch compiles its plan with the new choice.
+    pub fn set_conv_algo(&mut self, algo: ConvAlgo) {
+        if algo != self.conv_algo {
+            self.conv_algo = algo;
+            self.plans.clear();
+            self.current = None;
+            self.replicas = Replicas::default();
+        }
+    }
+
+    /// The convolution algorithm the plans use.
+    pub fn conv_algo(&self) -> ConvAlgo {
+        self.conv_algo
+    }
+
     /// Gradient of the loss with respect to the input batch from the last backward, when
     /// [`Executor::set_keep_input_grad`] asked for it.
     pub fn input_grad(&self) -> Option<&[f32]> {
@@ -329,7 +363,8 @@ impl Executor {
             Some(p) => p,
             None => {
                 let threads = self.pool.as_ref().map_or(1, |p| p.current_num_threads());
-                let plan = Plan::build(&self.graph, &self.topo, &self.params, x_shape, threads).map_err(|e| self.explain(e, x_shape))?;
+                let plan = Plan::build(&self.graph, &self.topo, &self.params, x_shape, threads, self.conv_algo)
+                    .map_err(|e| self.explain(e, x_shape))?;
                 if self.plans.len() >= MAX_PLANS {
                     self.plans.remove(0);
                     // Indices have shifted; the next forward sets the current plan again.
@@ -453,7 +488,13 @@ impl Executor {
             self.run_forward(p, x, Mode::Eval);
             return Ok(());
         };
-        let source = ReplicaSource { graph: &self.graph, params: &self.params, generation: self.generation, seed: self.seed };
+        let source = ReplicaSource {
+            graph: &self.graph,
+            params: &self.params,
+            generation: self.generation,
+            seed: self.seed,
+            conv_algo: self.conv_algo,
+        };
         let plan = &mut self.plans[p];
         let out = self.topo.storage[self.topo.output];
         self.replicas.run(source, pool, x, &plan.x_shape, &rows, &mut plan.vals[out])?;

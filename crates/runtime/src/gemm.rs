@@ -65,7 +65,7 @@ fn cut(m: usize, k: usize, n: usize, threads: usize) -> Cut {
 /// Whether an `r x c` product (any `k`) takes the `gemm` crate's general path, whose summation
 /// blocks depend on `k` alone: not a matrix-vector product (a side of 1), not the tiny path
 /// (`r * c <= 256`), not the small path (both sides at most 64).
-fn general_path(r: usize, c: usize) -> bool {
+pub(crate) fn general_path(r: usize, c: usize) -> bool {
     r > 1 && c > 1 && r * c > 256 && (r > SMALL_SIDE || c > SMALL_SIDE)
 }
 

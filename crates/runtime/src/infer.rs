@@ -199,7 +199,9 @@ impl Replicas {
         if self.execs.len() < count {
             let store = store_from_slots(main.params);
             while self.execs.len() < count {
-                self.execs.push(Executor::new(main.graph, &store, ExecOptions { threads: 1, seed: main.seed })?);
+                let mut exec = Executor::new(main.graph, &store, ExecOptions { threads: 1, seed: main.seed })?;
+                exec.set_conv_algo(main.conv_algo);
+                self.execs.push(exec);
             }
         }
         Ok(())
@@ -212,4 +214,5 @@ pub(crate) struct ReplicaSource<'a> {
     pub params: &'a [crate::slots::ParamSlot],
     pub generation: u64,
     pub seed: u64,
+    pub conv_algo: crate::executor::ConvAlgo,
 }

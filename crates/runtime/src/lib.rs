@@ -40,7 +40,7 @@ mod slots;
 mod topo;
 
 pub use error::{Result, RuntimeError};
-pub use executor::{ExecOptions, Executor, Mode};
+pub use executor::{ConvAlgo, ExecOptions, Executor, Mode};
 pub use gemm::{gemm, in_gemm_library, Mat, MatMut};
 pub use init::{init_params, init_tensor};
 pub use integer::{run_integer, shift_right_rne, IntegerNode, IntegerReport, IntegerRun};

@@ -1,6 +1,7 @@
 //! A plan: the graph compiled for one input shape. It owns one buffer per value (and per value
 //! gradient once training starts) and one kernel per node, so steps allocate nothing.
 
+use crate::executor::ConvAlgo;
 use crate::kernels::activation::{ActKind, Activation};
 use crate::kernels::conv::{Conv, ConvGeom};
 use crate::kernels::dropout::Dropout;
@@ -50,7 +51,7 @@ fn dim(d: i64, rank: usize) -> usize {
 impl Plan {
     /// Compiles the graph for inputs of `x_shape`; `threads` is the size of the executor's pool,
     /// which sets how many per-thread workspaces batch-parallel kernels get.
-    pub fn build(graph: &Graph, topo: &Topo, params: &[ParamSlot], x_shape: &[usize], threads: usize) -> Result<Plan> {
+    pub fn build(graph: &Graph, topo: &Topo, params: &[ParamSlot], x_shape: &[usize], threads: usize, algo: ConvAlgo) -> Result<Plan> {
         let constant_shape = |name: &str| params.iter().find(|s| s.name == name).map(|s| s.shape.clone());
         let infos = graph.infer_shapes(&[x_shape.to_vec()], &constant_shape)?;
         let shapes: Vec<Vec<usize>> = infos.iter().map(|v| v.shape().to_vec()).collect();
@@ -73,7 +74,7 @@ impl Plan {
             if let Op::Opaque { class, .. } = &node.op {
                 return Err(RuntimeError::Opaque { node: node.name.clone(), class: class.clone() });
             }
-            kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads));
+            kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads, algo));
         }
         let (ins, quant) = crate::quant::plan_quant(graph, topo, &shapes, &mut vals)?;
         Ok(Plan { x_shape: x_shape.to_vec(), shapes, vals, grads: Vec::new(), kerns, trained: false, train_blocker, ins, quant })
@@ -92,7 +93,7 @@ impl Plan {
 
 /// The kernel of one node for concrete shapes. Shape inference has already checked every shape,
 /// so this only reads sizes.
-fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], threads: usize) -> NodeKernel {
+fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], threads: usize, algo: ConvAlgo) -> NodeKernel {
     let x = ins.first().copied().unwrap_or(&[]);
     let numel = |s: &[usize]| s.iter().product::<usize>();
     let act = |k| NodeKernel::Act(Activation::new(k));
@@ -103,7 +104,9 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Linear { in_features, out_features, bias } => {
             NodeKernel::Linear(Linear::new(numel(x), *in_features, *out_features, slots[0], bias.then(|| slots[1])))
         }
-        Op::Conv1d(c) | Op::Conv2d(c) => NodeKernel::Conv(Conv::new(ConvGeom::new(c, x, out), slots[0], c.bias.then(|| slots[1]), threads)),
+        Op::Conv1d(c) | Op::Conv2d(c) => {
+            NodeKernel::Conv(Conv::new(ConvGeom::new(c, x, out), slots[0], c.bias.then(|| slots[1]), threads, algo))
+        }
         Op::BatchNorm1d(n) | Op::BatchNorm2d(n) => {
             let s = if n.affine {
                 NormSlots { weight: Some(slots[0]), bias: Some(slots[1]), running_mean: slots[2], running_var: slots[3] }

@@ -12,7 +12,9 @@
 //! (see `gemm`) and every sum has the same order, so results do not depend on the number of
 //! threads.
 
+use super::winograd::{self, WinoGeom};
 use super::{Accum, Bwd, Fwd, Kernel};
+use crate::executor::ConvAlgo;
 use crate::gemm::{gemm, Mat, MatMut};
 use crate::par::for_each_chunk;
 use mase_ir::ConvSpec;
@@ -160,11 +162,107 @@ pub(crate) struct Conv {
     dw_per_group: usize,
     /// The groups' partial weight gradients, one weight-sized block per group.
     dw_partials: Vec<f32>,
+    /// The Winograd paths, where they apply and pay (boxed: most convolutions have none).
+    wino: Option<Box<WinoConv>>,
+}
+
+/// The Winograd forward and input-gradient paths of one convolution (see `winograd`).
+struct WinoConv {
+    /// The forward pass, when Winograd runs it.
+    fwd: Option<WinoGeom>,
+    /// The input gradient as a forward convolution of the output gradient, when Winograd runs it.
+    bwd: Option<WinoGeom>,
+    /// The weight gradient, when Winograd runs it (the forward geometry).
+    dw: Option<WinoGeom>,
+    /// The forward geometry, whichever paths run.
+    fwd_geom: WinoGeom,
+    /// The transformed weights of the forward pass, `[16, cout, cin]`.
+    u: Vec<f32>,
+    /// The transformed flipped weights of the input gradient, `[16, cin, cout]`.
+    ub: Vec<f32>,
+    /// One set of transformed-input, product, row and (for the weight gradient) transformed
+    /// weight-gradient workspaces per thread.
+    ws: Vec<[Vec<f32>; 4]>,
+}
+
+impl WinoConv {
+    /// The paths that apply to `g` under `algo` (`None` when neither does).
+    fn new(g: &ConvGeom, algo: ConvAlgo, threads: usize) -> Option<WinoConv> {
+        let square3 = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 && g.h > 1;
+        if algo == ConvAlgo::Exact || !square3 {
+            return None;
+        }
+        let f = WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow };
+        let pays = |wg: &WinoGeom| algo == ConvAlgo::Winograd || winograd::pays(wg);
+        let fwd = (f.supported() && pays(&f)).then_some(f);
+        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f.input_grad_of())).then(|| f.input_grad_of());
+        let dw = (f.supported() && f.weight_grad_supported() && pays(&f)).then_some(f);
+        if fwd.is_none() && bwd.is_none() && dw.is_none() {
+            return None;
+        }
+        let mut lens = [0; 4];
+        for wg in fwd.iter().chain(bwd.iter()).chain(dw.iter()) {
+            for (l, n) in lens.iter_mut().zip(wg.workspace_len()) {
+                *l = (*l).max(n);
+            }
+        }
+        if dw.is_some() {
+            lens[3] = f.u_len();
+        }
+        // The weight gradient runs on as many workspaces as the direct path's partials allow.
+        let lanes = threads.clamp(1, f.groups().max(f.input_grad_of().groups()).max(g.n.min(DW_GROUPS)));
+        Some(WinoConv {
+            u: if fwd.is_some() { vec![0.0; f.u_len()] } else { Vec::new() },
+            ub: if bwd.is_some() { vec![0.0; f.u_len()] } else { Vec::new() },
+            fwd,
+            bwd,
+            dw,
+            fwd_geom: f,
+            ws: vec![lens.map(|n| vec![0.0; n]); lanes],
+        })
+    }
+}
+
+/// Runs the Winograd convolution `g` of the images `x` into `y` (stored as `acc` says): the
+/// groups of images are shared out over the workspaces, one run of consecutive groups each, in
+/// parallel on the pool when there are several workspaces and the work is large.
+#[allow(clippy::too_many_arguments)]
+fn winograd_batch(
+    pool: Option<&rayon::ThreadPool>,
+    g: &WinoGeom,
+    u: &[f32],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    acc: Accum,
+    ws: &mut [[Vec<f32>; 4]],
+) {
+    use rayon::prelude::*;
+    let (ipg, groups) = (g.images_per_group(), g.groups());
+    let (x_img, y_img) = (g.cin * g.h * g.w, g.cout * g.oh * g.ow);
+    let lanes = ws.len().clamp(1, groups.max(1));
+    let per_lane = groups.div_ceil(lanes).max(1) * ipg;
+    let work = g.n * g.cout * g.cin * 9 * g.oh * g.ow;
+    let parallel = lanes > 1 && work >= crate::par::PAR_MIN_WORK;
+    let inner = if parallel { None } else { pool };
+    let lane = |first: usize, ys: &mut [f32], [v, m, s, _]: &mut [Vec<f32>; 4]| {
+        let images = ys.len() / y_img;
+        for (k, yg) in ys.chunks_mut(ipg * y_img).enumerate() {
+            let (start, count) = (first + k * ipg, (images - k * ipg).min(ipg));
+            winograd::convolve_group(g, u, &x[start * x_img..][..count * x_img], count, bias, yg, acc, (v, m, s), inner);
+        }
+    };
+    match pool {
+        Some(p) if parallel => p.install(|| {
+            y.par_chunks_mut(per_lane * y_img).zip(ws.par_iter_mut()).enumerate().for_each(|(l, (ys, w))| lane(l * per_lane, ys, w))
+        }),
+        _ => lane(0, y, &mut ws[0]),
+    }
 }
 
 impl Conv {
     /// `threads` is the size of the pool the kernel will run on (1 without one).
-    pub fn new(g: ConvGeom, weight: usize, bias: Option<usize>, threads: usize) -> Conv {
+    pub fn new(g: ConvGeom, weight: usize, bias: Option<usize>, threads: usize, algo: ConvAlgo) -> Conv {
         let len = if g.is_direct() { 0 } else { g.cin * g.kh * g.kw * g.ohw() };
         // More workspaces than images would never be used.
         let lanes = threads.clamp(1, g.n.max(1));
@@ -178,6 +276,7 @@ impl Conv {
             dcols: vec![vec![0.0; len]; lanes],
             dw_per_group,
             dw_partials: vec![0.0; groups * g.cout * g.kkg()],
+            wino: WinoConv::new(&g, algo, threads).map(Box::new),
         }
     }
 }
@@ -206,6 +305,30 @@ fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, coun
                 None,
             );
         }
+    }
+}
+
+/// Runs `f(j, partial_j, workspace)` for each `len`-long partial gradient `j` of `partials`: the
+/// workspaces take consecutive runs of partials, in parallel on the pool when there are several
+/// and the work is large. Each partial is computed the same way on any thread.
+fn over_partials<W, F>(pool: Option<&rayon::ThreadPool>, work: usize, partials: &mut [f32], len: usize, ws: &mut [W], f: F)
+where
+    W: Send,
+    F: Fn(usize, &mut [f32], &mut W) + Sync + Send,
+{
+    use rayon::prelude::*;
+    let lanes = ws.len().max(1);
+    let per_lane = (partials.len() / len.max(1)).div_ceil(lanes).max(1);
+    let lane = |l: usize, ps: &mut [f32], w: &mut W| {
+        for (j, dw) in ps.chunks_mut(len).enumerate() {
+            f(l * per_lane + j, dw, w);
+        }
+    };
+    match pool {
+        Some(p) if lanes > 1 && work >= crate::par::PAR_MIN_WORK => {
+            p.install(|| partials.par_chunks_mut(per_lane * len).zip(ws.par_iter_mut()).enumerate().for_each(|(l, (ps, w))| lane(l, ps, w)))
+        }
+        _ => lane(0, partials, &mut ws[0]),
     }
 }
 
@@ -242,6 +365,13 @@ impl Kernel for Conv {
         let x = &cx.vals[cx.ins[0]];
         let w = &cx.params[self.weight].data;
         let bias = self.bias.map(|b| cx.params[b].data.as_slice());
+        if let Some(wc) = &mut self.wino {
+            if let Some(wg) = wc.fwd.filter(|_| winograd::transformable(x) && winograd::transformable(w)) {
+                winograd::transform_weights(&wg, w, false, &mut wc.u);
+                winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws);
+                return;
+            }
+        }
         let batch_parallel = self.cols.len() > 1;
         // Inside a batch-parallel slice the pool is busy with the other slices.
         let inner = if batch_parallel { None } else { cx.pool };
@@ -287,27 +417,20 @@ impl Kernel for Conv {
         let dy = cx.dy;
         let (per, len) = (self.dw_per_group, g.cout * kkg);
         let lanes = self.cols.len();
-        // Lane `l` sums the contiguous run of groups `l * per_lane ..`, each into its own block.
-        let per_lane = (self.dw_partials.len() / len.max(1)).div_ceil(lanes).max(1);
-        let lane = |l: usize, partials: &mut [f32], col: &mut Vec<f32>| {
-            for (j, dw) in partials.chunks_mut(len).enumerate() {
-                let first = (l * per_lane + j) * per;
-                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw);
-            }
-        };
         let work = g.n * g.cout * kkg * ohw;
-        match cx.pool {
-            Some(p) if lanes > 1 && work >= crate::par::PAR_MIN_WORK => {
-                use rayon::prelude::*;
-                p.install(|| {
-                    self.dw_partials
-                        .par_chunks_mut(per_lane * len)
-                        .zip(self.cols.par_iter_mut())
-                        .enumerate()
-                        .for_each(|(l, (partials, col))| lane(l, partials, col))
+        let wino = self.wino.as_mut().filter(|wc| wc.dw.is_some() && winograd::transformable(x) && winograd::transformable(dy));
+        match wino {
+            Some(wc) => {
+                let wg = wc.fwd_geom;
+                over_partials(cx.pool, work, &mut self.dw_partials, len, &mut wc.ws, |j, dw, [v, m, s, du]| {
+                    let first = j * per;
+                    winograd::weight_grad_of_images(&wg, x, dy, first, per.min(g.n - first), dw, (v, m, s, du));
                 });
             }
-            _ => lane(0, &mut self.dw_partials, &mut self.cols[0]),
+            None => over_partials(cx.pool, work, &mut self.dw_partials, len, &mut self.cols, |j, dw, col| {
+                let first = j * per;
+                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw);
+            }),
         }
         // dW (=|+=) the partials in group order, element by element. When accumulating, the
         // partials are summed first and the sum added to the gradient held (the bits of a fresh
@@ -353,6 +476,13 @@ impl Kernel for Conv {
         let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
         let w = &cx.params[self.weight].data;
         let dy = cx.dy;
+        if let Some(wc) = &mut self.wino {
+            if let Some(wg) = wc.bwd.filter(|_| winograd::transformable(dy) && winograd::transformable(w)) {
+                winograd::transform_weights(&wg, w, true, &mut wc.ub);
+                winograd_batch(cx.pool, &wg, &wc.ub, dy, None, dx, acc, &mut wc.ws);
+                return;
+            }
+        }
         let inner = if self.dcols.len() > 1 { None } else { cx.pool };
         let work = g.n * g.cout * kkg * ohw;
         over_batch(cx.pool, g.n, work, dx, g.cin * hw, &mut self.dcols, |first, count, dxs, dcol| {

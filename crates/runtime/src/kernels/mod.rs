@@ -15,6 +15,7 @@ pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
+pub(crate) mod winograd;
 
 use crate::slots::ParamSlot;
 use mase_ir::Rng;
