@@ -426,7 +426,7 @@ def test_every_pairing_of_edits_reaches_the_other_view():
     # mase-rs loads a state dict: the module holds it.
     state = {k: np.full_like(v, 0.5) for k, v in mg.state_dict().items()}
     mg.load_state_dict(state)
-    assert float(mg.modules["seq_blocks.2"].weight[0, 0]) == 0.5
+    assert mg.modules["seq_blocks.2"].weight[0, 0].item() == 0.5
     # The module loads a state dict: the graph holds it.
     model.load_state_dict({k: torch.full_like(v, 0.25) if v.is_floating_point() else v for k, v in model.state_dict().items()})
     assert float(mg.state_dict()["seq_blocks.2.weight"][0, 0]) == 0.25
