@@ -15,7 +15,7 @@ from collections.abc import MutableMapping
 
 from mase_rs import _native
 from mase_rs._checks import integer, number
-from mase_rs._convert import is_torch_loaded, is_torch_module, like, to_numpy
+from mase_rs._convert import is_torch_module, like, to_numpy
 
 _PARTS = ("common", "software", "hardware")
 
@@ -422,14 +422,6 @@ class MaseGraph:
         `mg.model` (with torch installed)."""
         if _torch_installed():
             return self.model.get_submodule(node.target)
-        if self._torch is not None:
-            return self._torch.submodule(node.target, self._native.state_dict())
-        if is_torch_loaded():
-            from mase_rs.ir.graph.torch_fx import module_from_op
-
-            prefix = node.target + "."
-            own = {k[len(prefix) :]: v for k, v in self._native.state_dict().items() if k.startswith(prefix)}
-            return module_from_op(node.module, own)
         return node.module
 
     def save(self, path):

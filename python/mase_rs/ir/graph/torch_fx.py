@@ -665,19 +665,6 @@ class TorchSource:
                 rest[k] = v
         return rest
 
-    def submodule(self, target, native_state):
-        """The user's submodule at `target`, holding the graph's current weights."""
-        import torch
-
-        m = self.gm.get_submodule(target)
-        prefix = target + "."
-        own = {k[len(prefix) :]: torch.from_numpy(v) for k, v in native_state.items() if k.startswith(prefix)}
-        if own:
-            with torch.no_grad():
-                for name, t in own.items():
-                    getattr(m, name).copy_(t)
-        return m
-
 
 # One module per op made on the meta device (no initial weights drawn); `module_from_op` copies
 # it, which is much cheaper than running a module's constructor.
