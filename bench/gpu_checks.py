@@ -12,9 +12,12 @@ Run it where torch sees a CUDA device, with mase_rs installed from a wheel built
    batch 128) with a plain PyTorch loop (Adam, cross-entropy) over `mg.model.to(device)`, beside
    the same module in plain PyTorch on the same device, and prints the ratio (goal >= 0.9x,
    since the computation is PyTorch's);
-3. runs lab 4's VGG7 channel-multiplier brute force (multipliers 1, 2, 4 on every conv, one
+3. times `ch train vgg7 cifar10 --accelerator gpu` for one epoch on random CIFAR-10-format files
+   of the same number of images (the epoch's seconds include `ch`'s validation pass), beside
+   the plain PyTorch epoch of step 2;
+4. runs lab 4's VGG7 channel-multiplier brute force (multipliers 1, 2, 4 on every conv, one
    epoch each on the device) and prints each one's parameters and time;
-4. writes every figure as one JSON object to `--out` (default `gpu_checks.json`).
+5. writes every figure as one JSON object to `--out` (default `gpu_checks.json`).
 
 `--device cpu` runs the same steps on the CPU with the PyTorch backend (`set_backend("torch")`):
 that is how `python/tests/test_gpu_checks.py` keeps this script working without a GPU, with a few
@@ -23,7 +26,9 @@ images.
 
 import copy
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,6 +156,37 @@ def vgg7_epoch(device, images, batch):
     return {"images": images, "batch": batch, "mg_model_s": t_ours, "plain_pytorch_s": t_plain, "ratio": t_plain / t_ours}
 
 
+def cifar_files(root, images):
+    """Random images and labels in CIFAR-10's binary layout (a label byte, then 3072 pixel
+    bytes): five training files and a test file, so `ch` reads them as the real data set."""
+    rng = np.random.default_rng(0)
+    folder = Path(root) / "cifar10" / "cifar-10-batches-bin"
+    folder.mkdir(parents=True)
+    per = max(images // 5, 1)
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        records = rng.integers(0, 256, size=(per, 3073), dtype=np.uint8)
+        records[:, 0] %= 10
+        (folder / name).write_bytes(records.tobytes())
+    return per * 5
+
+
+def ch_train_epoch(device, images, batch):
+    """One epoch of `ch train vgg7 cifar10` on `device` through the pip package's `ch`."""
+    accelerator = "torch-cpu" if device == "cpu" else "gpu"
+    with tempfile.TemporaryDirectory() as root:
+        n = cifar_files(root, images)
+        cmd = [sys.executable, "-m", "mase_rs.cli", "train", "vgg7", "cifar10", "--accelerator", accelerator]
+        cmd += ["--max-epochs", "1", "--batch-size", str(batch), "--learning-rate", "1e-3", "--data-dir", root]
+        cmd += ["--project-dir", str(Path(root) / "out"), "--report-to", "none", "--json"]
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if run.returncode != 0:
+            raise SystemExit(f"gpu_checks: `{' '.join(cmd)}` failed: {run.stderr.strip().splitlines()[-1:]}")
+        result = json.loads(run.stdout)
+    return {"accelerator": accelerator, "files_images": n, "epoch_s": result["history"][0]["seconds"], "wall_s": wall}
+
+
 def lab4_search(device, images, batch, multipliers):
     g = torch.Generator().manual_seed(1)
     xs = torch.randn(images, 3, 32, 32, generator=g).to(device)
@@ -187,6 +223,12 @@ def main():
     print(f"correctness: {len(rows)} graphs, worst {max(rows.values()):.2e}" + (f", FAILED: {bad}" if bad else ""))
     report["vgg7_epoch"] = e = vgg7_epoch(device, images, batch)
     print(f"vgg7 epoch ({images} images, batch {batch}): mg.model {e['mg_model_s']:.2f} s, plain PyTorch {e['plain_pytorch_s']:.2f} s, ratio {e['ratio']:.2f}x")
+    report["ch_train_epoch"] = c = ch_train_epoch(device, images, batch)
+    c["ratio_to_plain"] = e["plain_pytorch_s"] * (c["files_images"] / images) / c["epoch_s"]
+    print(
+        f"ch train vgg7 cifar10 --accelerator {c['accelerator']}: epoch {c['epoch_s']:.2f} s (with validation), "
+        f"{c['wall_s']:.2f} s wall; plain PyTorch epoch / ch epoch = {c['ratio_to_plain']:.2f}x"
+    )
     multipliers = [int(m) for m in arg("--multipliers", "1,2,4").split(",")]
     report["lab4_vgg7_channel_multiplier"] = s = lab4_search(device, images, batch, multipliers)
     for m, r in s.items():

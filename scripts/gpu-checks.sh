@@ -25,6 +25,6 @@ python3 -m venv --system-site-packages "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$wheels" --force-reinstall --no-deps "$wheels"/mase_rs-*.whl
 "$venv/bin/python" -c "import pytest" 2>/dev/null || "$venv/bin/pip" install --quiet --no-index --find-links "$wheels" pytest
 start=$(date +%s)
-(cd "$root/python/tests" && MASE_TEST_DEVICE=cuda "$venv/bin/python" -m pytest -q test_torch_backend.py test_torch_module.py test_torch_formats.py)
+(cd "$root/python/tests" && MASE_TEST_DEVICE=cuda "$venv/bin/python" -m pytest -q test_torch_backend.py test_torch_module.py test_torch_formats.py test_accelerator.py)
 "$venv/bin/python" bench/gpu_checks.py --device cuda --out "$root/gpu_checks.json"
 echo "gpu-checks: done in $(( $(date +%s) - start )) s; figures in gpu_checks.json"

@@ -24,4 +24,7 @@ def test_gpu_check_script_runs_on_the_cpu(tmp_path):
     assert len(report["worst_relative_difference"]) == 8 + onnx_files
     assert max(report["worst_relative_difference"].values()) <= 1e-4
     assert report["vgg7_epoch"]["images"] == 8 and report["vgg7_epoch"]["ratio"] > 0
+    # `ch train --accelerator torch-cpu` read the written CIFAR-10 files and trained an epoch.
+    assert report["ch_train_epoch"]["accelerator"] == "torch-cpu" and report["ch_train_epoch"]["files_images"] == 5
+    assert report["ch_train_epoch"]["epoch_s"] > 0
     assert report["lab4_vgg7_channel_multiplier"]["2"]["params"] > report["lab4_vgg7_channel_multiplier"]["1"]["params"]

@@ -112,10 +112,12 @@ pub struct RunArgs {
     pub accumulate_grad_batches: Option<usize>,
     #[arg(long = "debug")]
     pub to_debug: bool,
-    // Flags that only steer PyTorch/Lightning in MASE. They are accepted so that MASE command lines
-    // run unchanged, and a non-default value is reported with a one-line warning.
+    /// Where train, test and search run the model: auto or cpu (mase-rs's executor), gpu or cuda,
+    /// mps, torch-cpu (PyTorch on that device; needs the `ch` of the Python package and torch).
     #[arg(long)]
     pub accelerator: Option<String>,
+    // Flags that only steer PyTorch/Lightning in MASE. They are accepted so that MASE command lines
+    // run unchanged, and a non-default value is reported with a one-line warning.
     #[arg(long)]
     pub strategy: Option<String>,
     #[arg(long = "trainer-precision")]

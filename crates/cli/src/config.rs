@@ -8,6 +8,7 @@
 use crate::args::RunArgs;
 use crate::output::Human;
 use anyhow::{bail, Context, Result};
+use mase_runtime::Accelerator;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -149,6 +150,9 @@ pub struct Settings {
     pub project_dir: PathBuf,
     pub data_dir: Option<PathBuf>,
     pub threads: usize,
+    /// Where `ch train`, `ch test` and `ch search` run their model: the executor on the CPU
+    /// (`auto`, `cpu`) or PyTorch on a device (`gpu`, `cuda`, `mps`, `torch-cpu`).
+    pub accelerator: Accelerator,
     pub log_every_n_steps: usize,
     pub debug: bool,
     pub report_to: ReportTo,
@@ -171,6 +175,16 @@ pub fn merge_and_warn(args: &RunArgs, human: &Human) -> Result<Merged> {
     Ok(merged)
 }
 
+/// [`merge_and_warn`] for an action that runs no model on a device (`transform`, `analyze`,
+/// `export`, `emit`, `run`): an `accelerator` other than the CPU is said not to apply to it.
+pub fn merge_on_cpu(args: &RunArgs, human: &Human, action: &str) -> Result<Merged> {
+    let merged = merge_and_warn(args, human)?;
+    if let Some(device) = merged.settings.accelerator.torch_device() {
+        human.warn(format!("`accelerator = {device}` applies to train, test and search; `{action}` runs on the CPU"));
+    }
+    Ok(merged)
+}
+
 pub fn merge(args: &RunArgs) -> Result<Merged> {
     let mut cfg = match &args.config {
         Some(p) => read_config(p)?,
@@ -184,7 +198,6 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
             }
         }
     };
-    warn_if(&mut warnings, "accelerator", args.accelerator.clone().or(cfg.accelerator.take()), &["auto", "cpu"]);
     warn_if(&mut warnings, "strategy", args.strategy.clone().or(cfg.strategy.take()), &["auto"]);
     warn_if(&mut warnings, "trainer_precision", args.trainer_precision.clone().or(cfg.trainer_precision.take()), &["32", "32-true"]);
     warn_if(&mut warnings, "num_devices", args.num_devices.or(cfg.num_devices).map(|v| v.to_string()), &["1"]);
@@ -243,6 +256,11 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if !(weight_decay.is_finite() && weight_decay >= 0.0) {
         bail!("weight decay must be a number >= 0, got {weight_decay}");
     }
+    let accelerator = match (&args.accelerator, &cfg.accelerator) {
+        (Some(flag), _) => flag.parse().map_err(|e| anyhow::anyhow!("--accelerator: {e}"))?,
+        (None, Some(key)) => key.parse().map_err(|e| anyhow::anyhow!("config `accelerator`: {e}"))?,
+        (None, None) => Accelerator::Cpu,
+    };
     let threads = args.threads.or(cfg.threads).unwrap_or(0);
     if threads > MAX_THREADS {
         bail!("threads = {threads}: at most {MAX_THREADS} (0 uses every core)");
@@ -287,6 +305,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         project_dir: args.project_dir.clone().or(cfg.project_dir.clone()).unwrap_or_else(|| PathBuf::from("mase_output")),
         data_dir: args.data_dir.clone().or(cfg.data_dir.clone()),
         threads,
+        accelerator,
         log_every_n_steps: args.log_every_n_steps.or(cfg.log_every_n_steps).unwrap_or(50).max(1),
         debug: args.to_debug || cfg.to_debug == Some(true),
         report_to,
@@ -329,11 +348,34 @@ mod tests {
 
     #[test]
     fn pytorch_only_keys_warn() {
-        let p = write("c.toml", "accelerator = \"gpu\"\nload_name = \"NA\"\n[passes.quantize]\nby = \"type\"\n");
+        let p = write("c.toml", "strategy = \"ddp\"\nload_name = \"NA\"\n[passes.quantize]\nby = \"type\"\n");
         let m = merge(&RunArgs { config: Some(p), ..Default::default() }).unwrap();
         assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
         assert!(m.settings.load_name.is_none());
         assert!(m.config.passes.is_some());
+    }
+
+    #[test]
+    fn accelerator_from_flag_or_key() {
+        // (flag, TOML value, the accelerator or the error line)
+        let cases: [(Option<&str>, Option<&str>, Result<&str, &str>); 6] = [
+            (None, None, Ok("cpu")),
+            (None, Some("auto"), Ok("cpu")),
+            (None, Some("gpu"), Ok("cuda")),
+            (Some("torch-cpu"), Some("gpu"), Ok("torch-cpu")),
+            (Some("tpu"), None, Err("--accelerator: `tpu` is not an accelerator: expected one of auto, cpu, gpu, cuda, mps, torch-cpu")),
+            (
+                None,
+                Some("xpu"),
+                Err("config `accelerator`: `xpu` is not an accelerator: expected one of auto, cpu, gpu, cuda, mps, torch-cpu"),
+            ),
+        ];
+        for (i, (flag, key, want)) in cases.into_iter().enumerate() {
+            let config = key.map(|v| write(&format!("accel{i}.toml"), &format!("accelerator = \"{v}\"\n")));
+            let args = RunArgs { config, accelerator: flag.map(Into::into), ..Default::default() };
+            let got = merge(&args).map(|m| m.settings.accelerator.to_string()).map_err(|e| e.to_string());
+            assert_eq!(got.as_deref().map_err(String::as_str), want, "case {i}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::output::Human;
 use anyhow::{anyhow, bail, Context, Result};
 use mase_io::{Checkpoint, DataOptions, Dataset, FileKind, NonFinite, Splits};
 use mase_ir::{Graph, ParamStore};
-use mase_runtime::{Executor, Optimizer, OptimizerKind, OptimizerState};
+use mase_runtime::{Engine, ExecOptions, Optimizer, OptimizerKind, OptimizerState};
 use mase_zoo::ModelContext;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -200,6 +200,11 @@ pub fn optimizer_from_checkpoint(meta: &Value, tensors: &[(String, Vec<f32>)]) -
     Ok(OptimizerState { step, lr, buffers: tensors.to_vec() })
 }
 
+/// The engine of a run: the executor, or PyTorch on the device `--accelerator` names.
+pub fn open_engine(s: &Settings, graph: &Graph, params: &ParamStore) -> Result<Box<dyn Engine>> {
+    Ok(mase_runtime::open_engine(graph, params, ExecOptions { threads: s.threads, seed: s.seed }, &s.accelerator)?)
+}
+
 /// Loss and accuracy over a whole split. The loss is the unweighted mean of per-batch mean losses,
 /// as MASE's `val_loss_epoch` / `test_loss_epoch` (doc/mase-semantics.md#training-metrics); accuracy is micro.
 pub struct EvalResult {
@@ -207,7 +212,7 @@ pub struct EvalResult {
     pub accuracy: f64,
 }
 
-pub fn evaluate(exec: &mut Executor, data: &Dataset, batch_size: usize) -> Result<EvalResult> {
+pub fn evaluate(exec: &mut dyn Engine, data: &Dataset, batch_size: usize) -> Result<EvalResult> {
     if data.is_empty() {
         bail!("the split to evaluate is empty");
     }

@@ -40,10 +40,21 @@ fn mase_lab_config_runs_unchanged() {
     let root = scratch("labcfg");
     let data = jsc_dir(&root, "jsc_fixture.h5");
     let cfg = repo_root().join("configs/examples/jsc_toy_by_type.toml");
-    let out = ch(&["train", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--json"], &root);
+    let args = ["train", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--max-epochs", "1", "--json"];
+    // The config asks for `accelerator = "gpu"`: this `ch`, built without Python, has no GPU
+    // path and says so in one line, with the flag that runs the config on the CPU.
+    let out = ch(&args, &root);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].starts_with("error: accelerator `cuda`: this `ch` binary was built without Python;"), "{stderr}");
+    assert!(errors[0].ends_with("or pass --accelerator cpu to run on mase-rs's executor"), "{stderr}");
+    assert!(!root.join("mase_output/jsc-tiny/software/training_ckpts/last.ckpt").exists(), "the run stopped before training");
+    let out = ch(&[&args[..], &["--accelerator", "cpu"]].concat(), &root);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("WARNING") && stderr.contains("accelerator"), "gpu accelerator is reported: {stderr}");
+    assert!(!stderr.contains("accelerator"), "the flag beats the config's gpu, without a warning: {stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["model"], "jsc-tiny");
     assert_eq!(v["trainable_params"], 117);

@@ -26,7 +26,7 @@ fn lab_config_searches_with_tpe_and_brute_force() {
     let root = scratch("search-lab");
     let data = jsc_data(&root);
     let cfg = example("jsc_toy_by_type.toml");
-    let r = ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap()], &root);
+    let r = ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap(), "--accelerator", "cpu"], &root);
     let study = &r["studies"][0];
     assert_eq!(study["sampler"], "tpe");
     assert_eq!(study["complete"], 20);
@@ -62,7 +62,8 @@ fn lab_config_searches_with_tpe_and_brute_force() {
     assert_eq!(b0["value"].as_array().unwrap().len(), 2);
     assert_eq!(std::fs::read_to_string(dir.join("trials.csv")).unwrap().lines().count(), 21);
 
-    let r = ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap(), "--sampler", "brute"], &root);
+    let r =
+        ch_json(&["search", "--config", &cfg, "--data-dir", data.to_str().unwrap(), "--sampler", "brute", "--accelerator", "cpu"], &root);
     assert_eq!(r["studies"][0]["complete"], 18, "the by-name space has 2 x 3 x 3 points");
     assert_eq!(r["studies"][0]["stop"], "exhausted");
 }
@@ -73,7 +74,7 @@ fn lab_config_searches_with_tpe_and_brute_force() {
 fn toy_tpe_config_runs_unchanged() {
     let root = scratch("search-toy");
     let cfg = example("search_toy_tpe.toml");
-    let r = ch_json(&["search", "--config", &cfg], &root);
+    let r = ch_json(&["search", "--config", &cfg, "--accelerator", "cpu"], &root);
     assert_eq!(r["studies"][0]["complete"], 20);
     let best = read_json(&root.join("mase_output/toy_toy_tiny/software/search_ckpts/best.json"));
     assert!(best["0"]["sampled_config"]["seq_blocks_0"]["config"]["weight_width"].is_number());
@@ -94,6 +95,8 @@ fn samplers_compare_on_one_chart() {
             "brute,tpe,random",
             "--n-trials",
             "12",
+            "--accelerator",
+            "cpu",
         ],
         &root,
     );
@@ -189,7 +192,7 @@ fn a_killed_comparison_resumes_and_starts_the_studies_it_never_reached() {
     let root = scratch("search-compare-kill");
     let text = std::fs::read_to_string(repo_root().join("configs/examples/search_toy_tpe.toml")).unwrap();
     std::fs::write(root.join("s.toml"), text.replace("n_trials = 20", "n_trials = 3")).unwrap();
-    let args = ["search", "--config", "s.toml", "--compare-samplers", "random,brute", "--threads", "1"];
+    let args = ["search", "--config", "s.toml", "--compare-samplers", "random,brute", "--threads", "1", "--accelerator", "cpu"];
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_ch"))
         .args(args)
         .current_dir(&root)
@@ -227,7 +230,8 @@ fn bad_search_configs_fail_with_one_line() {
         assert!(text.contains(from), "case {i}: the example has `{from}`");
         let p = root.join(format!("bad{i}.toml"));
         std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
-        let line = ch_error(&["search", "--config", p.to_str().unwrap(), "--data-dir", data.to_str().unwrap()], &root);
+        let line =
+            ch_error(&["search", "--config", p.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--accelerator", "cpu"], &root);
         assert!(line.contains(words), "case {i}: {line}");
     }
     let line = ch_error(&["search", "jsc-tiny", "jsc", "--data-dir", data.to_str().unwrap()], &root);

@@ -2,6 +2,7 @@
 //! owns graphs, parameters and data; the Python package (`python/mase_rs`) gives them MASE's
 //! names and module paths.
 
+mod accelerator;
 mod data;
 mod errors;
 mod fit;
@@ -58,6 +59,7 @@ fn _arm_gil_probe(parties: usize, limit_s: f64) -> PyResult<()> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    accelerator::register();
     m.add_class::<graph::NativeGraph>()?;
     m.add_function(wrap_pyfunction!(pass_list, m)?)?;
     m.add_function(wrap_pyfunction!(ch_main, m)?)?;

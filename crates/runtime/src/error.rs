@@ -34,6 +34,10 @@ pub enum RuntimeError {
         "node `{node}` is a PyTorch module mase-rs cannot run ({class}): run the model through `mg.model` in Python, which hands it to PyTorch"
     )]
     Opaque { node: String, class: String },
+    /// `--accelerator` names a device this process cannot run on (no PyTorch, no such device, a
+    /// `ch` without Python), or the device engine failed.
+    #[error("accelerator `{accelerator}`: {reason}")]
+    Accelerator { accelerator: String, reason: String },
     #[error("backward needs a forward pass in training mode on the same batch shape first")]
     NoTrainingForward,
     #[error("parameter `{name}`: {reason}")]

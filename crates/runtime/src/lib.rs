@@ -23,6 +23,7 @@
 //! assert_eq!(stats.count, 2);
 //! ```
 
+mod engine;
 mod error;
 mod executor;
 mod gemm;
@@ -39,6 +40,7 @@ mod schedule;
 mod slots;
 mod topo;
 
+pub use engine::{open_engine, register_device_opener, Accelerator, DeviceOpener, DeviceRequest, Engine};
 pub use error::{Result, RuntimeError};
 pub use executor::{ConvAlgo, ExecOptions, Executor, Mode};
 pub use gemm::{gemm, in_gemm_library, Mat, MatMut};

@@ -25,3 +25,32 @@ def set_backend(name):
 def get_backend():
     """The engine `set_backend` selected (`"rust"` or `"torch"`)."""
     return _backend
+
+
+class using:
+    """Selects a backend for the duration of a `with` block, then restores the previous one.
+
+    >>> import mase_rs
+    >>> from mase_rs.nn.backend import using
+    >>> with using("torch"):
+    ...     mase_rs.get_backend()
+    'torch'
+    >>> mase_rs.get_backend()
+    'rust'
+    """
+
+    def __init__(self, name):
+        if name not in _BACKENDS:
+            raise ValueError(f"using: expected one of {', '.join(_BACKENDS)}, got {name!r}")
+        self.name = name
+        self.previous = None
+
+    def __enter__(self):
+        global _backend
+        self.previous, _backend = _backend, self.name
+        return self
+
+    def __exit__(self, *exc):
+        global _backend
+        _backend = self.previous
+        return False

@@ -5,7 +5,7 @@
 
 use super::transform::{context, prepare, run_named, write_report};
 use crate::args::AnalyzeArgs;
-use crate::config::merge_and_warn;
+use crate::config::merge_on_cpu;
 use crate::output::{Human, ProjectDirs};
 use anyhow::{bail, Result};
 use mase_ir::Graph;
@@ -67,7 +67,7 @@ fn stats_table(report: &Value) -> String {
 
 pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let human = Human { json: args.run.json };
-    let merged = merge_and_warn(&args.run, &human)?;
+    let merged = merge_on_cpu(&args.run, &human, "analyze")?;
     let s = merged.settings;
     let wanted: Vec<String> =
         if args.report.is_empty() { vec!["graph".into()] } else { args.report.iter().map(|r| r.trim().to_lowercase()).collect() };

@@ -6,7 +6,7 @@
 //! `hardware` table, as a hardware search's `best.json` writes it), else `--reuse`.
 
 use crate::args::EmitArgs;
-use crate::config::merge_and_warn;
+use crate::config::merge_on_cpu;
 use crate::hw_pass::{lower_options, summary_lines, write_design};
 use crate::output::Human;
 use crate::session;
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 pub fn run(args: &EmitArgs) -> Result<()> {
     let human = Human { json: args.run.json };
-    let merged = merge_and_warn(&args.run, &human)?;
+    let merged = merge_on_cpu(&args.run, &human, "emit")?;
     let s = merged.settings;
     let dir = args.output.clone().ok_or_else(|| anyhow!("name the folder to write with -o DIR"))?;
     let path = s.load_name.clone().ok_or_else(|| anyhow!("expected a quantized checkpoint via --load (see `ch transform`)"))?;

@@ -3,7 +3,7 @@
 //! onnxruntime, FINN or hls4ml.
 
 use crate::args::ExportArgs;
-use crate::config::merge_and_warn;
+use crate::config::merge_on_cpu;
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
@@ -16,7 +16,7 @@ const INIT_STREAM: u64 = 1;
 
 pub fn run(args: &ExportArgs) -> Result<()> {
     let human = Human { json: args.run.json };
-    let merged = merge_and_warn(&args.run, &human)?;
+    let merged = merge_on_cpu(&args.run, &human, "export")?;
     let s = merged.settings;
     let format = match args.format.to_ascii_lowercase().as_str() {
         "onnx" => ExportFormat::Onnx,

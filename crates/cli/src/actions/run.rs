@@ -9,7 +9,7 @@
 //! float path, or with `--integer` the integer executor.
 
 use crate::args::RunModelArgs;
-use crate::config::{merge_and_warn, Settings};
+use crate::config::{merge_on_cpu, Settings};
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
@@ -136,7 +136,7 @@ fn preview(y: &Tensor) -> String {
 
 pub fn run(args: &RunModelArgs) -> Result<()> {
     let human = Human { json: args.run.json };
-    let merged = merge_and_warn(&args.run, &human)?;
+    let merged = merge_on_cpu(&args.run, &human, "run")?;
     let s = merged.settings;
     let x = match (&args.input, &args.random) {
         (Some(path), _) => read_input(path)?,

@@ -195,7 +195,13 @@ fn base_model(s: &crate::config::Settings, dataset: &str, search: &Value, human:
         }
     };
     let base = Arc::new(BaseModel { graph, params: Arc::new(params) });
-    let env = RunnerEnv { splits: Arc::new(splits), batch_size: s.batch_size, learning_rate: s.learning_rate, seed: s.seed };
+    let env = RunnerEnv {
+        splits: Arc::new(splits),
+        batch_size: s.batch_size,
+        learning_rate: s.learning_rate,
+        seed: s.seed,
+        accelerator: s.accelerator.clone(),
+    };
     Ok((base, env, label))
 }
 

@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use mase_io::{Checkpoint, Dataset, Splits};
 use mase_ir::Rng;
-use mase_runtime::{cosine_lr, ExecOptions, Executor};
+use mase_runtime::{cosine_lr, Engine};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -52,7 +52,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         opt.load_state(state)?;
     }
 
-    let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    let mut exec = session::open_engine(&s, &graph, &params)?;
     let mut tensorboard = open_logs(&s, &dirs, &human)?;
     announce(&human, &s, &graph, &label, &dataset, &splits, &history);
 
@@ -74,7 +74,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let bar = progress(order.len() as u64, epoch, s.max_epochs, args.json);
         let mut augment_rng = seed_rng.fork(AUGMENT_STREAM + epoch as u64);
         let mut run =
-            Steps { exec: &mut exec, opt: &mut opt, watch: &mut watch, tensorboard: &mut tensorboard, global_step: &mut global_step };
+            Steps { exec: exec.as_mut(), opt: &mut opt, watch: &mut watch, tensorboard: &mut tensorboard, global_step: &mut global_step };
         let sums = match train_epoch(&mut run, &s, &splits.train, &order, epoch, &mut augment_rng, &bar, &human)? {
             EpochEnd::Done(sums) => sums,
             EpochEnd::MaxSteps(sums) => {
@@ -87,7 +87,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             }
         };
         bar.finish_and_clear();
-        let val = evaluate(&mut exec, &validation_data(&s, &splits.val), s.batch_size)?;
+        let val = evaluate(exec.as_mut(), &validation_data(&s, &splits.val), s.batch_size)?;
         if !val.loss.is_finite() {
             return Err(diverged(
                 &format!("validation loss is {} after epoch {epoch}, step {global_step}", number(val.loss as f32)),
@@ -111,7 +111,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         if improved {
             best_val = val.loss;
         }
-        let ck = checkpoint(&exec, &opt, &s, &label, &dataset, &splits.info, &history, best_val, global_step)?;
+        let ck = checkpoint(exec.as_mut(), &mut opt, &s, &label, &dataset, &splits.info, &history, best_val, global_step)?;
         if let Some(name) = first_non_finite(&ck.params) {
             return Err(diverged(&format!("`{name}` is no longer finite after epoch {epoch}, step {global_step}"), saved_epoch));
         }
@@ -233,7 +233,7 @@ fn save_epoch(ckpt_dir: &Path, ck: &Checkpoint, improved: bool, label: &str, his
 
 /// What a run carries from one optimizer step to the next.
 struct Steps<'a> {
-    exec: &'a mut Executor,
+    exec: &'a mut dyn Engine,
     opt: &'a mut mase_runtime::Optimizer,
     watch: &'a mut LossWatch,
     tensorboard: &'a mut Option<TensorBoardLog>,
@@ -407,8 +407,8 @@ fn progress(len: u64, epoch: usize, epochs: usize, json: bool) -> ProgressBar {
 
 #[allow(clippy::too_many_arguments)]
 fn checkpoint(
-    exec: &Executor,
-    opt: &mase_runtime::Optimizer,
+    exec: &mut dyn Engine,
+    opt: &mut mase_runtime::Optimizer,
     s: &Settings,
     label: &str,
     dataset: &str,
@@ -417,11 +417,12 @@ fn checkpoint(
     best_val: f64,
     global_step: u64,
 ) -> Result<Checkpoint> {
+    exec.sync_optimizer(opt)?;
     let (opt_meta, opt_tensors) = session::optimizer_to_checkpoint(opt, s.optimizer);
     let last = history.last();
     Ok(Checkpoint {
         graph: exec.graph().clone(),
-        params: exec.params(),
+        params: exec.params()?,
         optimizer_tensors: opt_tensors,
         meta: json!({
             "model": label,

@@ -6,7 +6,7 @@
 //! `ch train --load` (quantization-aware training) take.
 
 use crate::args::{InputSpecArgs, RunArgs, TransformArgs};
-use crate::config::{merge_and_warn, Settings};
+use crate::config::{merge_on_cpu, Settings};
 use crate::hw_pass::{CliPasses, Layered, CLI_PASSES};
 use crate::output::{Human, ProjectDirs};
 use crate::plugins::{ExternalPasses, Plugins};
@@ -207,7 +207,7 @@ pub fn run(args: &TransformArgs, plugins: &Plugins<'_>) -> Result<()> {
     if a.config.is_none() {
         bail!("expected configuration via --config (a TOML file with [passes.*] tables)");
     }
-    let merged = merge_and_warn(a, &human)?;
+    let merged = merge_on_cpu(a, &human, "transform")?;
     let s = merged.settings;
     let passes = merged.config.passes.clone().ok_or_else(|| {
         anyhow!(

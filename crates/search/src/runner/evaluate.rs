@@ -11,13 +11,14 @@ use crate::runner::{batches, positive, runner_table, split, Batch, FixedRunner, 
 use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
-use mase_runtime::{ExecOptions, Executor};
+use mase_runtime::{open_engine, Accelerator, ExecOptions};
 use serde_json::Value;
 
 pub(crate) struct BasicEvaluation {
     batches: Vec<Batch>,
     samples: usize,
     seed: u64,
+    accelerator: Accelerator,
 }
 
 const AT: &str = "search.strategy.sw_runner.basic_evaluation";
@@ -33,14 +34,19 @@ pub(crate) fn build(cfg: &Value, env: &RunnerEnv) -> Result<Box<dyn Runner>> {
     }
     let batch_size = positive(&m, "batch_size", AT)?.unwrap_or(env.batch_size);
     let samples = num_samples.min(data.len());
-    Ok(Box::new(BasicEvaluation { batches: batches(data, samples, batch_size), samples, seed: env.seed }))
+    Ok(Box::new(BasicEvaluation {
+        batches: batches(data, samples, batch_size),
+        samples,
+        seed: env.seed,
+        accelerator: env.accelerator.clone(),
+    }))
 }
 
 impl FixedRunner for BasicEvaluation {
     const INFO: RunnerInfo = RunnerInfo { name: "basic_evaluation", stage: Stage::Software, reports: &["loss", "accuracy"] };
 
     fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
-        let mut exec = Executor::new(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed })?;
+        let mut exec = open_engine(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed }, &self.accelerator)?;
         let (mut loss, mut correct) = (0.0f64, 0usize);
         for b in &self.batches {
             let st = exec.eval_batch(&b.x, &b.shape, &b.y)?;

@@ -22,6 +22,7 @@ use crate::space::Candidate;
 use crate::trial::Metrics;
 use crate::{Result, SearchError};
 use mase_io::{Dataset, Splits};
+use mase_runtime::Accelerator;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -35,6 +36,8 @@ pub struct RunnerEnv {
     pub learning_rate: f64,
     /// Seed of training shuffles and dropout.
     pub seed: u64,
+    /// Where `basic_train` and `basic_evaluation` run the candidate (`--accelerator`).
+    pub accelerator: Accelerator,
 }
 
 /// When a runner runs within a trial.

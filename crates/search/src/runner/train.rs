@@ -13,7 +13,7 @@ use crate::trial::Metrics;
 use crate::{Result, SearchError};
 use mase_io::Dataset;
 use mase_ir::Rng;
-use mase_runtime::{cosine_lr, ExecOptions, Executor, Optimizer, OptimizerKind};
+use mase_runtime::{cosine_lr, open_engine, Accelerator, ExecOptions, Optimizer, OptimizerKind};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -34,6 +34,7 @@ pub(crate) struct BasicTrain {
     optimizer: String,
     schedule: Schedule,
     seed: u64,
+    accelerator: Accelerator,
 }
 
 pub(crate) fn build(cfg: &Value, env: &RunnerEnv) -> Result<Box<dyn Runner>> {
@@ -92,7 +93,17 @@ pub(crate) fn build(cfg: &Value, env: &RunnerEnv) -> Result<Box<dyn Runner>> {
         return Err(SearchError::config(format!("{AT}.gradient_accumulation_steps"), "only 1 is supported (use a larger batch_size)"));
     }
     let batch_size = positive(&m, "batch_size", AT)?.unwrap_or(env.batch_size);
-    Ok(Box::new(BasicTrain { data, epochs, batch_size, lr, weight_decay, optimizer, schedule, seed: env.seed }))
+    Ok(Box::new(BasicTrain {
+        data,
+        epochs,
+        batch_size,
+        lr,
+        weight_decay,
+        optimizer,
+        schedule,
+        seed: env.seed,
+        accelerator: env.accelerator.clone(),
+    }))
 }
 
 impl BasicTrain {
@@ -111,7 +122,7 @@ impl FixedRunner for BasicTrain {
     const INFO: RunnerInfo = RunnerInfo { name: "basic_train", stage: Stage::Train, reports: &["train_loss", "train_accuracy"] };
 
     fn measure(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
-        let mut exec = Executor::new(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed })?;
+        let mut exec = open_engine(&cand.graph, &cand.params, ExecOptions { threads: cx.threads, seed: self.seed }, &self.accelerator)?;
         let mut opt = self.optimizer();
         let rng = Rng::new(self.seed);
         let (mut x, mut y) = (Vec::new(), Vec::new());
@@ -139,7 +150,7 @@ impl FixedRunner for BasicTrain {
                 steps += 1;
             }
         }
-        cand.params = Arc::new(exec.params());
+        cand.params = Arc::new(exec.params()?);
         let mut out = Metrics::new();
         out.insert("train_loss".into(), loss / steps.max(1) as f64);
         out.insert("train_accuracy".into(), correct as f64 / seen.max(1) as f64);

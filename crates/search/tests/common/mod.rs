@@ -97,7 +97,7 @@ pub fn base_model(name: &str, splits: &Splits, seed: u64) -> Arc<BaseModel> {
 }
 
 pub fn env(splits: Splits) -> RunnerEnv {
-    RunnerEnv { splits: Arc::new(splits), batch_size: 512, learning_rate: 1e-2, seed: 0 }
+    RunnerEnv { splits: Arc::new(splits), batch_size: 512, learning_rate: 1e-2, seed: 0, accelerator: Default::default() }
 }
 
 /// The `[search]` table of a config file under `configs/examples`.

@@ -65,6 +65,9 @@ def _forward(self, *args, **kwargs):
             return link.mg.forward(x)
         if link.runs_in_rust(x):
             return link.rust_forward(self, x)
+    if link is not None and self.training:
+        # PyTorch's batch norm updates its running statistics without bumping their version.
+        link.buffers_dirty = True
     return self._torch_forward(*args, **kwargs)
 
 
@@ -123,6 +126,9 @@ class Link:
         self.module = None
         self.tape = 0
         self.signature = None
+        # Set by a train-mode forward in PyTorch, whose in-place updates of batch norm's running
+        # statistics leave no trace in a tensor's version: the next `to_rust` copies every buffer.
+        self.buffers_dirty = False
 
     def __deepcopy__(self, memo):
         # A deep copy of `mg.model` is a detached PyTorch module.
@@ -274,13 +280,15 @@ class Link:
             self.relower()
             return
         updates = {}
+        dirty = set(self.buffers) if self.buffers_dirty else ()
+        self.buffers_dirty = False
         for name in self.names:
             t = self.tensor(name)
             if t is None or tuple(t.shape) != self.shapes[name]:
                 self.relower()
                 return
             k = _stamp(t)
-            if k != self.seen[name]:
+            if k != self.seen[name] or name in dirty:
                 updates[name] = _numpy(t)
                 self.seen[name] = k
         if updates:
