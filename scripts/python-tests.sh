@@ -30,6 +30,13 @@ fi
 if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import lightning" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check lightning
 fi
+# torchvision, for the test that puts its classification zoo through MaseGraph. Its models are
+# pure Python; `--no-deps` keeps the venv's torch (torchvision pins the torch release it was built
+# with, and its compiled detection ops are not used), and Pillow is what `import torchvision` needs.
+if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torchvision" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps torchvision
+    "$venv/bin/pip" install --quiet --disable-pip-version-check pillow
+fi
 "$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.
