@@ -507,3 +507,28 @@ def test_modules_the_graph_cannot_lower_stay_pytorch_modules(tmp_path):
         assert r.returncode != 0
         line = r.stderr.strip().splitlines()[-1]
         assert "seq_blocks_1" in line and ("Scale" in line or "opaque" in line), line
+
+
+def test_stochastic_depth_is_a_native_op_on_both_engines():
+    from mase_rs.nn.stochastic_depth import StochasticDepth
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 8), StochasticDepth(0.5, "row"), nn.ReLU()).eval()
+    mg = MaseGraph(model=model)
+    ops = [r["op"]["op"] for r in json.loads(mg._native.view_records())]
+    assert ops == ["input", "linear", "stochastic_depth", "relu", "output"]
+    assert type(mg.modules["1"]) is StochasticDepth
+    x = torch.randn(64, 16)
+    with torch.no_grad():
+        np.testing.assert_array_equal(mg.model(x).numpy(), model(x).numpy())
+    # In training, each sample is kept and doubled (p = 0.5) or zeroed, on either engine.
+    linear = torch.relu(model[0](x)).detach()
+    mg.model.train()
+    for backend in ("rust", "torch"):
+        mase_rs.set_backend(backend)
+        with torch.no_grad():
+            y = mg.model(x)
+        kept = [bool(r.abs().sum() > 0) for r in y]
+        assert 10 < sum(kept) < 54, backend
+        for row, keep, ref in zip(y, kept, linear):
+            torch.testing.assert_close(row, ref * 2 if keep else torch.zeros_like(ref), rtol=1e-6, atol=1e-6)

@@ -68,7 +68,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         let q = node.quant.as_ref().filter(|q| q.is_active());
         let lowered = match &node.op {
             Op::Input if i != 0 => return Err(HwError::Structure { reason: format!("input `{}` is not the first node", node.name) }),
-            Op::Input | Op::Output | Op::Flatten { .. } | Op::Dropout { .. } => Ok(()),
+            Op::Input | Op::Output | Op::Flatten { .. } | Op::Dropout { .. } | Op::StochasticDepth { .. } => Ok(()),
             Op::Linear { in_features, out_features, bias } => {
                 lower_linear(&mut chain, node, (*in_features, *out_features, *bias), q, params, opts)?
             }

@@ -245,6 +245,8 @@ impl Ex<'_> {
                 self.add(on(op), op, ins.to_vec(), out.into(), vec![]);
             }
             Op::Dropout { .. } => self.add(on("Dropout"), "Dropout", vec![x], out.into(), vec![]),
+            // An exported model runs in inference, where stochastic depth is the identity.
+            Op::StochasticDepth { .. } => self.add(on("Identity"), "Identity", vec![x], out.into(), vec![]),
             Op::Concat { dim } => self.add(on("Concat"), "Concat", ins.to_vec(), out.into(), vec![a_int("axis", *dim)]),
             Op::Pad { begin, end, value } => self.pad(id, x, begin, end, *value, out, key),
             Op::Opaque { class, .. } => {

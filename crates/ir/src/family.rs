@@ -53,7 +53,8 @@ impl Op {
             | Op::Gelu { .. }
             | Op::Sqrt
             | Op::Clip { .. }
-            | Op::Dropout { .. } => OpFamily::Pointwise,
+            | Op::Dropout { .. }
+            | Op::StochasticDepth { .. } => OpFamily::Pointwise,
             Op::Softmax { .. } | Op::LogSoftmax { .. } => OpFamily::Softmax,
             Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::AvgPool1d(_) | Op::AvgPool2d(_) => OpFamily::Pool,
             Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => OpFamily::AdaptivePool,
@@ -140,6 +141,7 @@ examples! {
     Op::Mul => Op::Mul,
     Op::MatMul => Op::MatMul,
     Op::Dropout { .. } => Op::Dropout { p: 0.5 },
+    Op::StochasticDepth { .. } => Op::StochasticDepth { p: 0.25, mode: crate::op::DepthMode::Row },
     Op::Div => Op::Div,
     Op::Pow => Op::Pow,
     Op::Sqrt => Op::Sqrt,

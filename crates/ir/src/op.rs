@@ -104,6 +104,24 @@ pub enum DimArg {
     Input(usize),
 }
 
+/// What `StochasticDepth` drops in training: each sample on its own (`row`) or the whole batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepthMode {
+    Row,
+    Batch,
+}
+
+impl DepthMode {
+    /// torchvision's name of the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            DepthMode::Row => "row",
+            DepthMode::Batch => "batch",
+        }
+    }
+}
+
 /// How a parameter is initialised when a model is built from scratch (PyTorch defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -199,6 +217,13 @@ pub enum Op {
     Dropout {
         p: f32,
     },
+    /// torchvision's `StochasticDepth(p, mode)`: in training, drops a whole sample (`row`) or
+    /// the whole batch (`batch`) with probability `p` and scales what survives by `1 / (1 - p)`;
+    /// the identity in evaluation.
+    StochasticDepth {
+        p: f32,
+        mode: DepthMode,
+    },
     /// Elementwise `a / b` with broadcasting (`torch.div`).
     Div,
     /// Elementwise `a ** b` with broadcasting (`torch.pow`).
@@ -268,6 +293,7 @@ impl Op {
             Op::Mul => "mul",
             Op::MatMul => "matmul",
             Op::Dropout { .. } => "dropout",
+            Op::StochasticDepth { .. } => "stochastic_depth",
             Op::Div => "div",
             Op::Pow => "pow",
             Op::Sqrt => "sqrt",
@@ -303,6 +329,7 @@ impl Op {
             Op::AdaptiveAvgPool2d { .. } => "AdaptiveAvgPool2d",
             Op::Flatten { .. } => "Flatten",
             Op::Dropout { .. } => "Dropout",
+            Op::StochasticDepth { .. } => "StochasticDepth",
             // Functions, methods and graph plumbing: no module class.
             _ => return None,
         })
@@ -363,6 +390,7 @@ impl Op {
             Op::AdaptiveAvgPool2d { output_size } => format!("AdaptiveAvgPool2d(output_size=({}, {}))", output_size[0], output_size[1]),
             Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
             Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
+            Op::StochasticDepth { p, mode } => format!("StochasticDepth(p={}, mode={})", py_float(*p), mode.name()),
             Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
             // Ops without a module class returned above.
             _ => return None,
@@ -447,7 +475,7 @@ impl Op {
 
     /// Whether the op has state or behaviour that differs between training and evaluation.
     pub fn is_train_sensitive(&self) -> bool {
-        matches!(self, Op::BatchNorm1d(_) | Op::BatchNorm2d(_) | Op::Dropout { .. })
+        matches!(self, Op::BatchNorm1d(_) | Op::BatchNorm2d(_) | Op::Dropout { .. } | Op::StochasticDepth { .. })
     }
 
     pub(crate) fn err(&self, node: &str, inputs: &[ValueInfo], reason: impl Into<String>) -> IrError {

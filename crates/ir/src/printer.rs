@@ -21,6 +21,9 @@ fn extra_args(kind: NodeKind, op: &Op) -> (Vec<String>, Vec<String>) {
         (_, Op::Permute { dims }) => (dims.iter().map(|d| d.to_string()).collect(), vec![]),
         (NodeKind::CallFunction, Op::Softmax { dim } | Op::LogSoftmax { dim }) => (vec![], vec![kw("dim", dim.to_string())]),
         (NodeKind::CallFunction, Op::Dropout { p }) => (vec![], vec![kw("p", crate::op::py_float(*p)), kw("training", "False".into())]),
+        (NodeKind::CallFunction, Op::StochasticDepth { p, mode }) => {
+            (vec![], vec![kw("p", crate::op::py_float(*p)), kw("mode", format!("'{}'", mode.name())), kw("training", "False".into())])
+        }
         _ => (vec![], vec![]),
     }
 }

@@ -113,6 +113,7 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
         | Op::Selu
         | Op::Gelu { .. }
         | Op::Dropout { .. }
+        | Op::StochasticDepth { .. }
         | Op::Sqrt
         | Op::Clip { .. } => shaped(Ok(tensor_in(0)?.to_vec())),
         Op::Softmax { dim } | Op::LogSoftmax { dim } => {

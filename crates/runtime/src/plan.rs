@@ -4,7 +4,7 @@
 use crate::executor::ConvAlgo;
 use crate::kernels::activation::{ActKind, Activation};
 use crate::kernels::conv::{Conv, ConvGeom};
-use crate::kernels::dropout::Dropout;
+use crate::kernels::dropout::{Dropout, StochasticDepth};
 use crate::kernels::elementwise::{BinOp, Binary};
 use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
@@ -138,6 +138,7 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Mul => NodeKernel::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
         Op::MatMul => NodeKernel::MatMul(MatMul::new(ins[0], ins[1], out)),
         Op::Dropout { p } => NodeKernel::Dropout(Dropout::new(*p, numel(out))),
+        Op::StochasticDepth { p, mode } => NodeKernel::StochasticDepth(StochasticDepth::new(*p, *mode, out)),
         Op::Div => NodeKernel::Binary(Binary::new(BinOp::Div, ins[0], ins[1], out)),
         Op::Pow => NodeKernel::Binary(Binary::new(BinOp::Pow, ins[0], ins[1], out)),
         Op::Sqrt => act(ActKind::Sqrt),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use mase_ir::{ConvSpec, Graph, Init, NodeId, NormSpec, Op, ParamStore, PoolSpec, Rng, Tensor};
+use mase_ir::{ConvSpec, DepthMode, Graph, Init, NodeId, NormSpec, Op, ParamStore, PoolSpec, Rng, Tensor};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode, Optimizer, OptimizerKind, RuntimeError};
 
 const ONE: ExecOptions = ExecOptions { threads: 1, seed: 0 };
@@ -75,6 +75,39 @@ fn dropout_is_identity_in_eval_and_scaled_mask_in_train() {
     let mut again = Executor::new(&g, &params, ExecOptions { threads: 1, seed: 3 }).unwrap();
     assert_eq!(again.forward(&x, &[40, 100], Mode::Train).unwrap(), &y[..]);
     assert_ne!(again.forward(&x, &[40, 100], Mode::Train).unwrap(), &y[..]);
+}
+
+#[test]
+fn stochastic_depth_drops_whole_samples_or_the_whole_batch_in_train() {
+    // torchvision's arithmetic: each sample (row) or the batch is kept and scaled by 1 / (1 - p),
+    // or zeroed by multiplying (a NaN stays NaN); the identity in eval.
+    let mut x: Vec<f32> = (1..=600).map(|i| i as f32).collect();
+    x[5] = f32::NAN;
+    for (mode, rows) in [(DepthMode::Row, 100), (DepthMode::Batch, 100)] {
+        let g = single(Op::StochasticDepth { p: 0.25, mode });
+        let mut exec = Executor::new(&g, &ParamStore::new(), ExecOptions { threads: 1, seed: 5 }).unwrap();
+        let eval = exec.forward(&x, &[rows, 2, 3], Mode::Eval).unwrap().to_vec();
+        assert!(eval.iter().zip(&x).all(|(a, b)| a.to_bits() == b.to_bits()), "{mode:?}: eval is the identity");
+        let mut kept_rows = 0;
+        for step in 0..8 {
+            let y = exec.forward(&x, &[rows, 2, 3], Mode::Train).unwrap().to_vec();
+            let factors: Vec<f32> = y.chunks(6).zip(x.chunks(6)).map(|(yr, xr)| yr[1] / xr[1]).collect();
+            for ((yr, xr), f) in y.chunks(6).zip(x.chunks(6)).zip(&factors) {
+                assert!(*f == 0.0 || (f - 1.0 / 0.75).abs() < 1e-6, "{mode:?} step {step}: factor {f}");
+                let exact = if *f == 0.0 { 0.0 } else { 1.0f32 / 0.75 };
+                assert!(yr.iter().zip(xr).all(|(a, b)| (b.is_nan() && a.is_nan()) || *a == b * exact), "{mode:?}: one factor per row");
+            }
+            if mode == DepthMode::Batch {
+                assert!(factors.iter().all(|f| (*f == 0.0) == (factors[0] == 0.0)), "batch mode: one draw for the whole batch");
+            }
+            kept_rows += factors.iter().filter(|f| **f != 0.0).count();
+        }
+        // 800 rows drawn with survival 0.75: about 600 kept (row mode), or a multiple of 100.
+        match mode {
+            DepthMode::Row => assert!((540..660).contains(&kept_rows), "{kept_rows} of 800 rows kept"),
+            DepthMode::Batch => assert_eq!(kept_rows % 100, 0),
+        }
+    }
 }
 
 #[test]

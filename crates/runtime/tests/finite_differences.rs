@@ -228,6 +228,8 @@ fn activations_and_softmax() {
         module("log_softmax dim 1", Op::LogSoftmax { dim: 1 }, &[3, 5]),
         module("log_softmax middle dim", Op::LogSoftmax { dim: 1 }, &[2, 3, 4]),
         module("dropout", Op::Dropout { p: 0.3 }, &[4, 6]),
+        module("stochastic_depth row", Op::StochasticDepth { p: 0.4, mode: mase_ir::DepthMode::Row }, &[6, 2, 3]),
+        module("stochastic_depth batch", Op::StochasticDepth { p: 0.4, mode: mase_ir::DepthMode::Batch }, &[6, 2, 3]),
         custom("sqrt(sigmoid(x))", &[3, 7], &[], |g, x| {
             let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[x]);
             g.call_function("torch.sqrt", Op::Sqrt, &[s])

@@ -197,6 +197,10 @@ op = "relu"
 op = "dropout"
 p = 0.1
 [[layers]]
+op = "stochastic_depth"
+p = 0.2
+mode = "batch"
+[[layers]]
 op = "linear"               # [2, 3]; 64*3 + 3 = 195 params
 out_features = "classes"
 [[layers]]
@@ -231,7 +235,8 @@ fn every_op_builds_with_hand_computed_shapes() {
         ("add", &[2, 8, 8]),
         ("seq_blocks_24", &[2, 64]),
         ("seq_blocks_25", &[2, 64]),
-        ("seq_blocks_27", &[2, 3]),
+        ("seq_blocks_27", &[2, 64]),
+        ("seq_blocks_28", &[2, 3]),
         ("probs", &[2, 3]),
     ];
     for &(node, want) in cases {

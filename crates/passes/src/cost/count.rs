@@ -80,7 +80,7 @@ fn rule(op: &Op) -> Rule {
         Op::Conv1d(c) | Op::Conv2d(c) => Rule::Conv { window: c.kernel.iter().product::<usize>() * (c.in_channels / c.groups.max(1)) },
         Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => Rule::Window { size: p.kernel.iter().product() },
         // Dropout passes values on in evaluation, as MASE counts it.
-        Op::Dropout { .. } => Rule::Free,
+        Op::Dropout { .. } | Op::StochasticDepth { .. } => Rule::Free,
         other => match other.family() {
             OpFamily::Norm => Rule::PerInput(4),
             OpFamily::Softmax => Rule::PerInput(3),

@@ -173,6 +173,7 @@ fn config_entries(node: &Node, values: &[ValueInfo]) -> Vec<(String, Value)> {
         Op::Permute { dims } => vec![e("dims", json!(dims))],
         Op::Softmax { dim } | Op::LogSoftmax { dim } => vec![e("dim", (*dim).into())],
         Op::Dropout { p } => vec![e("p", json!(p)), e("training", false.into())],
+        Op::StochasticDepth { p, mode } => vec![e("p", json!(p)), e("mode", mode.name().into()), e("training", false.into())],
         Op::LeakyRelu { negative_slope } => vec![e("negative_slope", json!(negative_slope))],
         Op::Gelu { tanh } => vec![e("approximate", if *tanh { "tanh" } else { "none" }.into())],
         _ => Vec::new(),

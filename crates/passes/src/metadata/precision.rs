@@ -154,7 +154,9 @@ fn output_format(
             Some(EdgeFormat::integer(xw + yw, xf + yf))
         }
         // Ops that pass values on unchanged (or keep the largest of a window).
-        Op::Relu | Op::Relu6 | Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::Dropout { .. } | Op::Output => data_in.first().cloned(),
+        Op::Relu | Op::Relu6 | Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::Dropout { .. } | Op::StochasticDepth { .. } | Op::Output => {
+            data_in.first().cloned()
+        }
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } => data_in.first().cloned(),
         // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),

@@ -471,7 +471,7 @@ fn passthrough(
     let x = ints[*srcs.first()?].as_ref()?;
     let v = match &node.op {
         Op::Relu => x.v.iter().map(|&c| c.max(0)).collect(),
-        Op::Dropout { .. } => x.v.clone(),
+        Op::Dropout { .. } | Op::StochasticDepth { .. } => x.v.clone(),
         Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
             let mut out = vec![0; y.len()];
             max_pool_codes(&PoolGeom::new(p, in_shapes[0], out_shape), &x.v, &mut out);

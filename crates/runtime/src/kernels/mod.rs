@@ -176,6 +176,7 @@ kernels! {
     Binary(elementwise::Binary),
     MatMul(matmul::MatMul),
     Dropout(dropout::Dropout),
+    StochasticDepth(dropout::StochasticDepth),
     Concat(shape_ops::Concat),
     Pad(shape_ops::Pad),
 }

@@ -59,6 +59,7 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("adaptive_avg_pool2d", &["output_size"], 1),
     entry("flatten", &["start_dim", "end_dim"], 1),
     entry("dropout", &["p"], 1),
+    entry("stochastic_depth", &["p", "mode"], 1),
     entry("reshape", &["shape"], 1),
     entry("transpose", &["dim0", "dim1"], 1),
     entry("permute", &["dims"], 1),
@@ -182,6 +183,14 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
         }
         "flatten" => module(Op::Flatten { start_dim: keys.opt("start_dim", 1, &int)?, end_dim: keys.opt("end_dim", -1, &int)? }),
         "dropout" => module(Op::Dropout { p: keys.opt("p", 0.5, &float_in(0.0, 1.0))? }),
+        "stochastic_depth" => module(Op::StochasticDepth {
+            p: keys.opt("p", 0.5, &float_in(0.0, 1.0))?,
+            mode: if keys.opt("mode", "row", &choice(&["row", "batch"]))? == "row" {
+                mase_ir::DepthMode::Row
+            } else {
+                mase_ir::DepthMode::Batch
+            },
+        }),
         "reshape" => {
             let per_sample = keys.req("shape", &int_list)?;
             if per_sample.iter().any(|&d| d < -1 || d == 0) {

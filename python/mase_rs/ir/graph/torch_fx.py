@@ -19,6 +19,7 @@ methods by their target), and Rust builds the graph with fx's node names and the
 
 import json
 import operator
+import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -125,7 +126,9 @@ def _dim(dim, what):
 
 def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
-    return {
+    from mase_rs.nn import stochastic_depth as mase_nn
+    depth = lambda m: {"op": "stochastic_depth", "p": float(m.p), "mode": m.mode}  # noqa: E731
+    table = {
         nn.Linear: lambda m: {
             "op": "linear",
             "in_features": m.in_features,
@@ -160,7 +163,13 @@ def _module_table(nn):
         nn.Flatten: lambda m: {"op": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim},
         nn.Dropout: lambda m: {"op": "dropout", "p": m.p},
         nn.Identity: lambda m: _ALIAS,
+        mase_nn.StochasticDepth: depth,
     }
+    # torchvision's own module, when the model came with torchvision (never imported here).
+    tv_ops = sys.modules.get("torchvision.ops")
+    if tv_ops is not None and hasattr(tv_ops, "StochasticDepth"):
+        table[tv_ops.StochasticDepth] = depth
+    return table
 
 
 class _Call:
@@ -284,6 +293,14 @@ def _dropout(call):
     return {"op": "dropout", "p": float(call.get(1, "p", 0.5))}, [call.get(0, "input")]
 
 
+def _stochastic_depth(call):
+    # As `F.dropout`: traced with `training=False` it is the identity.
+    x = call.get(0, "input")
+    if call.get(3, "training", True) is False:
+        return _ALIAS, [x]
+    return {"op": "stochastic_depth", "p": float(call.get(1, "p")), "mode": call.get(2, "mode")}, [x]
+
+
 def _fn_pool(kind, dims):
     """`F.max_poolNd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)` or
     `F.avg_poolNd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`."""
@@ -363,6 +380,11 @@ def _function_table(torch):
         F.adaptive_avg_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size")), [c.get(0, "input")]),
         F.adaptive_avg_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size")), [c.get(0, "input")]),
     }
+    # torchvision's `stochastic_depth(input, p, mode, training)` (fx-wrapped, so a call of its
+    # own), when the model came with torchvision.
+    tv_ops = sys.modules.get("torchvision.ops")
+    if tv_ops is not None and hasattr(tv_ops, "stochastic_depth"):
+        t[tv_ops.stochastic_depth] = _stochastic_depth
     return t
 
 
@@ -486,9 +508,12 @@ def trace(module, concrete_args=None, leaves=()):
     if isinstance(module, torch.fx.GraphModule):
         return module
 
+    # Modules with a mase-rs op outside torch.nn (torchvision's StochasticDepth) stay whole too.
+    known = tuple(_module_table(torch.nn))
+
     class Tracer(torch.fx.Tracer):
         def is_leaf_module(self, m, qualname):
-            return qualname in leaves or super().is_leaf_module(m, qualname)
+            return qualname in leaves or type(m) in known or super().is_leaf_module(m, qualname)
 
     try:
         tracer = Tracer()
@@ -686,6 +711,12 @@ def _fresh(op, make):
     return m
 
 
+def _stochastic_depth_module(op):
+    from mase_rs.nn.stochastic_depth import StochasticDepth
+
+    return StochasticDepth(op["p"], op["mode"])
+
+
 def module_from_op(op, weights):
     """A new `torch.nn` module for a mase-rs module op (`{"op": "linear", ...}`, as
     `node.module` holds it) with `weights` (its own state-dict entries, `weight`, `bias`, ...).
@@ -739,6 +770,7 @@ def module_from_op(op, weights):
         "adaptive_avg_pool2d": lambda: nn.AdaptiveAvgPool2d(tuple(op["output_size"])),
         "flatten": lambda: nn.Flatten(op["start_dim"], op["end_dim"]),
         "dropout": lambda: nn.Dropout(op["p"]),
+        "stochastic_depth": lambda: _stochastic_depth_module(op),
     }
     if kind not in makers:
         raise ValueError(f"module_from_op: mase-rs op `{kind}` is not a torch.nn module")
