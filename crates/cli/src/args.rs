@@ -381,9 +381,15 @@ pub struct SimulateArgs {
 pub struct SynthArgs {
     /// A folder written by `ch emit`.
     pub dir: PathBuf,
-    /// `xilinx` (synth_xilinx, 7-series LUT6; the default), `generic` (synth + abc -lut 6) or `all` (both).
+    /// `xilinx` (synth_xilinx, 7-series LUT6; the default), `generic` (synth + abc -lut 6), `all` (both), or `ecp5` (synth_ecp5, then nextpnr-ecp5 place and route).
     #[arg(long)]
     pub target: Option<String>,
+    /// The ECP5 part of `--target ecp5`: `85f` (LFE5U-85F, the default), `45f` or `25f`.
+    #[arg(long)]
+    pub part: Option<String>,
+    /// nextpnr's seed for `--target ecp5` (default 1: the same placement every run).
+    #[arg(long, value_parser = whole_u64, allow_negative_numbers = true)]
+    pub seed: Option<u64>,
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,

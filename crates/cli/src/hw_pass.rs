@@ -48,6 +48,7 @@ pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
         key("estimate.luts", "count", "LUTs"),
         key("estimate.ffs", "count", "flip-flops"),
         key("estimate.dsps", "count", "DSP blocks"),
+        key("estimate.fmax_mhz", "MHz", "post-route clock on an ECP5 by the delay model (null: not pipelined)"),
     ],
 }];
 
@@ -143,6 +144,9 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
         n("ffs"),
         n("dsps")
     ));
+    if let Some(f) = est["fmax_mhz"].as_f64() {
+        lines.push(format!("  estimate of the ECP5 clock (delay model): {f:.1} MHz"));
+    }
     lines
 }
 

@@ -166,6 +166,18 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     for cmd in ["simulate", "synth"] {
         assert_eq!(ch_error(&[cmd, dir.to_str().unwrap(), "--data-dir", d][..if cmd == "synth" { 2 } else { 4 }], &root), want, "{cmd}");
     }
+    assert_eq!(ch_error(&["synth", dir.to_str().unwrap(), "--target", "ecp5"], &root), want, "synth --target ecp5");
+    // The options of `--target ecp5`, one line each, before any tool runs.
+    let cases: &[(&[&str], &str)] = &[
+        (&["--target", "ecp5", "--part", "12f"], "error: --part `12f`: expected 25f, 45f or 85f (an ECP5 LFE5U part)"),
+        (&["--part", "85f"], "error: --part and --seed are options of --target ecp5, not of --target xilinx"),
+        (&["--target", "vivado"], "error: --target `vivado`: expected xilinx, generic, all or ecp5"),
+    ];
+    let pipelined = root.join("rtl_200");
+    for (flags, want) in cases {
+        let args: Vec<&str> = ["synth", pipelined.to_str().unwrap()].into_iter().chain(flags.iter().copied()).collect();
+        assert_eq!(ch_error(&args, &root), *want, "{flags:?}");
+    }
 }
 
 #[test]

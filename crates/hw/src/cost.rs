@@ -37,6 +37,10 @@ pub struct LayerFeatures {
     /// two (those are shifts), counting equal products (an input by the same constant in two
     /// outputs) once, as Yosys merges them; folded, each of the `K / R` multipliers per output.
     pub dsp_products: usize,
+    /// Products of the element-wise affines before and after the sums (a batch norm in affine
+    /// form: `m_c v` for every element `v` of channel `c`) that Yosys maps to DSP48s, by the
+    /// same rule as an unrolled layer's; each element has its own product.
+    pub step_dsp_products: usize,
     /// Unrolled: partial-product rows of the products left to LUTs, one per set bit of the
     /// constant's magnitude (Yosys adds them at the sum's width).
     pub lut_product_rows: usize,
@@ -58,6 +62,20 @@ pub struct LayerFeatures {
 fn dsp_product(xw: u32, w: i64) -> bool {
     let wb = signed_bits(w as i128, w as i128);
     w != 0 && !w.unsigned_abs().is_power_of_two() && wb >= 2 && xw >= 2 && xw + wb >= 9
+}
+
+/// Products of the affines among `steps` (on a stream of `len` elements of range `from`) that
+/// Yosys maps to DSP48s.
+fn step_dsps(steps: &[crate::Step], from: crate::Range, len: usize) -> usize {
+    let mut r = from;
+    let mut count = 0;
+    for s in steps {
+        if let crate::Step::Affine { mul, .. } = s {
+            count += (0..len).filter(|&e| dsp_product(r.width(), mul.get(e % mul.len().max(1)).copied().unwrap_or(0))).count();
+        }
+        r = s.range(r);
+    }
+    count
 }
 
 /// The features of one layer.
@@ -120,6 +138,7 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         has_post: !layer.post.is_empty(),
         nonzero_weights,
         dsp_products,
+        step_dsp_products: step_dsps(&layer.pre, layer.input, k) + step_dsps(&layer.post, layer.acc, n),
         lut_product_rows,
         lut_multiplier_bits,
         addends,
@@ -180,12 +199,34 @@ pub struct LayerCost {
     pub features: LayerFeatures,
 }
 
+/// Nanoseconds of a pipeline stage whose product is in a MULT18X18D, as nextpnr-ecp5 routes it:
+/// Yosys 0.23 leaves the DSP's registers unused, so the stage holds the multiplier's 3.9 ns, the
+/// 0.5 ns of the register before it and about 3.9 ns of routing to and from the DSP (jsc-tiny
+/// at 6 bits pipelined for 200 MHz: 8.25 ns, 121.2 MHz).
+pub const DSP_STAGE_NS: f64 = 8.3;
+
+/// The post-route clock of a pipelined design on an ECP5 by the delay model, in MHz: its
+/// slowest stage, an adder stage of [`crate::pipeline::adder_levels`] levels or, when a product
+/// goes to a DSP, [`DSP_STAGE_NS`]. `None` for a design that is not pipelined (its stages are
+/// whole layers, which the model does not time).
+pub fn fmax_estimate_mhz(design: &Design, layers: &[LayerCost]) -> Option<f64> {
+    use crate::pipeline::{adder_levels, ADDER_LEVEL_NS, STAGE_OVERHEAD_NS};
+    let f = design.clock_mhz?;
+    let mut ns = STAGE_OVERHEAD_NS + adder_levels(f) as f64 * ADDER_LEVEL_NS;
+    if layers.iter().any(|l| l.dsps > 0.0) {
+        ns = ns.max(DSP_STAGE_NS);
+    }
+    Some((10000.0 / ns).round() / 10.0)
+}
+
 /// The estimate of a design: the sums over its layers, its latency and initiation interval.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DesignCost {
     pub luts: f64,
     pub ffs: f64,
     pub dsps: f64,
+    /// The post-route clock on an ECP5 by the delay model ([`fmax_estimate_mhz`]).
+    pub fmax_mhz: Option<f64>,
     pub latency_cycles: usize,
     pub ii: usize,
     pub layers: Vec<LayerCost>,
@@ -199,7 +240,7 @@ pub fn estimate_layer(layer: &Layer) -> LayerCost {
         node: layer.node.clone(),
         luts: luts.max(0.0).round(),
         ffs: (f.output_register_bits as f64 * FF_COEFFICIENTS[0] + f.state_register_bits as f64 * FF_COEFFICIENTS[1]).round(),
-        dsps: f.dsp_products as f64,
+        dsps: (f.dsp_products + f.step_dsp_products) as f64,
         latency_cycles: layer.latency(),
         ii: layer.initiation_interval(),
         register_bits: f.output_register_bits + f.state_register_bits,
@@ -229,6 +270,7 @@ pub fn estimate(design: &Design) -> DesignCost {
         None => design.layers.iter().map(estimate_layer).collect(),
     };
     DesignCost {
+        fmax_mhz: fmax_estimate_mhz(design, &layers),
         luts: layers.iter().map(|l| l.luts).sum(),
         ffs: layers.iter().map(|l| l.ffs).sum(),
         dsps: layers.iter().map(|l| l.dsps).sum(),

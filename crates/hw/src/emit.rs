@@ -26,7 +26,7 @@ pub fn manifest(d: &Design) -> Value {
         "clock_mhz": d.clock_mhz,
         "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
         "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
-        "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps},
+        "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz},
         "layers": d.layers.iter().zip(&est.layers).map(|(l, e)| json!({
             "node": l.node,
             "module": layer_module(l),

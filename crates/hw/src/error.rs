@@ -21,8 +21,9 @@ pub enum HwError {
     Clock { reason: String },
     #[error("parameter `{name}`: {reason}")]
     Param { name: String, reason: String },
-    #[error("{tool} is not installed (Debian: apt-get install {tool})")]
-    ToolMissing { tool: String },
+    /// A tool that is not installed, with what installs it.
+    #[error("{tool} is not installed ({install})")]
+    ToolMissing { tool: String, install: String },
     #[error("{what} failed: {detail}")]
     Tool { what: String, detail: String },
     /// A tool ran but its output could not be parsed; the parser's error stays the source.

@@ -10,6 +10,7 @@ pub mod calibration;
 pub mod cost;
 pub mod design;
 mod design_check;
+pub mod ecp5;
 pub mod emit;
 mod error;
 pub mod integrity;

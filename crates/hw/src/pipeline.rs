@@ -6,18 +6,18 @@
 //! register `!sk_valid`, so the enable, and the `in_ready` the layer gives the layer before it,
 //! depend on this layer's own registers only: no combinational path crosses a layer. The stages:
 //!
-//! 1. **pre**: the steps before the product, one stage per group ([`step_groups`]);
+//! 1. **pre**: the steps before the product, in the stages of [`step_plan`];
 //! 2. folded layers only: a **feeder** (the sample's shift register and the cycle counter) and a
 //!    **select** stage registering the `K / R` inputs and the weights of the cycle;
 //! 3. **multiply**: every product into its own register (a DSP's input registers are the
 //!    registers of the stage before, its output register this one);
 //! 4. **adder tree**: `2^L` terms summed per stage, `L` = [`adder_levels`] of the clock;
 //! 5. folded layers only: the **accumulator**, adding one partial sum per cycle;
-//! 6. **post**: the steps after the sums, one stage per group, the last one being the output
+//! 6. **post**: the steps after the sums, in the stages of [`step_plan`], the last one being the output
 //!    buffer's register.
 
 use crate::design::{signed_bits, Layer, Range, Step};
-use crate::verilog::{layer_module, lit, steps_wires};
+use crate::verilog::{layer_module, lit, part_range, part_wires, requant_shift, Part};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -47,28 +47,89 @@ pub fn adder_levels(clock_mhz: f64) -> usize {
     (((period - STAGE_OVERHEAD_NS) / ADDER_LEVEL_NS).floor().max(1.0)) as usize
 }
 
-/// Groups of steps that share a stage: an affine (a product) alone, consecutive rescales and
-/// relus together. Returns `(first, end)` index ranges of `steps`.
-pub fn step_groups(steps: &[Step]) -> Vec<(usize, usize)> {
-    let mut groups = Vec::new();
-    let mut start = 0;
-    for (i, s) in steps.iter().enumerate() {
-        let alone = match s {
-            Step::Affine { .. } => true,
-            Step::Requant { .. } | Step::Relu => false,
-        };
-        if alone {
-            if start < i {
-                groups.push((start, i));
+/// Adder levels of a whole rescale (its rounding decision, the carry adding it and the clamp)
+/// in the delay model: below this many levels per stage, a rescale and an affine are split
+/// into parts, each registered on its own ([`Part`]).
+pub const RESCALE_LEVELS: usize = 3;
+
+/// Whether steps are split into their parts at `clock_mhz` (above about 105 MHz).
+pub fn splits_steps(clock_mhz: f64) -> bool {
+    adder_levels(clock_mhz) < RESCALE_LEVELS
+}
+
+/// A piece of logic a stage holds: part `part` of step `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub step: usize,
+    pub part: Part,
+}
+
+/// The register stages of `steps` on a stream of range `from`, each a list of pieces in order.
+///
+/// Unsplit (a slow clock), each stage is a group: an affine alone (it is a product),
+/// consecutive rescales and relus together. Split (a fast clock), a rescale that drops bits is
+/// three stages (the rounding decision, the carry, the clamp when a bound can be passed), one
+/// that does not is one; an affine is two (the product, the sum); a relu, one LUT level, joins
+/// the stage of the piece after it, or, last, the one before.
+pub fn step_plan(steps: &[Step], from: Range, split: bool) -> Vec<Vec<Piece>> {
+    let whole = |step| Piece { step, part: Part::Whole };
+    let mut stages: Vec<Vec<Piece>> = Vec::new();
+    if !split {
+        let mut open: Vec<Piece> = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            match s {
+                Step::Affine { .. } => {
+                    if !open.is_empty() {
+                        stages.push(std::mem::take(&mut open));
+                    }
+                    stages.push(vec![whole(i)]);
+                }
+                Step::Requant { .. } | Step::Relu => open.push(whole(i)),
             }
-            groups.push((i, i + 1));
-            start = i + 1;
         }
+        if !open.is_empty() {
+            stages.push(open);
+        }
+        return stages;
     }
-    if start < steps.len() {
-        groups.push((start, steps.len()));
+    let mut relus: Vec<Piece> = Vec::new();
+    let mut r = from;
+    for (i, s) in steps.iter().enumerate() {
+        let parts: Vec<Part> = match s {
+            Step::Relu => {
+                relus.push(whole(i));
+                r = s.range(r);
+                continue;
+            }
+            Step::Affine { .. } => vec![Part::Mul, Part::Add],
+            Step::Requant { width, frac_width, signed } => {
+                if requant_shift(s, r) > 0 {
+                    let f = mase_quant::Fixed { width: *width, frac_width: *frac_width, signed: *signed };
+                    let carry = part_range(s, r, Part::Carry);
+                    let clamps = carry.lo < f.lo() || carry.hi > f.hi();
+                    if clamps {
+                        vec![Part::Round, Part::Carry, Part::Clamp]
+                    } else {
+                        vec![Part::Round, Part::Carry]
+                    }
+                } else {
+                    vec![Part::Whole]
+                }
+            }
+        };
+        for (n, part) in parts.into_iter().enumerate() {
+            let mut stage = if n == 0 { std::mem::take(&mut relus) } else { Vec::new() };
+            stage.push(Piece { step: i, part });
+            stages.push(stage);
+        }
+        r = s.range(r);
     }
-    groups
+    match stages.last_mut() {
+        Some(last) => last.extend(relus),
+        None if !relus.is_empty() => stages.push(relus),
+        None => {}
+    }
+    stages
 }
 
 /// The register stages of a pipelined layer and what they cost.
@@ -117,8 +178,9 @@ fn tree_stages(mut n: usize, levels: usize) -> usize {
 pub fn schedule(layer: &Layer, clock_mhz: f64) -> Schedule {
     let levels = adder_levels(clock_mhz);
     let n = (0..layer.out_features).map(|j| terms(layer, j)).max().unwrap_or(0);
-    let (pre, tree) = (step_groups(&layer.pre).len(), tree_stages(n, levels));
-    let post = step_groups(&layer.post).len().max(1);
+    let split = splits_steps(clock_mhz);
+    let (pre, tree) = (step_plan(&layer.pre, layer.input, split).len(), tree_stages(n, levels));
+    let post = step_plan(&layer.post, layer.acc, split).len().max(1);
     let r = layer.reuse.max(1);
     // Unrolled: pre, multiply, tree, post. Folded: pre, the feeder taking the sample, R beats
     // through select, multiply, tree and the accumulator, then post.
@@ -178,10 +240,10 @@ fn balanced(terms: &[String]) -> String {
     }
 }
 
-/// Register stages of steps `steps` on the elements `src` (ranges `from`), each group of
-/// [`step_groups`] one stage advancing on `en`, with valid bits from `valid`; returns the
-/// registers, their ranges and the last valid bit. The last group is left unregistered when
-/// `register_last` is false (it feeds the output buffer): its wires are returned instead.
+/// Register stages of steps `steps` on the elements `src` (ranges `from`), each stage of
+/// [`step_plan`] advancing on `en`, with valid bits from `valid`; returns the registers, their
+/// ranges and the last valid bit. The last stage is left unregistered when `register_last` is
+/// false (it feeds the output buffer): its wires are returned instead.
 #[allow(clippy::too_many_arguments)]
 fn step_stages(
     m: &mut Module,
@@ -190,21 +252,36 @@ fn step_stages(
     src: Vec<String>,
     from: Range,
     steps: &[Step],
+    split: bool,
     valid: String,
     en: &str,
     register_last: bool,
 ) -> (Vec<String>, Range, String) {
-    let groups = step_groups(steps);
+    let plan = step_plan(steps, from, split);
+    // The range at the input of every step.
+    let inputs: Vec<Range> = steps
+        .iter()
+        .scan(from, |r, s| {
+            let here = *r;
+            *r = s.range(here);
+            Some(here)
+        })
+        .collect();
     let (mut cur, mut r, mut v) = (src, from, valid);
-    for (g, &(a, b)) in groups.iter().enumerate() {
+    for (g, stage) in plan.iter().enumerate() {
         let mut next = Vec::with_capacity(cur.len());
         let mut to = r;
         for (k, s) in cur.iter().enumerate() {
-            let (w, rr) = steps_wires(&mut m.text, s, r, &steps[a..b], k, &format!("{prefix}{g}_w{k}"));
+            let (mut w, mut rr) = (s.clone(), r);
+            for (i, p) in stage.iter().enumerate() {
+                let dst = format!("{prefix}{g}_w{k}_p{i}");
+                rr = part_wires(&mut m.text, &w, rr, inputs[p.step], &steps[p.step], k, p.part, &dst);
+                w = dst;
+            }
             next.push(w);
             to = rr;
         }
-        if g + 1 == groups.len() && !register_last {
+        if g + 1 == plan.len() && !register_last {
             return (next, to, v);
         }
         let vreg = format!("{prefix}{g}_v");
@@ -225,6 +302,7 @@ fn step_stages(
 /// The Verilog of `layer` pipelined for `clock_mhz`, and the bits of its registers.
 pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
     let sched = schedule(layer, clock_mhz);
+    let split = splits_steps(clock_mhz);
     let mut m = Module { text: String::new(), register_bits: 0 };
     let mut always: Vec<String> = Vec::new();
     let (iw, ow) = (layer.input.width(), layer.output().width());
@@ -259,7 +337,7 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
     type Terms = (String, Vec<Vec<String>>, Option<(String, String)>);
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, "in_valid".into(), "en", true);
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, split, "in_valid".into(), "en", true);
         m.reg("mul_v", 1, false);
         always.push(format!("    if (rst) mul_v <= 1'b0; else if (en) mul_v <= {xv};"));
         let mut nodes = Vec::new();
@@ -292,12 +370,13 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
         m.line(format!("  wire last = busy && (cnt == {cb}'d{});", r - 1));
         m.line("  wire free = !busy || last;");
         // The pre stages advance while their last stage is empty or handing its sample over.
-        let pre_valid_last = if layer.pre.is_empty() { None } else { Some(format!("pre{}_v", step_groups(&layer.pre).len() - 1)) };
+        let pre_valid_last =
+            if layer.pre.is_empty() { None } else { Some(format!("pre{}_v", step_plan(&layer.pre, layer.input, split).len() - 1)) };
         if pre_valid_last.is_some() {
             m.line("  wire pre_en;");
         }
         let pre_en = if pre_valid_last.is_some() { "pre_en" } else { "en" };
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, "in_valid".into(), pre_en, true);
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, split, "in_valid".into(), pre_en, true);
         if let Some(v) = &pre_valid_last {
             m.line(format!("  assign pre_en = en && (!{v} || free);"));
         }
@@ -416,7 +495,7 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
         }
     };
     // Post: the steps after the sums; the last group feeds the output buffer.
-    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, sum_valid, "en", false);
+    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, split, sum_valid, "en", false);
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
     m.line(format!("  wire [{}:0] y = {{{}}};", n_out * ow as usize - 1, packed.join(", ")));
     m.line("  always @(posedge clk) begin");
@@ -453,20 +532,49 @@ mod tests {
         assert!(check_clock(f64::NAN).is_err() && check_clock(1000.0).is_ok());
     }
 
+    /// A plan in short: the pieces of a stage as step index and part (`w` whole, `r` round,
+    /// `c` carry, `k` clamp, `m` product, `a` sum), stages separated by `|`.
+    fn short(plan: &[Vec<Piece>]) -> String {
+        let piece = |p: &Piece| {
+            let part = match p.part {
+                Part::Whole => 'w',
+                Part::Round => 'r',
+                Part::Carry => 'c',
+                Part::Clamp => 'k',
+                Part::Mul => 'm',
+                Part::Add => 'a',
+            };
+            format!("{}{part}", p.step)
+        };
+        plan.iter().map(|s| s.iter().map(piece).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join(" | ")
+    }
+
     #[test]
-    fn affines_get_a_stage_of_their_own() {
+    fn steps_are_grouped_slow_and_split_fast() {
         let a = Step::Affine { mul: vec![1], add: vec![0], frac: 0 };
         let q = Step::Requant { width: 8, frac_width: 4, signed: true };
-        let cases: &[(Vec<Step>, Vec<(usize, usize)>)] = &[
-            (vec![], vec![]),
-            (vec![Step::Relu], vec![(0, 1)]),
-            (vec![a.clone(), Step::Relu, q.clone()], vec![(0, 1), (1, 3)]),
-            (vec![Step::Relu, q.clone(), a.clone()], vec![(0, 2), (2, 3)]),
-            (vec![q, a.clone(), a], vec![(0, 1), (1, 2), (2, 3)]),
+        let (wide, narrow) = (Range { lo: -1 << 12, hi: 1 << 12, frac: 8 }, Range { lo: -16, hi: 15, frac: 6 });
+        // (steps, input range, split, plan). Slow: an affine alone, rescales and relus
+        // together. Fast: a rescale dropping 4 bits of a range it can leave is round, carry and
+        // clamp; dropping 2 bits of [-16, 15] gives [-4, 4], which needs no clamp; a rescale
+        // appending bits (the affine's 0 fraction bits to 4) is one stage; an affine is its
+        // product and its sum; a relu joins the piece after it, or the one before at the end.
+        let cases: &[(Vec<Step>, Range, bool, &str)] = &[
+            (vec![], wide, false, ""),
+            (vec![Step::Relu], wide, false, "0w"),
+            (vec![a.clone(), Step::Relu, q.clone()], wide, false, "0w | 1w 2w"),
+            (vec![Step::Relu, q.clone(), a.clone()], wide, false, "0w 1w | 2w"),
+            (vec![q.clone(), a.clone(), a.clone()], wide, false, "0w | 1w | 2w"),
+            (vec![Step::Relu], wide, true, "0w"),
+            (vec![Step::Relu, q.clone()], wide, true, "0w 1r | 1c | 1k"),
+            (vec![q.clone(), Step::Relu], narrow, true, "0r | 0c 1w"),
+            (vec![a.clone(), Step::Relu, q.clone()], wide, true, "0m | 0a | 1w 2w"),
         ];
-        for (steps, want) in cases {
-            assert_eq!(&step_groups(steps), want, "{steps:?}");
+        for (steps, from, split, want) in cases {
+            assert_eq!(short(&step_plan(steps, *from, *split)), *want, "{steps:?} split {split}");
         }
+        // 200 MHz splits (one adder level per stage), 100 MHz does not (three).
+        assert_eq!((splits_steps(200.0), splits_steps(125.0), splits_steps(100.0)), (true, true, false));
     }
 
     /// A layer of `k` inputs and `n` outputs with every weight 3 and bias 1, folded by `r`.

@@ -17,7 +17,7 @@ fn require(tool: &str) -> Result<()> {
     if tool_available(tool) {
         Ok(())
     } else {
-        Err(HwError::ToolMissing { tool: tool.into() })
+        Err(HwError::ToolMissing { tool: tool.into(), install: format!("Debian: apt-get install {tool}") })
     }
 }
 

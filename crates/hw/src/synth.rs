@@ -100,7 +100,7 @@ fn classify(target: SynthTarget, cell: &str) -> Option<&'static str> {
 pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
     crate::integrity::check_sums(dir)?;
     if !crate::simulate::tool_available("yosys") {
-        return Err(HwError::ToolMissing { tool: "yosys".into() });
+        return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
     }
     let rtl = dir.join("rtl");
     let mut files: Vec<String> = std::fs::read_dir(&rtl)

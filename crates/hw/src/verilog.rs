@@ -48,18 +48,101 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, d
             let cw = signed_bits(m as i128, m as i128).max(signed_bits(a as i128, a as i128)).max(w).max(ow) + 1;
             let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src} * {} + {};", ow - 1, lit(m, cw), lit(a, cw));
         }
-        Step::Requant { width, frac_width, signed } => {
-            let (frac_width, f) = (*frac_width, mase_quant::Fixed { width: *width, frac_width: *frac_width, signed: *signed });
-            let s = from.frac - frac_width;
-            // `t`: the shifted value before clamping, `tw` its width.
-            let tw = if s > 0 {
-                let half = 1u64 << (s - 1);
-                let _ = writeln!(out, "  wire signed [{}:0] {dst}_q = {src} >>> {s};", w - 1);
-                let _ = writeln!(out, "  wire [{}:0] {dst}_r = {src}[{}:0];", s - 1, s - 1);
-                let _ = writeln!(out, "  wire {dst}_up = ({dst}_r > {s}'d{half}) || (({dst}_r == {s}'d{half}) && {dst}_q[0]);");
-                let _ = writeln!(out, "  wire signed [{w}:0] {dst}_t = {dst}_q + $signed({{1'b0, {dst}_up}});");
-                w + 1
-            } else if s < 0 {
+        Step::Requant { .. } => {
+            let s = requant_shift(step, from);
+            if s > 0 {
+                let round = part_wires(out, src, from, from, step, k, Part::Round, &format!("{dst}_rd"));
+                let carry = part_wires(out, &format!("{dst}_rd"), round, from, step, k, Part::Carry, &format!("{dst}_c"));
+                part_wires(out, &format!("{dst}_c"), carry, from, step, k, Part::Clamp, dst);
+            } else {
+                part_wires(out, src, from, from, step, k, Part::Clamp, dst);
+            }
+        }
+    }
+    to
+}
+
+/// The bits a rescale step drops from codes of `from` (negative: bits it appends).
+pub(crate) fn requant_shift(step: &Step, from: Range) -> i32 {
+    match step {
+        Step::Requant { frac_width, .. } => from.frac - frac_width,
+        Step::Relu | Step::Affine { .. } => 0,
+    }
+}
+
+/// A part of a step that a pipeline for a fast clock registers apart from the others
+/// ([`crate::pipeline`]): a rescale that drops bits is a rounding decision, the carry that
+/// adds it and the clamp; an affine is its product and its sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The whole step.
+    Whole,
+    /// `2 q + up`: the code shifted right (`q`, rounded down) beside the bit that rounds it
+    /// half to even (`up`), from the dropped bits alone (no comparator).
+    Round,
+    /// `q + up` from `2 q + up`: the rounded code before clamping.
+    Carry,
+    /// The rounded (or left-shifted) code clamped to the format's range.
+    Clamp,
+    /// An affine's product `m_c v`.
+    Mul,
+    /// An affine's sum `m_c v + a_c` from the product.
+    Add,
+}
+
+/// The range of `part` of `step`, whose input (before its first part) has range `from`.
+pub(crate) fn part_range(step: &Step, from: Range, part: Part) -> Range {
+    match (step, part) {
+        (Step::Requant { frac_width, .. }, Part::Round) => {
+            let s = requant_shift(step, from).clamp(0, 62) as u32;
+            Range { lo: 2 * (from.lo >> s), hi: 2 * (from.hi >> s) + 1, frac: *frac_width }
+        }
+        (Step::Requant { frac_width, .. }, Part::Carry) => {
+            let s = requant_shift(step, from);
+            Range { lo: crate::design::shift_rne(from.lo, s), hi: crate::design::shift_rne(from.hi, s), frac: *frac_width }
+        }
+        (Step::Affine { mul, frac, .. }, Part::Mul) => {
+            let zeros = vec![0; mul.len()];
+            let (lo, hi) = crate::design::affine_bounds(mul, &zeros, from);
+            Range {
+                lo: lo.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+                hi: hi.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+                frac: *frac,
+            }
+        }
+        _ => step.range(from),
+    }
+}
+
+/// Declares `dst` as `part` of `step` (element `k` of its stream) on `src`, of range `cur`;
+/// `from` is the range at the step's input. Returns the range of `dst`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn part_wires(out: &mut String, src: &str, cur: Range, from: Range, step: &Step, k: usize, part: Part, dst: &str) -> Range {
+    let to = part_range(step, from, part);
+    let (w, ow) = (cur.width(), to.width());
+    if to.lo == to.hi {
+        let _ = writeln!(out, "  wire signed [{}:0] {dst} = {};", ow - 1, lit(to.lo, ow));
+        return to;
+    }
+    match (step, part) {
+        (Step::Requant { .. }, Part::Round) => {
+            // Sign-extended so that the shift keeps at least one bit; `up` is the dropped bits
+            // above half, or exactly half with `q` odd.
+            let s = requant_shift(step, from) as u32;
+            let we = w.max(s + 1);
+            let _ = writeln!(out, "  wire signed [{}:0] {dst}_e = {src};", we - 1);
+            let below = if s >= 2 { format!("(|{dst}_e[{}:0]) || ", s - 2) } else { String::new() };
+            let _ = writeln!(out, "  wire {dst}_up = {dst}_e[{}] && ({below}{dst}_e[{s}]);", s - 1);
+            let _ = writeln!(out, "  wire signed [{}:0] {dst} = $signed({{{dst}_e[{}:{s}], {dst}_up}});", ow - 1, we - 1);
+        }
+        (Step::Requant { .. }, Part::Carry) => {
+            let _ = writeln!(out, "  wire signed [{}:0] {dst} = ({src} >>> 1) + $signed({{1'b0, {src}[0]}});", ow - 1);
+        }
+        (Step::Requant { width, frac_width, signed }, Part::Clamp) => {
+            let f = mase_quant::Fixed { width: *width, frac_width: *frac_width, signed: *signed };
+            let s = requant_shift(step, from);
+            // `t`: the code at the target's scale before clamping, `tw` its width.
+            let tw = if s < 0 {
                 let k = -s;
                 let _ = writeln!(out, "  wire signed [{}:0] {dst}_t = $signed({{{src}, {k}'b0}});", w + k as u32 - 1);
                 w + k as u32
@@ -79,6 +162,20 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, d
                 e = format!("({dst}_t > {hi}) ? {hi} : {e}", hi = lit(f.hi(), cw));
             }
             let _ = writeln!(out, "  wire signed [{}:0] {dst} = {e};", ow - 1);
+        }
+        (Step::Affine { mul, add, .. }, Part::Mul | Part::Add) => {
+            let c = k % mul.len().max(1);
+            let (m, a) = (mul.get(c).copied().unwrap_or(0), add.get(c).copied().unwrap_or(0));
+            let cw = signed_bits(m as i128, m as i128).max(signed_bits(a as i128, a as i128)).max(w).max(ow) + 1;
+            if part == Part::Mul {
+                let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src} * {};", ow - 1, lit(m, cw));
+            } else {
+                let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src} + {};", ow - 1, lit(a, cw));
+            }
+        }
+        // A part that the step does not have is the whole step.
+        (Step::Relu, _) | (Step::Requant { .. }, Part::Mul | Part::Add | Part::Whole) | (Step::Affine { .. }, _) => {
+            return step_wires(out, src, cur, step, k, dst);
         }
     }
     to

@@ -90,3 +90,59 @@ fn latency_and_interval_are_the_schedule() {
     assert_eq!((m["estimate"]["luts"].as_f64(), m["estimate"]["dsps"].as_f64()), (Some(e.luts), Some(e.dsps)));
     assert_eq!(m["layers"][1]["estimate"]["ffs"].as_f64(), Some(e.layers[1].ffs));
 }
+
+/// A batch norm in affine form before the product (jsc-tiny's, jsc-toy's) has one product per
+/// element, which Yosys maps to a DSP48 by the rule of the layer's own products: operands of 2
+/// bits or more, a result of 9 bits or more, a constant that is not a power of two. One line
+/// per case: the codes' range entering the affine, its per-channel multipliers, the DSPs
+/// counted for the layer's 8 inputs (channel `k % 4` for input `k`).
+#[test]
+fn the_products_of_a_batch_norm_affine_are_counted() {
+    use mase_hw::{Range, Step};
+    let cases: &[(Range, [i64; 4], f64)] = &[
+        // 8-bit codes: 3 and 5 (11 and 12 result bits) are DSPs, 1 and -4 are shifts; 2 of 4
+        // channels, twice over 8 inputs.
+        (Range { lo: -128, hi: 127, frac: 4 }, [3, 1, -4, 5], 4.0),
+        // 4-bit codes: 3 x 4 bits makes 7 result bits, 5 x 4 bits 8: under 9, LUTs.
+        (Range { lo: -8, hi: 7, frac: 2 }, [3, 1, -4, 5], 0.0),
+        // 8-bit codes and no power of two: every input.
+        (Range { lo: -128, hi: 127, frac: 4 }, [3, 7, -6, 5], 8.0),
+    ];
+    let base = design(MATRIX.iter().position(|c| c.reuse == 1 && c.in_features == 8).unwrap()).layers[0].clone();
+    for (range, mul, want) in cases {
+        let mut l = base.clone();
+        l.input = *range;
+        l.pre = vec![Step::Affine { mul: mul.to_vec(), add: vec![1; 4], frac: range.frac }];
+        l.pre.extend(base.pre.iter().cloned());
+        let f = layer_features(&l);
+        assert_eq!(f.step_dsp_products as f64, *want, "{range:?} {mul:?}");
+        // The layer's own products are counted as before, the affine's on top.
+        assert_eq!(estimate_layer(&l).dsps, f.dsp_products as f64 + want, "{range:?} {mul:?}");
+    }
+}
+
+/// The ECP5 clock of the delay model: the slowest stage, an adder stage (2.0 ns and 2.5 ns per
+/// level) or a product in a DSP (8.3 ns). One line per case: a matrix design with or without
+/// DSPs, the clock it is pipelined for, the estimate.
+#[test]
+fn the_clock_estimate_is_the_slowest_stage_of_the_delay_model() {
+    let with_dsps = MATRIX.iter().position(|c| c.reuse == 4 && c.bits == 8).unwrap();
+    let without = MATRIX.iter().position(|c| c.bits == 4 && c.reuse == 1).unwrap();
+    let cases: &[(usize, Option<f64>, Option<f64>)] = &[
+        // 1000 / 8.3: the DSP stage is slower than one adder level (4.5 ns).
+        (with_dsps, Some(200.0), Some(120.5)),
+        // 1000 / 4.5: one adder level per stage.
+        (without, Some(200.0), Some(222.2)),
+        // 1000 / 19.5: seven adder levels per stage at 50 MHz, slower than the DSP.
+        (with_dsps, Some(50.0), Some(51.3)),
+        // Not pipelined: no estimate.
+        (with_dsps, None, None),
+    ];
+    for &(i, clock, want) in cases {
+        let mut d = design(i);
+        d.clock_mhz = clock;
+        let e = estimate(&d);
+        assert_eq!(e.dsps > 0.0, i == with_dsps, "case {i}");
+        assert_eq!(e.fmax_mhz, want, "case {i} at {clock:?} MHz");
+    }
+}
