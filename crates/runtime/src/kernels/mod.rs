@@ -13,6 +13,7 @@ pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;
+pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 pub(crate) mod winograd;
@@ -178,4 +179,5 @@ kernels! {
     Dropout(dropout::Dropout),
     Concat(shape_ops::Concat),
     Pad(shape_ops::Pad),
+    Reduce(reduce::Reduce),
 }
