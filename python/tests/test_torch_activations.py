@@ -16,7 +16,7 @@ nn, F = torch.nn, torch.nn.functional
 
 import mase_rs  # noqa: E402
 from mase_rs import MaseGraph, _native  # noqa: E402
-from mase_rs.passes.graph import add_common_metadata_analysis_pass, init_metadata_analysis_pass  # noqa: E402
+from mase_rs.passes.graph import add_common_metadata_analysis_pass, init_metadata_analysis_pass, quantize_transform_pass  # noqa: E402
 
 
 class Acts(nn.Module):
@@ -181,3 +181,22 @@ def test_reductions_mase_rs_lacks_are_listed(call, words):
     with pytest.raises(ValueError, match=words):
         MaseGraph(model=M())
 
+
+
+def test_quantized_activations_and_reductions_agree_on_both_engines():
+    torch.manual_seed(2)
+    mg = MaseGraph(model=Acts().eval())
+    mg.model.eval()
+    fmt = {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4}
+    by_type = {op: {"config": fmt} for op in ("silu", "hardswish", "hardsigmoid", "softplus", "mish", "mean", "sum", "amax")}
+    x, _ = batch(seed=4)
+    before = mg.model(x)
+    mg, _ = quantize_transform_pass(mg, {"by": "type", "default": {"config": {"name": None}}, **by_type})
+    rust = mg.model(x)
+    # The inputs of those ops now go through 8-bit fixed point.
+    assert not torch.allclose(rust, before, rtol=1e-4, atol=1e-4)
+    mase_rs.set_backend("torch")
+    torch.testing.assert_close(mg.model(x), rust, rtol=1e-5, atol=1e-5)
+    nodes = json.loads(mg._native.graph_json())["nodes"]
+    quantized = sorted({n["op"]["op"] for n in nodes if n.get("quant")})
+    assert quantized == sorted(by_type), quantized

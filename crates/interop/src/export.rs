@@ -397,7 +397,8 @@ impl Ex<'_> {
     /// above the threshold, so only smaller thresholds are refused.
     #[allow(clippy::too_many_arguments)]
     fn softplus(&mut self, name: &str, x: String, beta: f32, threshold: f32, out: &str, key: &str) -> Result<()> {
-        if !(threshold >= 20.0) {
+        // A NaN threshold is refused too.
+        if threshold.is_nan() || threshold < 20.0 {
             return Err(xerr(name, format!("softplus with threshold {threshold} (below 20) has no ONNX equivalent")));
         }
         let on = |op: &str| onnx_name(key, op);
