@@ -9,7 +9,9 @@ use crate::onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, Oper
 use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
 use crate::{InteropError, Result};
-use mase_ir::{ArgMeta, ConvSpec, Graph, Node, NodeId, NodeKind, NodeQuant, NormSpec, Op, ParamStore, QuantFormat, Tensor, ValueInfo};
+use mase_ir::{
+    ArgMeta, ConvSpec, Graph, Node, NodeId, NodeKind, NodeQuant, NormSpec, Op, ParamStore, QuantFormat, ReduceSpec, Tensor, ValueInfo,
+};
 use std::path::Path;
 
 /// The opset exports use.
@@ -198,6 +200,28 @@ impl Ex<'_> {
                 self.add(on("Clip"), "Clip", vec![x, lo, hi], out.into(), vec![]);
             }
             Op::Gelu { tanh: false } => self.gelu_erf(name, x, out, key),
+            // As torch.onnx writes them at opset 13 (HardSwish and Mish arrive in later opsets).
+            Op::Silu => {
+                let s = format!("{name}_sigmoid");
+                self.add(on("Sigmoid"), "Sigmoid", vec![x.clone()], s.clone(), vec![]);
+                self.add(on("Mul"), "Mul", vec![x, s], out.into(), vec![]);
+            }
+            Op::Hardsigmoid => self.add(on("HardSigmoid"), "HardSigmoid", vec![x], out.into(), hard_sigmoid_attrs()),
+            Op::Hardswish => {
+                let s = format!("{name}_hardsigmoid");
+                self.add(on("HardSigmoid"), "HardSigmoid", vec![x.clone()], s.clone(), hard_sigmoid_attrs());
+                self.add(on("Mul"), "Mul", vec![x, s], out.into(), vec![]);
+            }
+            Op::Softplus { beta, threshold } => self.softplus(name, x, *beta, *threshold, out, key)?,
+            Op::Mish => {
+                let (sp, t) = (format!("{name}_softplus"), format!("{name}_tanh"));
+                self.add(on("Softplus"), "Softplus", vec![x.clone()], sp.clone(), vec![]);
+                self.add(on("Tanh"), "Tanh", vec![sp], t.clone(), vec![]);
+                self.add(on("Mul"), "Mul", vec![x, t], out.into(), vec![]);
+            }
+            Op::Mean(r) => self.reduce(id, x, r, "ReduceMean", out, key),
+            Op::Sum(r) => self.reduce(id, x, r, "ReduceSum", out, key),
+            Op::Amax(r) => self.reduce(id, x, r, "ReduceMax", out, key),
             Op::Softmax { dim } => self.add(on("Softmax"), "Softmax", vec![x], out.into(), vec![a_int("axis", *dim)]),
             Op::LogSoftmax { dim } => self.add(on("LogSoftmax"), "LogSoftmax", vec![x], out.into(), vec![a_int("axis", *dim)]),
             Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
@@ -370,6 +394,51 @@ impl Ex<'_> {
         Ok(())
     }
 
+    /// `Softplus`, between a `Mul` and a `Div` by `beta` when it is not 1. ONNX's softplus has no
+    /// threshold; from PyTorch's default of 20 on, `log1p(exp(x))` and `x` are the same float32
+    /// above the threshold, so only smaller thresholds are refused.
+    #[allow(clippy::too_many_arguments)]
+    fn softplus(&mut self, name: &str, x: String, beta: f32, threshold: f32, out: &str, key: &str) -> Result<()> {
+        // A NaN threshold is refused too.
+        if threshold.is_nan() || threshold < 20.0 {
+            return Err(xerr(name, format!("softplus with threshold {threshold} (below 20) has no ONNX equivalent")));
+        }
+        let on = |op: &str| onnx_name(key, op);
+        if beta == 1.0 {
+            self.add(on("Softplus"), "Softplus", vec![x], out.into(), vec![]);
+            return Ok(());
+        }
+        let b = self.init(&format!("{name}.beta"), &Tensor::scalar(beta));
+        let (scaled, sp) = (format!("{name}_scaled"), format!("{name}_softplus"));
+        self.add(on("Mul"), "Mul", vec![x, b.clone()], scaled.clone(), vec![]);
+        self.add(on("Softplus"), "Softplus", vec![scaled], sp.clone(), vec![]);
+        self.add(on("Div"), "Div", vec![sp, b], out.into(), vec![]);
+        Ok(())
+    }
+
+    /// `ReduceMean`/`ReduceSum`/`ReduceMax` at opset 13: the axes (none for every element) are an
+    /// attribute, but an input of `ReduceSum`.
+    fn reduce(&mut self, id: NodeId, x: String, r: &ReduceSpec, op: &str, out: &str, key: &str) {
+        let n = self.g.node(id);
+        let rank = self.shapes[n.inputs[0].0][0].len();
+        let axes: Vec<usize> = r.mask(rank).unwrap_or_default().iter().enumerate().filter(|(_, &m)| m).map(|(d, _)| d).collect();
+        let mut attrs = vec![a_int("keepdims", i64::from(r.keepdim))];
+        let mut ins = vec![x];
+        if !r.dims.is_empty() {
+            if op == "ReduceSum" {
+                let aname = format!("{}.axes", n.name);
+                let v: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                if !self.inits.iter().any(|i| i.name == aname) {
+                    self.inits.push(i64_proto(&aname, &[v.len()], &v));
+                }
+                ins.push(aname);
+            } else {
+                attrs.push(a_ints("axes", &axes));
+            }
+        }
+        self.add(onnx_name(key, op), op, ins, out.into(), attrs);
+    }
+
     /// `Pad` with ONNX's pads (all begins, then all ends, over every dimension).
     #[allow(clippy::too_many_arguments)]
     fn pad(&mut self, id: NodeId, x: String, begin: &[usize], end: &[usize], value: f32, out: &str, key: &str) {
@@ -400,6 +469,11 @@ enum Emitted {
 }
 
 /// PyTorch's name of an ONNX node: the module path or node name, then the op (`/seq_blocks.2/Gemm`).
+/// ONNX's `HardSigmoid` with PyTorch's `relu6(x + 3) / 6`: `alpha = 1/6`, `beta = 1/2`.
+fn hard_sigmoid_attrs() -> Vec<AttributeProto> {
+    vec![a_float("alpha", 1.0 / 6.0), a_float("beta", 0.5)]
+}
+
 fn onnx_name(key: &str, op: &str) -> String {
     format!("/{key}/{op}")
 }

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use mase_interop::{export_bytes, export_model, import_bytes, ExportFormat, ExportOptions, ImportOptions};
-use mase_ir::{ConvSpec, Graph, NodeKind, Op, PoolSpec, QuantFormat, Rng, RoundingMode, Tensor};
+use mase_ir::{ConvSpec, Graph, NodeKind, Op, PoolSpec, QuantFormat, ReduceSpec, Rng, RoundingMode, Tensor};
 use mase_runtime::init_params;
 use mase_zoo::{build_model, ModelContext};
 
@@ -93,6 +93,49 @@ fn every_exportable_op_round_trips() {
     let x = random_input(&[3, 2, 9, 9], 4);
     let (a, b) = (run(&g, &params, &x), run(&m.graph, &m.params, &x));
     assert!(a.max_abs_diff(&b) == 0.0, "{:?} vs {:?}", a.data, b.data);
+}
+
+#[test]
+fn activations_and_reductions_round_trip() {
+    let r = ReduceSpec::new;
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("silu", Op::Silu, &[x]);
+    let b = g.call_function("torch.nn.functional.hardswish", Op::Hardswish, &[a]);
+    let c = g.call_module("hsig", Op::Hardsigmoid, &[b]);
+    let d = g.call_module("sp", Op::Softplus { beta: 2.0, threshold: 20.0 }, &[c]);
+    let e = g.call_module("mish", Op::Mish, &[d]);
+    let f = g.call_method("mean", Op::Mean(r(&[2, 3], true)), &[e]);
+    let fl = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[f]);
+    let s = g.call_method("sum", Op::Sum(r(&[-1], false)), &[x]);
+    let m = g.call_function("torch.amax", Op::Amax(r(&[2], false)), &[s]);
+    let sp = g.call_module("sp1", Op::Softplus { beta: 1.0, threshold: 20.0 }, &[m]);
+    let y = g.call_function("operator.add", Op::Add, &[fl, sp]);
+    g.output(y);
+    let params = init_params(&g, &mut Rng::new(1));
+    let bytes = export_bytes(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![3, 4, 5]) }).unwrap();
+    let proto = mase_interop::onnx::decode_model(&bytes).unwrap();
+    let types: Vec<&str> = proto.graph.as_ref().unwrap().node.iter().map(|n| n.op_type.as_str()).collect();
+    let want =
+        "Sigmoid Mul HardSigmoid Mul HardSigmoid Mul Softplus Div Softplus Tanh Mul ReduceMean Reshape ReduceSum ReduceMax Softplus Add";
+    assert_eq!(types.join(" "), want);
+    let m = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+    let x = random_input(&[4, 3, 4, 5], 4);
+    // silu and hardswish come back as their ONNX forms (a sigmoid or hard sigmoid, then a product),
+    // which round differently.
+    let (d, at) = max_diff(&run(&g, &params, &x), &run(&m.graph, &m.params, &x));
+    assert!(d <= 1e-5, "largest difference {d} at {at}");
+}
+
+#[test]
+fn softplus_below_threshold_20_is_refused_by_export() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let y = g.call_module("sp", Op::Softplus { beta: 1.0, threshold: 5.0 }, &[x]);
+    g.output(y);
+    let params = init_params(&g, &mut Rng::new(1));
+    let e = export_bytes(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![3]) }).unwrap_err();
+    assert_eq!(e.to_string(), "export of node `sp`: softplus with threshold 5 (below 20) has no ONNX equivalent");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Families of ops, for the sites that decide per family rather than per op, and one example op
 //! of every variant, for the tests that check each string-keyed op table against [`Op`].
 
-use crate::{ConvSpec, DimArg, NormSpec, Op, PoolSpec};
+use crate::{ConvSpec, DimArg, NormSpec, Op, PoolSpec, ReduceSpec};
 
 /// What kind of computation an op is. Sites that treat every op of a family alike (how many
 /// inputs it takes, how its operations are counted, whether it mixes batch rows) match on this
@@ -29,6 +29,8 @@ pub enum OpFamily {
     Binary,
     /// Matrix products.
     MatMul,
+    /// Reductions over dimensions: `mean`, `sum`, `amax`.
+    Reduce,
     /// Data movement without arithmetic: `flatten`, `view`, `transpose`, `permute`, `size`, `cat`,
     /// `pad`.
     Shape,
@@ -51,6 +53,11 @@ impl Op {
             | Op::Tanh
             | Op::Selu
             | Op::Gelu { .. }
+            | Op::Silu
+            | Op::Hardswish
+            | Op::Hardsigmoid
+            | Op::Softplus { .. }
+            | Op::Mish
             | Op::Sqrt
             | Op::Clip { .. }
             | Op::Dropout { .. }
@@ -60,6 +67,7 @@ impl Op {
             Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => OpFamily::AdaptivePool,
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => OpFamily::Binary,
             Op::MatMul => OpFamily::MatMul,
+            Op::Mean(_) | Op::Sum(_) | Op::Amax(_) => OpFamily::Reduce,
             Op::Flatten { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
@@ -123,6 +131,14 @@ examples! {
     Op::Tanh => Op::Tanh,
     Op::Selu => Op::Selu,
     Op::Gelu { .. } => Op::Gelu { tanh: false },
+    Op::Silu => Op::Silu,
+    Op::Hardswish => Op::Hardswish,
+    Op::Hardsigmoid => Op::Hardsigmoid,
+    Op::Softplus { .. } => Op::Softplus { beta: 1.0, threshold: 20.0 },
+    Op::Mish => Op::Mish,
+    Op::Mean(_) => Op::Mean(ReduceSpec::new(&[-1], false)),
+    Op::Sum(_) => Op::Sum(ReduceSpec::new(&[1], true)),
+    Op::Amax(_) => Op::Amax(ReduceSpec::new(&[], false)),
     Op::Softmax { .. } => Op::Softmax { dim: -1 },
     Op::LogSoftmax { .. } => Op::LogSoftmax { dim: -1 },
     Op::MaxPool1d(_) => Op::MaxPool1d(PoolSpec::new(1, 2)),
@@ -183,12 +199,16 @@ mod tests {
             (OpFamily::Linear, "linear"),
             (OpFamily::Conv, "conv1d conv2d"),
             (OpFamily::Norm, "batch_norm1d batch_norm2d"),
-            (OpFamily::Pointwise, "relu relu6 leaky_relu sigmoid tanh selu gelu dropout sqrt clamp"),
+            (
+                OpFamily::Pointwise,
+                "relu relu6 leaky_relu sigmoid tanh selu gelu silu hardswish hardsigmoid softplus mish dropout sqrt clamp",
+            ),
             (OpFamily::Softmax, "softmax log_softmax"),
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
             (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d"),
             (OpFamily::Binary, "add sub mul div pow"),
             (OpFamily::MatMul, "matmul"),
+            (OpFamily::Reduce, "mean sum amax"),
             (OpFamily::Shape, "flatten view transpose permute size cat pad"),
         ];
         for (family, want) in table {

@@ -25,7 +25,7 @@ pub use family::OpFamily;
 pub use graph::{Graph, Node, NodeId, NodeKind};
 pub use meta::{ArgMeta, CommonMeta, GraphMeta, NodeMeta, TensorMeta};
 pub use naming::{snake_case, Namer};
-pub use op::{ConvSpec, DepthMode, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpec};
+pub use op::{ConvSpec, DepthMode, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpec, ReduceSpec};
 pub use params::{ParamEntry, ParamStore};
 pub use quant::{NodeQuant, QuantFormat, RoundingMode};
 pub use rng::Rng;

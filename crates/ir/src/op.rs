@@ -95,6 +95,36 @@ impl PoolSpec {
     }
 }
 
+/// The dimensions a reduction (`mean`, `sum`, `amax`) runs over, as PyTorch's `dim` and
+/// `keepdim` arguments. Empty `dims` reduces every element, as `x.mean()` (or `dim=None`) does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReduceSpec {
+    pub dims: Vec<i64>,
+    pub keepdim: bool,
+}
+
+impl ReduceSpec {
+    pub fn new(dims: &[i64], keepdim: bool) -> ReduceSpec {
+        ReduceSpec { dims: dims.to_vec(), keepdim }
+    }
+
+    /// The reduced dimensions of a rank-`rank` input as a mask (every one when `dims` is empty),
+    /// or why they do not fit it: a dimension out of range or named twice.
+    pub fn mask(&self, rank: usize) -> Result<Vec<bool>, String> {
+        if self.dims.is_empty() {
+            return Ok(vec![true; rank]);
+        }
+        let mut mask = vec![false; rank];
+        for &d in &self.dims {
+            let k = shape::norm_dim(d, rank).filter(|_| rank > 0).ok_or_else(|| format!("dim {d} out of range for rank {rank}"))?;
+            if std::mem::replace(&mut mask[k], true) {
+                return Err(format!("dim {d} appears more than once in {:?}", self.dims));
+            }
+        }
+        Ok(mask)
+    }
+}
+
 /// One entry of a `view`/`reshape` target shape: a constant (with `-1` meaning "infer") or the
 /// integer value of the node's input number `k` (as in `x.view(x.size(0), -1)`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +205,25 @@ pub enum Op {
     Gelu {
         tanh: bool,
     },
+    /// `x * sigmoid(x)` (`nn.SiLU`, `F.silu`).
+    Silu,
+    /// `x * relu6(x + 3) / 6` (`nn.Hardswish`).
+    Hardswish,
+    /// `relu6(x + 3) / 6` (`nn.Hardsigmoid`).
+    Hardsigmoid,
+    /// `log(1 + exp(beta * x)) / beta`, and `x` itself where `beta * x > threshold` (`nn.Softplus`).
+    Softplus {
+        beta: f32,
+        threshold: f32,
+    },
+    /// `x * tanh(softplus(x))` (`nn.Mish`).
+    Mish,
+    /// `x.mean(dims, keepdim)`.
+    Mean(ReduceSpec),
+    /// `x.sum(dims, keepdim)`.
+    Sum(ReduceSpec),
+    /// `x.amax(dims, keepdim)`: the largest value (NaN where a NaN is among them).
+    Amax(ReduceSpec),
     Softmax {
         dim: i64,
     },
@@ -275,6 +324,14 @@ impl Op {
             Op::Tanh => "tanh",
             Op::Selu => "selu",
             Op::Gelu { .. } => "gelu",
+            Op::Silu => "silu",
+            Op::Hardswish => "hardswish",
+            Op::Hardsigmoid => "hardsigmoid",
+            Op::Softplus { .. } => "softplus",
+            Op::Mish => "mish",
+            Op::Mean(_) => "mean",
+            Op::Sum(_) => "sum",
+            Op::Amax(_) => "amax",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::MaxPool1d(_) => "max_pool1d",
@@ -319,6 +376,11 @@ impl Op {
             Op::Tanh => "Tanh",
             Op::Selu => "SELU",
             Op::Gelu { .. } => "GELU",
+            Op::Silu => "SiLU",
+            Op::Hardswish => "Hardswish",
+            Op::Hardsigmoid => "Hardsigmoid",
+            Op::Softplus { .. } => "Softplus",
+            Op::Mish => "Mish",
             Op::Softmax { .. } => "Softmax",
             Op::LogSoftmax { .. } => "LogSoftmax",
             Op::MaxPool1d(_) => "MaxPool1d",
@@ -372,6 +434,8 @@ impl Op {
             ),
             Op::LeakyRelu { negative_slope } => format!("LeakyReLU(negative_slope={})", py_float(*negative_slope)),
             Op::Gelu { tanh } => format!("GELU(approximate='{}')", if *tanh { "tanh" } else { "none" }),
+            Op::Softplus { beta, threshold } => format!("Softplus(beta={}, threshold={})", py_float(*beta), py_float(*threshold)),
+            Op::Silu | Op::Hardswish | Op::Hardsigmoid | Op::Mish => format!("{class}()"),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => format!("{class}(dim={dim})"),
             Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
                 let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
@@ -464,6 +528,7 @@ impl Op {
                 OpFamily::Binary | OpFamily::MatMul => Some(2),
                 OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),
                 OpFamily::Softmax | OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Shape | OpFamily::Opaque => Some(1),
+                OpFamily::Reduce => Some(1),
             },
         }
     }

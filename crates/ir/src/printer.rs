@@ -24,6 +24,14 @@ fn extra_args(kind: NodeKind, op: &Op) -> (Vec<String>, Vec<String>) {
         (NodeKind::CallFunction, Op::StochasticDepth { p, mode }) => {
             (vec![], vec![kw("p", crate::op::py_float(*p)), kw("mode", format!("'{}'", mode.name())), kw("training", "False".into())])
         }
+        (NodeKind::CallFunction, Op::Softplus { beta, threshold }) => {
+            (vec![], vec![kw("beta", crate::op::py_float(*beta)), kw("threshold", crate::op::py_float(*threshold))])
+        }
+        // `x.mean([2, 3], keepdim=True)`; `x.mean()` of every element has no arguments.
+        (_, Op::Mean(r) | Op::Sum(r) | Op::Amax(r)) if kind != NodeKind::CallModule => {
+            let dims = if r.dims.is_empty() { vec![] } else { vec![format!("{:?}", r.dims)] };
+            (dims, if r.keepdim { vec![kw("keepdim", "True".into())] } else { vec![] })
+        }
         _ => (vec![], vec![]),
     }
 }

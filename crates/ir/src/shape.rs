@@ -1,6 +1,6 @@
 //! Shape inference: what each op produces for given input shapes.
 
-use crate::op::{ConvSpec, DimArg, Op, PoolSpec};
+use crate::op::{ConvSpec, DimArg, Op, PoolSpec, ReduceSpec};
 use crate::Result;
 
 /// What flows along an edge: a tensor of known shape, or an integer (the result of `x.size(d)`).
@@ -112,6 +112,11 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
         | Op::Tanh
         | Op::Selu
         | Op::Gelu { .. }
+        | Op::Silu
+        | Op::Hardswish
+        | Op::Hardsigmoid
+        | Op::Softplus { .. }
+        | Op::Mish
         | Op::Dropout { .. }
         | Op::StochasticDepth { .. }
         | Op::Sqrt
@@ -166,7 +171,14 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             Ok(ValueInfo::Tensor(s))
         }
         Op::MatMul => shaped(matmul(tensor_in(0)?, tensor_in(1)?)),
+        Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => shaped(reduce(tensor_in(0)?, r)),
     }
+}
+
+/// A reduction's output: the reduced dimensions become 1 (`keepdim`) or go.
+fn reduce(x: &[usize], r: &ReduceSpec) -> Shaped {
+    let mask = r.mask(x.len())?;
+    Ok(x.iter().zip(&mask).filter_map(|(&d, &m)| if !m { Some(d) } else { r.keepdim.then_some(1) }).collect())
 }
 
 fn linear(x: &[usize], in_features: usize, out_features: usize) -> Shaped {

@@ -7,8 +7,9 @@
 //! - `module_from_op`'s `makers` has an entry for exactly the ops with a module class.
 //!
 //! The tables are read as text (the tests of the package itself run under Python): a name is
-//! produced where the file writes `"op": "<name>"` or `_binary("<name>")`, and the f-strings of the
-//! conv, batch-norm and pool helpers are expanded over their one or two dimensions.
+//! produced where the file writes `"op": "<name>"`, `_binary("<name>")` or `_reduce("<name>")`,
+//! and the f-strings of the conv, batch-norm and pool helpers are expanded over their one or two
+//! dimensions.
 
 use mase_ir::Op;
 use std::collections::BTreeSet;
@@ -41,7 +42,8 @@ fn quoted_after<'t>(text: &'t str, prefix: &str) -> Vec<&'t str> {
 /// Every op name the tracer writes, with the f-strings expanded.
 fn traced_names(text: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for raw in quoted_after(text, "\"op\": \"").into_iter().chain(quoted_after(text, "_binary(\"")) {
+    let helpers = quoted_after(text, "_binary(\"").into_iter().chain(quoted_after(text, "_reduce(\""));
+    for raw in quoted_after(text, "\"op\": \"").into_iter().chain(helpers) {
         names.insert(raw.to_string());
     }
     for template in quoted_after(text, "\"op\": f\"") {

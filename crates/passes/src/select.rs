@@ -61,8 +61,6 @@ pub const OTHER_TYPES: &[&str] = &[
     "hardtanh",
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",
-    "hardswish",
-    "hardsigmoid",
     "embedding",
     "attention",
 ];

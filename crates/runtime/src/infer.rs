@@ -86,7 +86,9 @@ pub(crate) fn batch_local(graph: &Graph, features: &[usize], constant_shape: &dy
         if from_batch && !carries[i] && !matches!(node.op, Op::Output) {
             return None;
         }
-        if carries[i] && !row_wise(&node.op, x.len()) {
+        // Dims count against the input's rank (a reduction without keepdim drops some).
+        let rank = node.inputs.first().map_or(x.len(), |u| sa[u.0].shape().len());
+        if carries[i] && !row_wise(&node.op, rank) {
             return None;
         }
         if let Some(q) = node.quant.as_ref().filter(|q| q.is_active()) {
@@ -106,7 +108,8 @@ pub(crate) fn batch_local(graph: &Graph, features: &[usize], constant_shape: &dy
     Some(work.max(1))
 }
 
-/// Whether an op that carries the batch computes each row from the same row of its inputs.
+/// Whether an op that carries the batch computes each row from the same row of its inputs, for
+/// a first input of rank `rank`.
 fn row_wise(op: &Op, rank: usize) -> bool {
     let touches_batch = |d: i64| d == 0 || d + rank as i64 == 0;
     match op {
@@ -115,6 +118,9 @@ fn row_wise(op: &Op, rank: usize) -> bool {
         Op::Permute { dims } => dims.first().is_some_and(|&d| touches_batch(d)),
         Op::Flatten { start_dim, .. } => !touches_batch(*start_dim) || rank == 1,
         Op::Concat { dim } => !touches_batch(*dim),
+        // A reduction of every element (empty `dims`) mixes the batch; otherwise it is row-wise
+        // when none of its dims is the batch's.
+        Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => !r.dims.is_empty() && !r.dims.iter().any(|&d| touches_batch(d)),
         other => match other.family() {
             // Element-wise ops and per-sample layers (batch norm uses its running statistics in
             // evaluation, dropout is off).
@@ -123,6 +129,8 @@ fn row_wise(op: &Op, rank: usize) -> bool {
             // The other shape changes (view, size, pad), whose batch dimension the shape check of
             // `batch_local` has already seen kept first; softmax decides by its dim above.
             OpFamily::Shape | OpFamily::Softmax => true,
+            // Decided by their dims above.
+            OpFamily::Reduce => false,
             // Never run by the executor (`Plan::build` refuses it).
             OpFamily::Opaque => false,
         },

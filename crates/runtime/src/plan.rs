@@ -10,6 +10,7 @@ use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
 use crate::kernels::norm::{BatchNorm, NormSlots};
 use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
+use crate::kernels::reduce::{Reduce, ReduceKind};
 use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
 use crate::kernels::NodeKernel;
@@ -122,6 +123,14 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Tanh => act(ActKind::Tanh),
         Op::Selu => act(ActKind::Selu),
         Op::Gelu { tanh } => act(if *tanh { ActKind::GeluTanh } else { ActKind::Gelu }),
+        Op::Silu => act(ActKind::Silu),
+        Op::Hardswish => act(ActKind::Hardswish),
+        Op::Hardsigmoid => act(ActKind::Hardsigmoid),
+        Op::Softplus { beta, threshold } => act(ActKind::Softplus { beta: *beta, threshold: *threshold }),
+        Op::Mish => act(ActKind::Mish),
+        Op::Mean(r) => NodeKernel::Reduce(Reduce::new(x, r, ReduceKind::Mean)),
+        Op::Sum(r) => NodeKernel::Reduce(Reduce::new(x, r, ReduceKind::Sum)),
+        Op::Amax(r) => NodeKernel::Reduce(Reduce::new(x, r, ReduceKind::Amax)),
         Op::Softmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), false)),
         Op::LogSoftmax { dim: d } => NodeKernel::Softmax(Softmax::new(x, dim(*d, x.len()), true)),
         Op::MaxPool1d(p) | Op::MaxPool2d(p) => NodeKernel::MaxPool(MaxPool { g: pool_geom(p) }),

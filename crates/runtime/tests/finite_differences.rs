@@ -9,7 +9,7 @@
 
 mod common;
 
-use mase_ir::{ConvSpec, DimArg, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, Rng, Tensor};
+use mase_ir::{ConvSpec, DimArg, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Rng, Tensor};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode};
 
 const OPTS: ExecOptions = ExecOptions { threads: 1, seed: 11 };
@@ -19,8 +19,9 @@ const EPS: f32 = 5e-3;
 /// How the input batch is drawn.
 #[derive(Clone, Copy)]
 enum Input {
-    /// Normal values times a scale, pushed at least 0.05 away from the kinks 0 and 6 of the
-    /// piecewise-linear activations so that no step of `EPS` crosses one.
+    /// Normal values times a scale, pushed at least 0.05 away from the kinks 0, 6 and ±3 of the
+    /// piecewise-linear activations (relu6, hardswish, hardsigmoid) so that no step of `EPS`
+    /// crosses one.
     Normal(f32),
     /// Distinct values at least 0.05 apart in random order, so a max-pool window's maximum
     /// cannot change under a step of `EPS`.
@@ -76,11 +77,15 @@ fn module_with(name: &str, op: Op, x_shape: &[usize], input: Input) -> Case {
 
 /// `x -> method/function(op) -> output`.
 fn function(name: &str, op: Op, x_shape: &[usize]) -> Case {
+    function_with(name, op, x_shape, Input::Normal(1.0))
+}
+
+fn function_with(name: &str, op: Op, x_shape: &[usize], input: Input) -> Case {
     let mut g = Graph::new();
     let x = g.placeholder("x");
     let y = g.call_function(&format!("torch.{}", op.mase_op()), op, &[x]);
     g.output(y);
-    finish(name, g, x_shape, &[], Input::Normal(1.0))
+    finish(name, g, x_shape, &[], input)
 }
 
 /// `op(x, c)` (or `op(c, x)`) with a trainable constant `c` read by `get_attr`.
@@ -108,7 +113,7 @@ fn draw_input(input: Input, n: usize, rng: &mut Rng) -> Vec<f32> {
         Input::Normal(scale) => (0..n)
             .map(|_| {
                 let mut v = rng.normal() as f32 * scale;
-                for kink in [0.0f32, 6.0] {
+                for kink in [0.0f32, 6.0, -3.0, 3.0] {
                     if (v - kink).abs() < 0.05 {
                         v = kink + 0.05f32.copysign(v - kink);
                     }
@@ -234,6 +239,12 @@ fn activations_and_softmax() {
             let s = g.call_function("torch.sigmoid", Op::Sigmoid, &[x]);
             g.call_function("torch.sqrt", Op::Sqrt, &[s])
         }),
+        module("silu", Op::Silu, &[3, 7]),
+        module_with("hardswish", Op::Hardswish, &[3, 7], Input::Normal(3.0)),
+        module_with("hardsigmoid", Op::Hardsigmoid, &[3, 7], Input::Normal(3.0)),
+        module_with("softplus", Op::Softplus { beta: 1.0, threshold: 20.0 }, &[3, 7], Input::Normal(3.0)),
+        module_with("softplus beta 2 threshold 1 (both sides)", Op::Softplus { beta: 2.0, threshold: 1.0 }, &[3, 7], Input::Normal(2.0)),
+        module_with("mish", Op::Mish, &[3, 7], Input::Normal(2.0)),
         function("clamp(x, 0, 6)", Op::Clip { min: 0.0, max: 6.0 }, &[3, 7]),
         function("clamp(x, -1, 1) on a wide input", Op::Clip { min: -1.0, max: 1.0 }, &[3, 7]),
     ];
@@ -250,6 +261,27 @@ fn pools() {
         module("avg_pool1d k2 p1", Op::AvgPool1d(pool(1, 2, 2, 1)), &[2, 3, 6]),
         module("adaptive_avg_pool2d 5x7 -> 3x2", Op::AdaptiveAvgPool2d { output_size: [3, 2] }, &[2, 3, 5, 7]),
         module("adaptive_avg_pool1d 7 -> 3", Op::AdaptiveAvgPool1d { output_size: 3 }, &[2, 3, 7]),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn reductions() {
+    let r = ReduceSpec::new;
+    let cases = [
+        function("mean over (2, 3)", Op::Mean(r(&[2, 3], false)), &[2, 3, 4, 5]),
+        function("mean dim -1 keepdim", Op::Mean(r(&[-1], true)), &[2, 3, 4]),
+        function("mean of every element", Op::Mean(r(&[], false)), &[3, 4]),
+        function("sum dim 1", Op::Sum(r(&[1], false)), &[2, 3, 4]),
+        function("sum over (0, 2) keepdim", Op::Sum(r(&[0, 2], true)), &[2, 3, 4]),
+        function("sum of every element", Op::Sum(r(&[], false)), &[2, 3]),
+        function_with("amax dim -1", Op::Amax(r(&[-1], false)), &[2, 3, 4], Input::Distinct),
+        function_with("amax over (1, 2) keepdim", Op::Amax(r(&[1, 2], true)), &[2, 3, 4], Input::Distinct),
+        custom("sum(relu(x), 1) read twice", &[3, 4], &[], |g, x| {
+            let a = g.call_function("torch.relu", Op::Relu, &[x]);
+            let s = g.call_method("sum", Op::Sum(r(&[1], true)), &[a]);
+            g.call_function("operator.mul", Op::Mul, &[s, x])
+        }),
     ];
     cases.iter().for_each(check);
 }

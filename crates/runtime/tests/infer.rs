@@ -6,7 +6,7 @@
 
 mod common;
 
-use mase_ir::{Graph, NodeId, NodeQuant, Op, ParamStore, QuantFormat, Rng};
+use mase_ir::{Graph, NodeId, NodeQuant, Op, ParamStore, QuantFormat, ReduceSpec, Rng};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode, Optimizer, OptimizerKind};
 use mase_zoo::{build_model, ModelContext};
 
@@ -97,6 +97,26 @@ fn graphs_that_mix_samples_are_never_cut() {
     let (x, shape) = batch(&[16], 256, 2);
     exec.infer(&x, &shape).unwrap();
     assert!(exec.value(NodeId(0)).is_some(), "stochastic quantizers draw from the executor's stream: not cut");
+}
+
+#[test]
+fn reductions_are_cut_only_when_they_keep_the_batch() {
+    // `b - reduce(b)` of the logits, where the reduction runs over the given dims.
+    let centred = |make: fn(ReduceSpec) -> Op, dims: &[i64]| {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let a = g.call_module("fc1", Op::Linear { in_features: 16, out_features: 256, bias: true }, &[x]);
+        let b = g.call_module("fc2", Op::Linear { in_features: 256, out_features: 5, bias: true }, &[a]);
+        let m = g.call_method("reduce", make(ReduceSpec::new(dims, true)), &[b]);
+        let y = g.call_function("operator.sub", Op::Sub, &[b, m]);
+        g.output(y);
+        g
+    };
+    check("mean over the classes", &centred(Op::Mean, &[1]), &[16], 5, 256, true);
+    check("amax over the classes (dim -1)", &centred(Op::Amax, &[-1]), &[16], 5, 256, true);
+    check("mean over the batch", &centred(Op::Mean, &[0]), &[16], 5, 256, false);
+    check("sum over the batch (dim -2)", &centred(Op::Sum, &[-2, 1]), &[16], 5, 256, false);
+    check("mean of every element", &centred(Op::Mean, &[]), &[16], 5, 256, false);
 }
 
 /// Brevitas' TFC exports scale the input by a rank-0 constant (`Mul` by a scalar): a batch-free

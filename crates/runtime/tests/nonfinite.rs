@@ -10,7 +10,7 @@
 mod common;
 
 use common::read_text_fixture;
-use mase_ir::{ConvSpec, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, Tensor};
+use mase_ir::{ConvSpec, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Tensor};
 use mase_runtime::{ExecOptions, Executor, Mode};
 use std::collections::HashMap;
 
@@ -142,5 +142,37 @@ fn nonfinite_values_propagate_as_in_pytorch() {
     bad.extend(check(&fx, "add_broadcast", t, C(Op::Add)));
     bad.extend(check(&fx, "pad", t, F(Op::Pad { begin: vec![1], end: vec![2], value: 0.0 })));
     bad.extend(check(&fx, "concat", t, C(Op::Concat { dim: 1 })));
+    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+}
+
+/// The activations and reductions of `tests/fixtures/activation_ops.txt` (made by
+/// `scripts/make_activation_references.py`): special values, kinks, softplus's threshold on both
+/// sides, large magnitudes, ties of maxima, and ordinary values, forward and backward.
+#[test]
+fn activations_and_reductions_match_pytorch() {
+    use Form::{Function as F, Module as M};
+    let fx = read_text_fixture("activation_ops.txt");
+    let r = |dims: &[i64], keepdim| ReduceSpec::new(dims, keepdim);
+    let cases: Vec<(&str, Form)> = vec![
+        ("silu", M(Op::Silu)),
+        ("hardswish", M(Op::Hardswish)),
+        ("hardsigmoid", M(Op::Hardsigmoid)),
+        ("softplus", M(Op::Softplus { beta: 1.0, threshold: 20.0 })),
+        ("softplus_beta2_threshold5", M(Op::Softplus { beta: 2.0, threshold: 5.0 })),
+        ("mish", M(Op::Mish)),
+        ("mean_dims_1_2", F(Op::Mean(r(&[1, 2], false)))),
+        ("mean_last_keepdim", F(Op::Mean(r(&[-1], true)))),
+        ("mean_all", F(Op::Mean(r(&[], false)))),
+        ("sum_dim_1", F(Op::Sum(r(&[1], false)))),
+        ("sum_dims_0_2_keepdim", F(Op::Sum(r(&[0, 2], true)))),
+        ("sum_all", F(Op::Sum(r(&[], false)))),
+        ("amax_last", F(Op::Amax(r(&[-1], false)))),
+        ("amax_dims_0_2_keepdim", F(Op::Amax(r(&[0, 2], true)))),
+        ("amax_dim_1", F(Op::Amax(r(&[1], false)))),
+        ("mean_all_finite", F(Op::Mean(r(&[], false)))),
+        ("sum_all_finite", F(Op::Sum(r(&[], false)))),
+        ("amax_all_finite", F(Op::Amax(r(&[], false)))),
+    ];
+    let bad: Vec<String> = cases.into_iter().flat_map(|(case, form)| check(&fx, case, Mode::Train, form)).collect();
     assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
 }

@@ -178,6 +178,40 @@ name = "d"
 op = "sub"
 inputs = ["m", "g"]
 [[layers]]
+name = "sl"
+op = "silu"
+[[layers]]
+name = "hs"
+op = "hardswish"
+[[layers]]
+name = "hg"
+op = "hardsigmoid"
+[[layers]]
+name = "sp"
+op = "softplus"
+beta = 2.0
+threshold = 10
+[[layers]]
+name = "mi"
+op = "mish"
+[[layers]]
+name = "me"
+op = "mean"                 # [2, 8, 1]
+dim = -1
+keepdim = true
+[[layers]]
+name = "am"
+op = "amax"                 # [2, 8]
+dim = [2]
+[[layers]]
+name = "su"
+op = "sum"                  # [2]
+dim = 1
+[[layers]]
+name = "d2"
+op = "mul"                  # [2, 8, 2] * [2] broadcast: [2, 8, 2]
+inputs = ["mi", "su"]
+[[layers]]
 name = "dt"
 op = "transpose"            # [2, 2, 8]
 dim0 = -1
@@ -185,7 +219,7 @@ dim1 = -2
 [[layers]]
 name = "mm"
 op = "matmul"               # [2, 8, 8]
-inputs = ["d", "dt"]
+inputs = ["d2", "dt"]
 [[layers]]
 op = "add"                  # [2, 8, 8]
 inputs = ["mm", "mm"]
@@ -233,10 +267,14 @@ fn every_op_builds_with_hand_computed_shapes() {
         ("transpose_1", &[2, 2, 8]),
         ("matmul", &[2, 8, 8]),
         ("add", &[2, 8, 8]),
-        ("seq_blocks_24", &[2, 64]),
-        ("seq_blocks_25", &[2, 64]),
-        ("seq_blocks_27", &[2, 64]),
-        ("seq_blocks_28", &[2, 3]),
+        ("mean", &[2, 8, 1]),
+        ("amax", &[2, 8]),
+        ("sum_1", &[2]),
+        ("mul_1", &[2, 8, 2]),
+        ("seq_blocks_33", &[2, 64]),
+        ("seq_blocks_34", &[2, 64]),
+        ("seq_blocks_36", &[2, 64]),
+        ("seq_blocks_37", &[2, 3]),
         ("probs", &[2, 3]),
     ];
     for &(node, want) in cases {
@@ -327,6 +365,11 @@ fn bad_files_give_errors_naming_layer_and_key() {
         ("[[layers]]\nop = \"linear\"\nout_features = 4\nbias = \"yes\"\n".into(), &["key `bias`", "true or false"]),
         ("[[layers]]\nop = \"gelu\"\napproximate = \"fast\"\n".into(), &["key `approximate`", "\"none\", \"tanh\""]),
         ("[[layers]]\nop = \"transpose\"\ndim0 = 0\n".into(), &["key `dim1`", "missing"]),
+        ("[[layers]]\nop = \"mean\"\n".into(), &["layer 0 (op `mean`)", "key `dim`", "missing"]),
+        ("[[layers]]\nop = \"sum\"\ndim = []\n".into(), &["key `dim`", "at least one dimension"]),
+        ("[[layers]]\nop = \"sum\"\ndim = \"all\"\n".into(), &["key `dim`", "an integer or a list of integers"]),
+        ("[[layers]]\nop = \"amax\"\ndim = [1, -1]\n".into(), &["layer 0", "key `inputs`", "dim -1 appears more than once"]),
+        ("[[layers]]\nop = \"amax\"\ndim = 2\n".into(), &["layer 0", "key `inputs`", "dim 2 out of range for rank 2"]),
         ("[[layers]]\nop = \"softmax\"\ndim = 3\n".into(), &["layer 0", "key `inputs`", "dim 3 out of range"]),
         (format!("{BN}[[layers]]\nop = \"relu\"\nname = \"bn\"\n"), &["layer 1", "key `name`", "already"]),
         ("[[layers]]\nop = \"relu\"\nname = \"1st\"\n".into(), &["layer 0", "key `name`", "not a valid name"]),

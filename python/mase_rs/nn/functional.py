@@ -61,6 +61,10 @@ def implementation(op, inputs):
         "tanh": torch.tanh,
         "selu": torch.selu,
         "sqrt": torch.sqrt,
+        "silu": F.silu,
+        "hardswish": F.hardswish,
+        "hardsigmoid": F.hardsigmoid,
+        "mish": F.mish,
     }
     binary = {
         "add": operator.add,
@@ -77,6 +81,11 @@ def implementation(op, inputs):
     table = {
         "leaky_relu": lambda: (F.leaky_relu, (x, op["negative_slope"])),
         "gelu": lambda: (F.gelu, (x,), {"approximate": "tanh" if op["tanh"] else "none"}),
+        "softplus": lambda: (F.softplus, (x, _f32(op["beta"]), _f32(op["threshold"]))),
+        # No dims reduce every element (`dim=None`).
+        "mean": lambda: (torch.mean, (x, tuple(op["dims"]) or None, op["keepdim"])),
+        "sum": lambda: (torch.sum, (x, tuple(op["dims"]) or None, op["keepdim"])),
+        "amax": lambda: (torch.amax, (x, tuple(op["dims"]), op["keepdim"])),
         "softmax": lambda: (torch.softmax, (x, op["dim"])),
         "log_softmax": lambda: (torch.log_softmax, (x, op["dim"])),
         "max_pool1d": lambda: (F.max_pool1d, (x, *(_window(op, k, 1) for k in ("kernel", "stride", "padding")))),

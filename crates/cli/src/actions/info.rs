@@ -19,6 +19,13 @@ pub fn run() -> Result<()> {
     for name in mase_io::dataset_names() {
         println!("  {name}");
     }
+    println!("Graph ops (MASE's `mase_op`, which `by = \"type\"` configs name; torch.fx, ONNX and model files reach them):");
+    let ops: Vec<&str> = mase_ir::Op::examples()
+        .iter()
+        .filter(|op| !matches!(op.family(), mase_ir::OpFamily::Graph | mase_ir::OpFamily::Opaque))
+        .map(|op| op.mase_op())
+        .collect();
+    println!("  {}", ops.join(", "));
     println!("ONNX operators (`--model-file x.onnx`; QONNX's Quant, BipolarQuant, FloatQuant and Trunc too):");
     println!("  {}", mase_interop::supported_onnx_ops().collect::<Vec<_>>().join(", "));
     println!("Number formats (quantize config `name`):");

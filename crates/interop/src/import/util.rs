@@ -54,6 +54,9 @@ pub(crate) fn fx_target(op: &Op) -> Option<(NodeKind, &'static str)> {
         Op::Permute { .. } => (NodeKind::CallMethod, "permute"),
         Op::Transpose { .. } => (NodeKind::CallMethod, "transpose"),
         Op::Size { .. } => (NodeKind::CallMethod, "size"),
+        Op::Mean(_) => (NodeKind::CallMethod, "mean"),
+        Op::Sum(_) => (NodeKind::CallMethod, "sum"),
+        Op::Amax(_) => (NodeKind::CallMethod, "amax"),
         _ => return None,
     })
 }

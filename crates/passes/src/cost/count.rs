@@ -6,7 +6,8 @@
 //! | linear | `in_features * out_features * rows` (one per multiply-accumulate; bias adds not counted, as MASE) | weight + bias |
 //! | conv1d, conv2d | `out.numel * prod(kernel) * in_channels / groups` | weight + bias |
 //! | batch_norm1d, batch_norm2d | `4 * numel` | `2 * num_features` |
-//! | relu, relu6, leaky_relu, sigmoid, tanh, selu, gelu | `numel` | |
+//! | relu, relu6, leaky_relu, sigmoid, tanh, selu, gelu, silu, hardswish, hardsigmoid, softplus, mish | `numel` | |
+//! | mean, sum, amax | `in.numel` (one add or comparison per input value) | |
 //! | softmax, log_softmax | `3 * numel` (exp, sum, divide) | |
 //! | max/avg pool | `out.numel * prod(kernel)` | |
 //! | adaptive avg pool | `in.numel` | |
@@ -84,7 +85,7 @@ fn rule(op: &Op) -> Rule {
         other => match other.family() {
             OpFamily::Norm => Rule::PerInput(4),
             OpFamily::Softmax => Rule::PerInput(3),
-            OpFamily::Pointwise | OpFamily::AdaptivePool => Rule::PerInput(1),
+            OpFamily::Pointwise | OpFamily::AdaptivePool | OpFamily::Reduce => Rule::PerInput(1),
             OpFamily::Binary => Rule::PerOutput(1),
             OpFamily::MatMul => Rule::MatMul,
             OpFamily::Graph | OpFamily::Shape => Rule::Free,

@@ -176,6 +176,11 @@ fn config_entries(node: &Node, values: &[ValueInfo]) -> Vec<(String, Value)> {
         Op::StochasticDepth { p, mode } => vec![e("p", json!(p)), e("mode", mode.name().into()), e("training", false.into())],
         Op::LeakyRelu { negative_slope } => vec![e("negative_slope", json!(negative_slope))],
         Op::Gelu { tanh } => vec![e("approximate", if *tanh { "tanh" } else { "none" }.into())],
+        Op::Softplus { beta, threshold } => vec![e("beta", json!(beta)), e("threshold", json!(threshold))],
+        Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => {
+            let dim = if r.dims.is_empty() { Value::Null } else { json!(r.dims) };
+            vec![e("dim", dim), e("keepdim", r.keepdim.into())]
+        }
         _ => Vec::new(),
     }
 }

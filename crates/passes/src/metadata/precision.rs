@@ -157,6 +157,7 @@ fn output_format(
         Op::Relu | Op::Relu6 | Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::Dropout { .. } | Op::StochasticDepth { .. } | Op::Output => {
             data_in.first().cloned()
         }
+        Op::Amax(_) => data_in.first().cloned(),
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } => data_in.first().cloned(),
         // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),
@@ -172,6 +173,13 @@ fn output_format(
         | Op::Tanh
         | Op::Selu
         | Op::Gelu { .. }
+        | Op::Silu
+        | Op::Hardswish
+        | Op::Hardsigmoid
+        | Op::Softplus { .. }
+        | Op::Mish
+        | Op::Mean(_)
+        | Op::Sum(_)
         | Op::Softmax { .. }
         | Op::LogSoftmax { .. }
         | Op::AvgPool1d(_)

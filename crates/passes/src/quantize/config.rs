@@ -37,8 +37,10 @@ pub const QUANTIZABLE_OPS: [&str; 9] = ["add", "bmm", "conv1d", "conv2d", "matmu
 
 /// Ops that `quantize` changes only where a key names them (by type or by name), never through
 /// `default` or a `regex_name` pattern: batch norms, which MASE does not quantize, get formats for the integer affine
-/// `fold_batch_norm` leaves (doc/hardware.md, section Batch norms).
-pub const QUANTIZABLE_BY_KEY: [&str; 2] = ["batch_norm1d", "batch_norm2d"];
+/// `fold_batch_norm` leaves (doc/hardware.md, section Batch norms); the activations and reductions
+/// MASE's list lacks get a `data_in` format (their input quantized, the op run in float).
+pub const QUANTIZABLE_BY_KEY: [&str; 10] =
+    ["batch_norm1d", "batch_norm2d", "silu", "hardswish", "hardsigmoid", "softplus", "mish", "mean", "sum", "amax"];
 
 /// The format names a config may give, with the fields of each group.
 pub const FORMATS: &[(&str, &[&str])] = &[
@@ -68,6 +70,7 @@ const EXTRA_KEYS: [&str; 2] = ["data_in_skip_first_dim", "binary_training"];
 pub fn op_groups(op: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
     Some(match op {
         "add" | "sub" | "mul" | "relu" => (&["data_in"], &[]),
+        "silu" | "hardswish" | "hardsigmoid" | "softplus" | "mish" | "mean" | "sum" | "amax" => (&["data_in"], &[]),
         "matmul" | "bmm" => (&["data_in", "weight"], &[]),
         "linear" | "conv1d" | "conv2d" => (&["data_in", "weight"], &["bias", "data_out"]),
         // Without weight or bias groups, `quantize` derives them from the values (see

@@ -19,6 +19,19 @@ pub(crate) enum ActKind {
     Gelu,
     /// GELU's tanh approximation.
     GeluTanh,
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `x * relu6(x + 3) / 6`.
+    Hardswish,
+    /// `relu6(x + 3) / 6`.
+    Hardsigmoid,
+    /// `log1p(exp(beta * x)) / beta`, or `x` where `beta * x > threshold`.
+    Softplus {
+        beta: f32,
+        threshold: f32,
+    },
+    /// `x * tanh(log1p(exp(x)))`.
+    Mish,
     Sqrt,
     /// `clamp(x, min, max)`.
     Clip(f32, f32),
@@ -89,6 +102,15 @@ fn clip(v: f32, lo: f32, hi: f32) -> f32 {
     }
 }
 
+/// `min(max(v, 0), 6)` with NaN passed through, as PyTorch's vectorised `maximum`/`minimum` do.
+fn relu6_nan(v: f32) -> f32 {
+    if v.is_nan() {
+        v
+    } else {
+        v.clamp(0.0, 6.0)
+    }
+}
+
 fn gelu_cdf(x: f32) -> f32 {
     (0.5 * (1.0 + erf(f64::from(x) * std::f64::consts::FRAC_1_SQRT_2))) as f32
 }
@@ -110,6 +132,14 @@ impl Kernel for Activation {
             ActKind::GeluTanh => map(y, x, |v| 0.5 * v * (1.0 + (SQRT_2_OVER_PI * (v + GELU_KAPPA * v * v * v)).tanh())),
             ActKind::Sqrt => map(y, x, f32::sqrt),
             ActKind::Clip(lo, hi) => map(y, x, |v| clip(v, lo, hi)),
+            // PyTorch's `x / (1 + exp(-x))`: -inf gives -inf / inf = NaN, as in PyTorch.
+            ActKind::Silu => map(y, x, |v| v / (1.0 + (-v).exp())),
+            // `x * 0` at -inf is NaN, and at -3 or below -0.0, as in PyTorch.
+            ActKind::Hardswish => map(y, x, |v| v * relu6_nan(v + 3.0) / 6.0),
+            ActKind::Hardsigmoid => map(y, x, |v| relu6_nan(v + 3.0) / 6.0),
+            ActKind::Softplus { beta, threshold } => map(y, x, |v| if v * beta > threshold { v } else { (v * beta).exp().ln_1p() / beta }),
+            // `x * tanh(softplus(x))` without a threshold, as PyTorch's mish: -inf gives -inf * 0 = NaN.
+            ActKind::Mish => map(y, x, |v| v * v.exp().ln_1p().tanh()),
         }
     }
 
@@ -148,6 +178,35 @@ impl Kernel for Activation {
                 } else {
                     0.0
                 }
+            }),
+            ActKind::Silu => store_zip(acc, dx, x, dy, |x, g| {
+                let s = 1.0 / (1.0 + (-x).exp());
+                g * s * (1.0 + x * (1.0 - s))
+            }),
+            // PyTorch's hardswish_backward: zero up to -3 (included), the slope `x / 3 + 1/2` below
+            // 3, and the gradient itself from 3 on and at NaN (whose comparisons are all false).
+            ActKind::Hardswish => store_zip(acc, dx, x, dy, |x, g| {
+                if x <= -3.0 {
+                    0.0
+                } else if x < 3.0 {
+                    g * (x / 3.0 + 0.5)
+                } else {
+                    g
+                }
+            }),
+            ActKind::Hardsigmoid => store_zip(acc, dx, x, dy, |x, g| if x > -3.0 && x < 3.0 { g / 6.0 } else { 0.0 }),
+            ActKind::Softplus { beta, threshold } => store_zip(acc, dx, x, dy, |x, g| {
+                let z = (x * beta).exp();
+                if x * beta > threshold {
+                    g
+                } else {
+                    g * z / (z + 1.0)
+                }
+            }),
+            ActKind::Mish => store_zip(acc, dx, x, dy, |x, g| {
+                let s = 1.0 / (1.0 + (-x).exp());
+                let t = x.exp().ln_1p().tanh();
+                g * (t + x * s * (1.0 - t * t))
             }),
         }
     }

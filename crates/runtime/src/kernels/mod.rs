@@ -13,6 +13,7 @@ pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;
+pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 pub(crate) mod winograd;
@@ -179,4 +180,5 @@ kernels! {
     StochasticDepth(dropout::StochasticDepth),
     Concat(shape_ops::Concat),
     Pad(shape_ops::Pad),
+    Reduce(reduce::Reduce),
 }

@@ -104,6 +104,18 @@ pub(crate) fn int_list(v: &Value) -> Result<Vec<i64>, String> {
     v.as_array().ok_or_else(err)?.iter().map(|e| e.as_integer().ok_or_else(err)).collect()
 }
 
+/// A non-empty list of integers, or one integer (`dim = 1` or `dim = [2, 3]`).
+pub(crate) fn int_or_list(v: &Value) -> Result<Vec<i64>, String> {
+    let dims = match v.as_integer() {
+        Some(d) => vec![d],
+        None => int_list(v).map_err(|_| format!("expected an integer or a list of integers, got {}", describe(v)))?,
+    };
+    if dims.is_empty() {
+        return Err("expected at least one dimension, got []".into());
+    }
+    Ok(dims)
+}
+
 /// A number in `[lo, hi]`; TOML integers are accepted (`momentum = 1`).
 pub(crate) fn float_in(lo: f64, hi: f64) -> impl Fn(&Value) -> Result<f32, String> {
     move |v| {

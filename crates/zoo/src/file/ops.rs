@@ -1,9 +1,9 @@
 //! The ops a model file may name, and how each becomes an IR op from the layer's keys and the
 //! shape flowing into it.
 
-use super::keys::{boolean, choice, dims, float_in, int, int_list, uint, width, Keys};
+use super::keys::{boolean, choice, dims, float_in, int, int_list, int_or_list, uint, width, Keys};
 use crate::{ModelContext, ZooError};
-use mase_ir::{ConvSpec, DimArg, NormSpec, Op, PoolSpec};
+use mase_ir::{ConvSpec, DimArg, NormSpec, Op, PoolSpec, ReduceSpec};
 
 /// How torch.fx would record the layer, which decides its node name and kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,14 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("tanh", &[], 1),
     entry("selu", &[], 1),
     entry("gelu", &["approximate"], 1),
+    entry("silu", &[], 1),
+    entry("hardswish", &[], 1),
+    entry("hardsigmoid", &[], 1),
+    entry("softplus", &["beta", "threshold"], 1),
+    entry("mish", &[], 1),
+    entry("mean", &["dim", "keepdim"], 1),
+    entry("sum", &["dim", "keepdim"], 1),
+    entry("amax", &["dim", "keepdim"], 1),
     entry("softmax", &["dim"], 1),
     entry("log_softmax", &["dim"], 1),
     entry("max_pool1d", POOL, 1),
@@ -160,6 +168,25 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
         "selu" => module(Op::Selu),
         "leaky_relu" => module(Op::LeakyRelu { negative_slope: keys.opt("negative_slope", 0.01, &float_in(-1e6, 1e6))? }),
         "gelu" => module(Op::Gelu { tanh: keys.opt("approximate", "none", &choice(&["none", "tanh"]))? == "tanh" }),
+        "silu" => module(Op::Silu),
+        "hardswish" => module(Op::Hardswish),
+        "hardsigmoid" => module(Op::Hardsigmoid),
+        "softplus" => module(Op::Softplus {
+            beta: keys.opt("beta", 1.0, &float_in(-1e6, 1e6))?,
+            threshold: keys.opt("threshold", 20.0, &float_in(-1e6, 1e6))?,
+        }),
+        "mish" => module(Op::Mish),
+        "mean" | "sum" | "amax" => {
+            // `dim` counts the batch dimension, as PyTorch's does; the reduced value must keep
+            // the batch, so the model's output has one row per sample.
+            let dims = keys.req("dim", &int_or_list)?;
+            let spec = ReduceSpec { dims, keepdim: keys.opt("keepdim", false, &boolean)? };
+            Ok(match op {
+                "mean" => (Op::Mean(spec), Call::Method("mean")),
+                "sum" => (Op::Sum(spec), Call::Method("sum")),
+                _ => (Op::Amax(spec), Call::Method("amax")),
+            })
+        }
         "softmax" => module(Op::Softmax { dim: keys.opt("dim", -1, &int)? }),
         "log_softmax" => module(Op::LogSoftmax { dim: keys.opt("dim", -1, &int)? }),
         "max_pool1d" | "max_pool2d" | "avg_pool1d" | "avg_pool2d" => {

@@ -124,6 +124,36 @@ def _dim(dim, what):
     return int(dim)
 
 
+def _softplus(call):
+    beta, threshold = call.get(1, "beta", 1.0), call.get(2, "threshold", 20.0)
+    if _is_node(beta) or _is_node(threshold):
+        raise _NoOp("tensor beta or threshold is not supported")
+    return {"op": "softplus", "beta": float(beta), "threshold": float(threshold)}, [call.get(0, "input")]
+
+
+def _reduce(name):
+    """`torch.<name>(input, dim, keepdim)` or `x.<name>(dim, keepdim)`: `dim` an int, a tuple or
+    list of ints, or None (every element; `()` too, as PyTorch reads it)."""
+
+    def op(call):
+        dim, keepdim = call.get(1, "dim"), call.get(2, "keepdim", False)
+        if call.get(3, "dtype") is not None or call.kwargs.get("out") is not None:
+            raise _NoOp("dtype and out are not supported")
+        if dim is None:
+            dims = []
+        elif isinstance(dim, int):
+            dims = [dim]
+        elif isinstance(dim, (tuple, list)) and all(isinstance(d, int) for d in dim):
+            dims = [int(d) for d in dim]
+        else:
+            raise _NoOp(f"dim {dim!r} is neither an int, a list of ints nor None")
+        if not isinstance(keepdim, bool):
+            raise _NoOp(f"keepdim {keepdim!r} is not a bool")
+        return {"op": name, "dims": dims, "keepdim": keepdim}, [call.get(0, "input")]
+
+    return op
+
+
 def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
     from mase_rs.nn import stochastic_depth as mase_nn
@@ -146,6 +176,11 @@ def _module_table(nn):
         nn.Tanh: lambda m: {"op": "tanh"},
         nn.SELU: lambda m: {"op": "selu"},
         nn.GELU: lambda m: {"op": "gelu", "tanh": m.approximate == "tanh"},
+        nn.SiLU: lambda m: {"op": "silu"},
+        nn.Hardswish: lambda m: {"op": "hardswish"},
+        nn.Hardsigmoid: lambda m: {"op": "hardsigmoid"},
+        nn.Softplus: lambda m: {"op": "softplus", "beta": float(m.beta), "threshold": float(m.threshold)},
+        nn.Mish: lambda m: {"op": "mish"},
         nn.Softmax: lambda m: {"op": "softmax", "dim": _dim(m.dim, "Softmax")},
         nn.LogSoftmax: lambda m: {"op": "log_softmax", "dim": _dim(m.dim, "LogSoftmax")},
         nn.MaxPool1d: lambda m: _pool(
@@ -352,6 +387,14 @@ def _function_table(torch):
         F.selu: _unary({"op": "selu"}),
         torch.selu: _unary({"op": "selu"}),
         F.gelu: lambda c: ({"op": "gelu", "tanh": c.get(1, "approximate", "none") == "tanh"}, [c.get(0, "input")]),
+        F.silu: _unary({"op": "silu"}),
+        F.hardswish: _unary({"op": "hardswish"}),
+        F.hardsigmoid: _unary({"op": "hardsigmoid"}),
+        F.softplus: _softplus,
+        F.mish: _unary({"op": "mish"}),
+        torch.mean: _reduce("mean"),
+        torch.sum: _reduce("sum"),
+        torch.amax: _reduce("amax"),
         F.leaky_relu: lambda c: (
             {"op": "leaky_relu", "negative_slope": float(c.get(1, "negative_slope", 0.01))},
             [c.get(0, "input")],
@@ -410,6 +453,9 @@ _METHODS = {
     "clamp": _clamp,
     "clip": _clamp,
     "contiguous": lambda c: (_ALIAS, [c.args[0]]),
+    "mean": _reduce("mean"),
+    "sum": _reduce("sum"),
+    "amax": _reduce("amax"),
 }
 
 
@@ -760,6 +806,11 @@ def module_from_op(op, weights):
         "tanh": nn.Tanh,
         "selu": nn.SELU,
         "gelu": lambda: nn.GELU("tanh" if op["tanh"] else "none"),
+        "silu": nn.SiLU,
+        "hardswish": nn.Hardswish,
+        "hardsigmoid": nn.Hardsigmoid,
+        "softplus": lambda: nn.Softplus(op["beta"], op["threshold"]),
+        "mish": nn.Mish,
         "softmax": lambda: nn.Softmax(op["dim"]),
         "log_softmax": lambda: nn.LogSoftmax(op["dim"]),
         "max_pool1d": lambda: pool(nn.MaxPool1d),

@@ -1,5 +1,6 @@
-//! Element-wise arithmetic and activations: Add, Sub, Mul, Div, Pow, Relu, Sigmoid, Tanh,
-//! LeakyRelu, Selu, Sqrt, Clip, Softmax, LogSoftmax.
+//! Element-wise arithmetic, activations and reductions: Add, Sub, Mul, Div, Pow, Relu, Sigmoid,
+//! Tanh, LeakyRelu, Selu, Sqrt, Clip, Softmax, LogSoftmax, HardSigmoid, HardSwish, Softplus, Mish,
+//! ReduceMean, ReduceSum, ReduceMax.
 
 use super::super::fold::{self, Bin};
 use super::super::util::{axis, err, product};
@@ -11,7 +12,7 @@ use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::Const;
 use crate::qonnx;
 use crate::Result;
-use mase_ir::{NodeQuant, Op, Tensor};
+use mase_ir::{NodeQuant, Op, ReduceSpec, Tensor};
 
 /// The ONNX operators of this family and their lowering.
 pub(super) const OPS: &[(&str, Lower)] = &[
@@ -32,6 +33,15 @@ pub(super) const OPS: &[(&str, Lower)] = &[
     ("Clip", Importer::clip),
     ("Softmax", |im, n| im.softmax(n, false)),
     ("LogSoftmax", |im, n| im.softmax(n, true)),
+    ("HardSigmoid", Importer::hard_sigmoid),
+    ("HardSwish", |im, n| im.unary(n, Op::Hardswish)),
+    // ONNX's softplus has no threshold; PyTorch's default of 20 gives the same float32 values.
+    ("Softplus", |im, n| im.unary(n, Op::Softplus { beta: 1.0, threshold: 20.0 })),
+    ("Mish", |im, n| im.unary(n, Op::Mish)),
+    // The axes became an input at opset 18 (13 for ReduceSum).
+    ("ReduceMean", |im, n| im.reduce(n, Op::Mean, 18)),
+    ("ReduceSum", |im, n| im.reduce(n, Op::Sum, 13)),
+    ("ReduceMax", |im, n| im.reduce(n, Op::Amax, 18)),
 ];
 
 impl Importer {
@@ -93,6 +103,41 @@ impl Importer {
             return Err(err(n, format!("SELU with alpha {a} and gamma {g} (not PyTorch's constants) is not supported")));
         }
         self.unary(n, Op::Selu)
+    }
+
+    /// `max(0, min(1, alpha * x + beta))` with PyTorch's `alpha = 1/6`, `beta = 1/2` (the form
+    /// torch.onnx writes `hardsigmoid` and, with a `Mul`, `hardswish` in).
+    pub(crate) fn hard_sigmoid(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let (a, b) = (at.float("alpha", 0.2)?, at.float("beta", 0.5)?);
+        if (a - 1.0 / 6.0).abs() > 1e-6 || (b - 0.5).abs() > 1e-6 {
+            return Err(err(n, format!("HardSigmoid with alpha {a} and beta {b} (not PyTorch's 1/6 and 1/2) is not supported")));
+        }
+        self.unary(n, Op::Hardsigmoid)
+    }
+
+    /// `ReduceMean`/`ReduceSum`/`ReduceMax`: axes from the attribute before opset `input_from`
+    /// and from the optional constant input 1 after, `keepdims` (1), and `noop_with_empty_axes`
+    /// (0: no axes reduce every element; 1: no axes pass the input on).
+    pub(crate) fn reduce(&mut self, n: &NodeProto, make: fn(ReduceSpec) -> Op, input_from: i64) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        let axes = if self.opset >= input_from {
+            match self.opt(n, 1)? {
+                Some(Val::Const(c)) => c.i64s(),
+                Some(v) => return Err(err(n, format!("axes must be a constant, not {}", v.kind()))),
+                None => Vec::new(),
+            }
+        } else {
+            at.ints("axes")?.unwrap_or_default()
+        };
+        if axes.is_empty() && at.int("noop_with_empty_axes", 0)? != 0 {
+            return Ok(Val::Computed(x));
+        }
+        let rank = x.rank();
+        let dims = axes.iter().map(|&a| axis(n, a, rank).map(|d| d as i64)).collect::<Result<Vec<_>>>()?;
+        let spec = ReduceSpec { dims, keepdim: at.int("keepdims", 1)? != 0 };
+        Ok(Val::Computed(self.call(n, make(spec), vec![Val::Computed(x)])?))
     }
 
     pub(crate) fn sqrt(&mut self, n: &NodeProto) -> Result<Val> {
