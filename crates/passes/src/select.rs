@@ -57,7 +57,6 @@ pub const OTHER_TYPES: &[&str] = &[
     "reshape",
     "conv3d",
     "batch_norm",
-    "layer_norm",
     "hardtanh",
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",

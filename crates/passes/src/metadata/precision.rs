@@ -184,6 +184,8 @@ fn output_format(
         | Op::Concat { .. }
         | Op::Pad { .. }
         | Op::Opaque { .. } => None,
+        // Normalisations divide by a data-dependent deviation: float unless quant names a format.
+        Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
     }
 }
 
