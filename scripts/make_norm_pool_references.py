@@ -117,9 +117,15 @@ def main():
     w.case("ap_no_pad_count", w.normal(1, 2, 5, 5), nn.AvgPool2d(3, 2, 1, count_include_pad=False))
     w.case("ap_ceil_no_pad_count", w.normal(1, 1, 6, 6), nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False))
     w.case("ap1_ceil_no_pad_count", w.normal(2, 2, 6), nn.AvgPool1d(3, 2, 1, ceil_mode=True, count_include_pad=False))
-    # Adaptive pools to sizes that do not divide the input (overlapping windows).
+    # Adaptive pools to sizes that do not divide the input (overlapping windows), a NaN and an
+    # inf in an adaptive max pool's windows.
     w.case("aap_7x5_to_3x4", w.normal(1, 2, 7, 5), nn.AdaptiveAvgPool2d((3, 4)))
     w.case("aap1_10_to_4", w.normal(2, 1, 10), nn.AdaptiveAvgPool1d(4))
+    w.case("amp_7x5_to_3x4", w.normal(1, 2, 7, 5), nn.AdaptiveMaxPool2d((3, 4)))
+    special = w.normal(2, 1, 10)
+    special[0, 0, 2] = NAN
+    special[1, 0, 7] = INF
+    w.case("amp1_10_to_4_nonfinite", special, nn.AdaptiveMaxPool1d(4))
 
     out = out_dir / "norm_pool_ops.txt"
     out.write_text("\n".join(w.lines) + "\n")

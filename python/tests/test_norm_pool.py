@@ -41,8 +41,8 @@ class LayerNorm2d(nn.LayerNorm):
 class Block(nn.Module):
     """A squeezenet-style stem (`MaxPool2d(3, 2, ceil_mode=True)` on an odd size), a
     ConvNeXt-style block (depthwise conv, LayerNorm over channels after a permute, MLP), group
-    norms as modules and functions, and average pools with `ceil_mode` and
-    `count_include_pad=False`. Input `[N, 3, 9, 9]`."""
+    norms as modules and functions, average pools with `ceil_mode` and
+    `count_include_pad=False`, and a global adaptive max pool. Input `[N, 3, 9, 9]`."""
 
     def __init__(self):
         super().__init__()
@@ -57,8 +57,9 @@ class Block(nn.Module):
         self.avg = nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)
         self.gn_weight = nn.Parameter(1 + 0.3 * torch.randn(8))
         self.gn_bias = nn.Parameter(0.1 * torch.randn(8))
-        self.ln = nn.LayerNorm(24, bias=False)
-        self.fc = nn.Linear(24, 5)
+        self.amax = nn.AdaptiveMaxPool2d(1)
+        self.ln = nn.LayerNorm(32, bias=False)
+        self.fc = nn.Linear(32, 5)
 
     def forward(self, x):
         x = self.pool(torch.relu(self.gn(self.conv(x))))  # [N, 8, 4, 4]
@@ -66,10 +67,11 @@ class Block(nn.Module):
         y = self.down(torch.tanh(self.up(self.norm(y))))
         x = x + y.permute(0, 3, 1, 2)
         x = self.avg(self.norm2d(x))  # [N, 8, 3, 3]
+        top = torch.flatten(self.amax(x), 1)  # [N, 8]
         x = F.avg_pool1d(torch.flatten(x, 2), 2, ceil_mode=True)  # [N, 8, 5]
         x = F.group_norm(x, 4, self.gn_weight, self.gn_bias)
         x = F.max_pool1d(x, 2, 2, ceil_mode=True)  # [N, 8, 3]
-        return self.fc(self.ln(torch.flatten(x, 1)))
+        return self.fc(self.ln(torch.cat([torch.flatten(x, 1), top], 1)))
 
 
 SHAPE = (3, 9, 9)
@@ -107,7 +109,7 @@ def test_every_node_is_a_native_op():
     mg, _ = mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": np.zeros((2, *SHAPE), np.float32)}, "add_value": False})
     ops = [get_mase_op(n) for n in mg.nodes]
     assert "opaque" not in ops
-    for op in ("group_norm", "layer_norm", "max_pool2d", "avg_pool2d", "avg_pool1d", "max_pool1d", "permute"):
+    for op in ("group_norm", "layer_norm", "max_pool2d", "avg_pool2d", "avg_pool1d", "max_pool1d", "adaptive_max_pool2d", "permute"):
         assert op in ops, (op, ops)
     by_name = {n["name"]: n["op"] for n in json.loads(mg._native.graph_json())["nodes"]}
     assert by_name["pool"]["ceil_mode"] is True

@@ -217,7 +217,8 @@ impl Ex<'_> {
                 }
                 self.add(on(op), op, vec![x], out.into(), attrs);
             }
-            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => self.adaptive_avg_pool(id, x, out, key)?,
+            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => self.adaptive_pool(id, x, out, key, false)?,
+            Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => self.adaptive_pool(id, x, out, key, true)?,
             Op::Flatten { .. } | Op::Reshape { .. } => self.reshape(id, x, out, key)?,
             Op::Transpose { .. } | Op::Permute { .. } => {
                 let rank = self.shapes[n.inputs[0].0][0].len();
@@ -421,19 +422,22 @@ impl Ex<'_> {
         self.add(on("Mul_1"), "Mul", vec![v("mul"), half], out.into(), vec![]);
     }
 
-    /// `GlobalAveragePool` to size 1, `AveragePool` to a size that divides the input's.
-    fn adaptive_avg_pool(&mut self, id: NodeId, x: String, out: &str, key: &str) -> Result<()> {
+    /// An adaptive average (or max) pool: `GlobalAveragePool` (`GlobalMaxPool`) to size 1,
+    /// `AveragePool` (`MaxPool`) to a size that divides the input's.
+    fn adaptive_pool(&mut self, id: NodeId, x: String, out: &str, key: &str, max: bool) -> Result<()> {
         let g = self.g;
         let n = g.node(id);
         let (i, o) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[id.0][0].clone());
+        let (global, window) = if max { ("GlobalMaxPool", "MaxPool") } else { ("GlobalAveragePool", "AveragePool") };
         if o[2..].iter().all(|&v| v == 1) {
-            self.add(onnx_name(key, "GlobalAveragePool"), "GlobalAveragePool", vec![x], out.into(), vec![]);
+            self.add(onnx_name(key, global), global, vec![x], out.into(), vec![]);
         } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
             let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
             let attrs = vec![a_ints("kernel_shape", &k), a_ints("strides", &k)];
-            self.add(onnx_name(key, "AveragePool"), "AveragePool", vec![x], out.into(), attrs);
+            self.add(onnx_name(key, window), window, vec![x], out.into(), attrs);
         } else {
-            return Err(xerr(&n.name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
+            let what = if max { "max" } else { "average" };
+            return Err(xerr(&n.name, format!("adaptive {what} pooling to a size that does not divide the input has no ONNX equivalent")));
         }
         Ok(())
     }

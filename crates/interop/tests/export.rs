@@ -196,7 +196,10 @@ fn norms_and_ceil_mode_pools_round_trip() {
     let gw = g.get_attr("gn_w");
     let n4 = g.call_function("torch.nn.functional.group_norm", gn(false), &[p2, gw]);
     let fl = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[n4]);
-    let fc = g.call_module("fc", Op::Linear { in_features: 36, out_features: 3, bias: true }, &[fl]);
+    let amax = g.call_module("amax", Op::AdaptiveMaxPool2d { output_size: [1, 1] }, &[ap]);
+    let fl2 = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[amax]);
+    let cat = g.call_function("torch.cat", Op::Concat { dim: 1 }, &[fl, fl2]);
+    let fc = g.call_module("fc", Op::Linear { in_features: 40, out_features: 3, bias: true }, &[cat]);
     g.output(fc);
     let mut params = init_params(&g, &mut Rng::new(1));
     let mut rng = Rng::new(5);
@@ -217,6 +220,7 @@ fn norms_and_ceil_mode_pools_round_trip() {
     let types: Vec<&str> = m.graph.as_ref().unwrap().node.iter().map(|n| n.op_type.as_str()).collect();
     assert_eq!(types.iter().filter(|t| **t == "LayerNormalization").count(), 2, "{types:?}");
     assert_eq!(types.iter().filter(|t| **t == "InstanceNormalization").count(), 2, "{types:?}");
+    assert!(types.contains(&"GlobalMaxPool"), "{types:?}");
     let back = mase_interop::import_model(&m, &ImportOptions::default()).unwrap();
     let x = random_input(&[3, 4, 8, 8], 8);
     let (a, b) = (run(&g, &params, &x), run(&back.graph, &back.params, &x));

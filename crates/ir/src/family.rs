@@ -23,7 +23,7 @@ pub enum OpFamily {
     Softmax,
     /// Max and average pools over a window.
     Pool,
-    /// Adaptive average pools.
+    /// Adaptive average and max pools.
     AdaptivePool,
     /// Element-wise functions of two tensors with broadcasting: `add`, `sub`, `mul`, `div`, `pow`.
     Binary,
@@ -68,6 +68,7 @@ impl Op {
             | Op::Pad { .. } => OpFamily::Shape,
             Op::Opaque { .. } => OpFamily::Opaque,
             Op::LayerNorm { .. } | Op::GroupNorm { .. } => OpFamily::Norm,
+            Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => OpFamily::AdaptivePool,
         }
     }
 }
@@ -150,6 +151,8 @@ examples! {
     Op::Opaque { .. } => Op::Opaque { class: "MyBlock".into(), sample_shape: Some(vec![4]) },
     Op::LayerNorm { .. } => Op::LayerNorm { normalized_shape: vec![4], eps: 1e-5, elementwise_affine: true, bias: true },
     Op::GroupNorm { .. } => Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true },
+    Op::AdaptiveMaxPool1d { .. } => Op::AdaptiveMaxPool1d { output_size: 1 },
+    Op::AdaptiveMaxPool2d { .. } => Op::AdaptiveMaxPool2d { output_size: [1, 1] },
 }
 
 #[cfg(test)]
@@ -187,7 +190,7 @@ mod tests {
             (OpFamily::Pointwise, "relu relu6 leaky_relu sigmoid tanh selu gelu dropout sqrt clamp"),
             (OpFamily::Softmax, "softmax log_softmax"),
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
-            (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d"),
+            (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d"),
             (OpFamily::Binary, "add sub mul div pow"),
             (OpFamily::MatMul, "matmul"),
             (OpFamily::Shape, "flatten view transpose permute size cat pad"),

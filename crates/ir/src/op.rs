@@ -276,6 +276,14 @@ pub enum Op {
         affine: bool,
         bias: bool,
     },
+    /// `nn.AdaptiveMaxPool1d/2d`: the largest value of each of PyTorch's adaptive windows
+    /// `floor(i*L/out) .. ceil((i+1)*L/out)` (the first NaN of a window wins).
+    AdaptiveMaxPool1d {
+        output_size: usize,
+    },
+    AdaptiveMaxPool2d {
+        output_size: [usize; 2],
+    },
     /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
     /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
     /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
@@ -332,6 +340,8 @@ impl Op {
             Op::Opaque { .. } => "opaque",
             Op::LayerNorm { .. } => "layer_norm",
             Op::GroupNorm { .. } => "group_norm",
+            Op::AdaptiveMaxPool1d { .. } => "adaptive_max_pool1d",
+            Op::AdaptiveMaxPool2d { .. } => "adaptive_max_pool2d",
         }
     }
 
@@ -362,6 +372,8 @@ impl Op {
             Op::Dropout { .. } => "Dropout",
             Op::LayerNorm { .. } => "LayerNorm",
             Op::GroupNorm { .. } => "GroupNorm",
+            Op::AdaptiveMaxPool1d { .. } => "AdaptiveMaxPool1d",
+            Op::AdaptiveMaxPool2d { .. } => "AdaptiveMaxPool2d",
             // Functions, methods and graph plumbing: no module class.
             _ => return None,
         })
@@ -420,8 +432,10 @@ impl Op {
                 // PyTorch's `extra_repr` leaves out `ceil_mode` and `count_include_pad`.
                 format!("{class}(kernel_size={}, stride={}, padding={})", one(&p.kernel), one(&p.stride), one(&p.padding))
             }
-            Op::AdaptiveAvgPool1d { output_size } => format!("AdaptiveAvgPool1d(output_size={output_size})"),
-            Op::AdaptiveAvgPool2d { output_size } => format!("AdaptiveAvgPool2d(output_size=({}, {}))", output_size[0], output_size[1]),
+            Op::AdaptiveAvgPool1d { output_size } | Op::AdaptiveMaxPool1d { output_size } => format!("{class}(output_size={output_size})"),
+            Op::AdaptiveAvgPool2d { output_size } | Op::AdaptiveMaxPool2d { output_size } => {
+                format!("{class}(output_size=({}, {}))", output_size[0], output_size[1])
+            }
             Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
             Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
             Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
@@ -511,10 +525,10 @@ impl Op {
             Op::Conv2d(c) => c.check(2),
             Op::MaxPool1d(p) | Op::AvgPool1d(p) => p.check(1),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.check(2),
-            Op::AdaptiveAvgPool1d { output_size } if *output_size == 0 => {
+            Op::AdaptiveAvgPool1d { output_size } | Op::AdaptiveMaxPool1d { output_size } if *output_size == 0 => {
                 Err("output_size [0] has an entry of 0; it must be at least 1".into())
             }
-            Op::AdaptiveAvgPool2d { output_size } if output_size.contains(&0) => {
+            Op::AdaptiveAvgPool2d { output_size } | Op::AdaptiveMaxPool2d { output_size } if output_size.contains(&0) => {
                 Err(format!("output_size {output_size:?} has an entry of 0; every entry must be at least 1"))
             }
             Op::LayerNorm { normalized_shape, .. } if normalized_shape.is_empty() || normalized_shape.contains(&0) => {

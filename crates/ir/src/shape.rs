@@ -169,6 +169,8 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             let extra = (1..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
             shaped(layer_norm(tensor_in(0)?, normalized_shape, *elementwise_affine, &extra))
         }
+        Op::AdaptiveMaxPool1d { output_size } => shaped(adaptive_pool(tensor_in(0)?, &[*output_size], "[N, C, L]")),
+        Op::AdaptiveMaxPool2d { output_size } => shaped(adaptive_pool(tensor_in(0)?, output_size, "[N, C, H, W]")),
         Op::GroupNorm { num_groups, num_channels, affine, .. } => {
             let extra = (1..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
             shaped(group_norm(tensor_in(0)?, *num_groups, *num_channels, *affine, &extra))
@@ -450,6 +452,8 @@ mod tests {
             ),
             (Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true }, vec![&[2, 4, 3, 3]], vec![2, 4, 3, 3]),
             (Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: false, bias: false }, vec![&[2, 4], &[4]], vec![2, 4]),
+            (Op::AdaptiveMaxPool2d { output_size: [3, 4] }, vec![&[2, 8, 7, 5]], vec![2, 8, 3, 4]),
+            (Op::AdaptiveMaxPool1d { output_size: 4 }, vec![&[2, 8, 10]], vec![2, 8, 4]),
         ];
         for (op, ins, want) in cases {
             assert_eq!(shape_of(op.clone(), &ins).unwrap(), want, "{op:?}");

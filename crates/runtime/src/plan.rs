@@ -10,7 +10,7 @@ use crate::kernels::layer_norm::{Affine, RowLayout, RowNorm};
 use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
 use crate::kernels::norm::{BatchNorm, NormSlots};
-use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
+use crate::kernels::pool::{AdaptiveAvgPool, AdaptiveMaxPool, AvgPool, MaxPool, PoolGeom};
 use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
 use crate::kernels::NodeKernel;
@@ -150,6 +150,9 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::LayerNorm { normalized_shape, eps, .. } => {
             let (w, b) = affine_sources(ins.len(), slots);
             NodeKernel::RowNorm(RowNorm::new(RowLayout::layer(x, numel(normalized_shape)), *eps, w, b))
+        }
+        Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => {
+            NodeKernel::AdaptiveMaxPool(AdaptiveMaxPool { w: AdaptiveAvgPool::new(x, out) })
         }
         Op::GroupNorm { num_groups, eps, .. } => {
             let (w, b) = affine_sources(ins.len(), slots);

@@ -313,6 +313,13 @@ fn pools() {
         ),
         module("adaptive_avg_pool2d 5x7 -> 3x2", Op::AdaptiveAvgPool2d { output_size: [3, 2] }, &[2, 3, 5, 7]),
         module("adaptive_avg_pool1d 7 -> 3", Op::AdaptiveAvgPool1d { output_size: 3 }, &[2, 3, 7]),
+        module_with(
+            "adaptive_max_pool2d 5x7 -> 3x2 (overlapping)",
+            Op::AdaptiveMaxPool2d { output_size: [3, 2] },
+            &[2, 3, 5, 7],
+            Input::Distinct,
+        ),
+        module_with("adaptive_max_pool1d 7 -> 4", Op::AdaptiveMaxPool1d { output_size: 4 }, &[2, 3, 7], Input::Distinct),
     ];
     cases.iter().for_each(check);
 }

@@ -147,6 +147,8 @@ fn norms_and_pools_match_pytorch() {
         ("ap1_ceil_no_pad_count", M(Op::AvgPool1d(window(1, 3, 2, 1, true, false)))),
         ("aap_7x5_to_3x4", M(Op::AdaptiveAvgPool2d { output_size: [3, 4] })),
         ("aap1_10_to_4", M(Op::AdaptiveAvgPool1d { output_size: 4 })),
+        ("amp_7x5_to_3x4", M(Op::AdaptiveMaxPool2d { output_size: [3, 4] })),
+        ("amp1_10_to_4_nonfinite", M(Op::AdaptiveMaxPool1d { output_size: 4 })),
     ];
     let bad: Vec<String> = cases.into_iter().flat_map(|(case, form)| check(&fx, case, form)).collect();
     assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));

@@ -205,6 +205,20 @@ out_features = "classes"
 op = "log_softmax"
 dim = 1
 [[layers]]
+op = "reshape"              # [2, 1, 3]
+shape = [1, 3]
+[[layers]]
+op = "adaptive_max_pool1d"  # [2, 1, 3]
+output_size = 3
+[[layers]]
+op = "reshape"              # [2, 1, 1, 3]
+shape = [1, 1, 3]
+[[layers]]
+op = "adaptive_max_pool2d"  # [2, 1, 1, 3]
+output_size = [1, 3]
+[[layers]]
+op = "flatten"              # [2, 3]
+[[layers]]
 name = "ln"
 op = "layer_norm"           # [2, 3]; 3 + 3 params
 [[layers]]

@@ -107,6 +107,8 @@ def implementation(op, inputs):
         "clip": lambda: (torch.clamp, (x, _open(op["min"]), _open(op["max"]))),
         "concat": lambda: (torch.cat, (list(inputs), op["dim"])),
         "pad": lambda: (F.pad, (x, _pad(op), "constant", _f32(op["value"]))),
+        "adaptive_max_pool1d": lambda: (F.adaptive_max_pool1d, (x, op["output_size"])),
+        "adaptive_max_pool2d": lambda: (F.adaptive_max_pool2d, (x, tuple(op["output_size"]))),
         "layer_norm": lambda: (F.layer_norm, (x, tuple(op["normalized_shape"]), *_affine(inputs), _f32(op["eps"]))),
         "group_norm": lambda: (F.group_norm, (x, op["num_groups"], *_affine(inputs), _f32(op["eps"]))),
     }

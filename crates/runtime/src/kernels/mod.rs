@@ -180,4 +180,5 @@ kernels! {
     Concat(shape_ops::Concat),
     Pad(shape_ops::Pad),
     RowNorm(layer_norm::RowNorm),
+    AdaptiveMaxPool(pool::AdaptiveMaxPool),
 }

@@ -209,6 +209,7 @@ impl Kernel for AvgPool {
 }
 
 /// Adaptive average pooling with PyTorch's windows `floor(i*L/out) .. ceil((i+1)*L/out)`.
+#[derive(Clone, Copy)]
 pub(crate) struct AdaptiveAvgPool {
     ih: usize,
     iw: usize,
@@ -263,6 +264,62 @@ impl Kernel for AdaptiveAvgPool {
                     }
                 }
             }
+        });
+    }
+}
+
+/// Adaptive max pooling over [`AdaptiveAvgPool`]'s windows, with PyTorch's comparison: a value
+/// replaces the maximum when it is larger or NaN (so a window's last NaN wins). The gradient goes
+/// to the maximum, found again in backward.
+pub(crate) struct AdaptiveMaxPool {
+    pub w: AdaptiveAvgPool,
+}
+
+impl AdaptiveMaxPool {
+    /// Calls `f(o, at)` for every output `o` of a plane with `at` its window's maximum in `xp`.
+    fn for_each_argmax(&self, xp: &[f32], mut f: impl FnMut(usize, usize)) {
+        let AdaptiveAvgPool { ih, iw, oh, ow } = self.w;
+        for oy in 0..oh {
+            let rows = AdaptiveAvgPool::window(oy, ih, oh);
+            for ox in 0..ow {
+                let cols = AdaptiveAvgPool::window(ox, iw, ow);
+                let mut at = rows.start * iw + cols.start;
+                let mut best = f32::NEG_INFINITY;
+                for r in rows.clone() {
+                    for c in cols.clone() {
+                        let v = xp[r * iw + c];
+                        if v > best || v.is_nan() {
+                            best = v;
+                            at = r * iw + c;
+                        }
+                    }
+                }
+                f(oy * ow + ox, at);
+            }
+        }
+    }
+}
+
+impl Kernel for AdaptiveMaxPool {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let (inp, outp) = (self.w.ih * self.w.iw, self.w.oh * self.w.ow);
+        let x = cx.input(0);
+        let this = &*self;
+        for_each_chunk(cx.pool, x.len(), y, outp, |p, yp| {
+            let xp = &x[p * inp..][..inp];
+            this.for_each_argmax(xp, |o, at| yp[o] = xp[at]);
+        });
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let (inp, outp) = (self.w.ih * self.w.iw, self.w.oh * self.w.ow);
+        let (x, dy) = (cx.input(0), cx.dy);
+        acc.prepare(dx);
+        let this = &*self;
+        for_each_chunk(cx.pool, x.len(), dx, inp, |p, dxp| {
+            let xp = &x[p * inp..][..inp];
+            let dyp = &dy[p * outp..][..outp];
+            this.for_each_argmax(xp, |o, at| dxp[at] += dyp[o]);
         });
     }
 }

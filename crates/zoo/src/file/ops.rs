@@ -69,6 +69,8 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("matmul", &[], 2),
     entry("layer_norm", &["normalized_shape", "eps", "elementwise_affine", "bias"], 1),
     entry("group_norm", &["num_groups", "eps", "affine", "bias"], 1),
+    entry("adaptive_max_pool1d", &["output_size"], 1),
+    entry("adaptive_max_pool2d", &["output_size"], 1),
 ];
 
 /// The ops (by `mase_op`) that model files do not name, each with the reason. Every op of the IR
@@ -218,6 +220,11 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
             let bias = keys.opt("bias", true, &boolean)?;
             let normalized_shape = shape.into_iter().map(|d| d as usize).collect();
             module(Op::LayerNorm { normalized_shape, eps, elementwise_affine, bias })
+        }
+        "adaptive_max_pool1d" => module(Op::AdaptiveMaxPool1d { output_size: keys.req("output_size", &uint(1))? }),
+        "adaptive_max_pool2d" => {
+            let s = keys.req("output_size", &dims(2, 1))?;
+            module(Op::AdaptiveMaxPool2d { output_size: [s[0], s[1]] })
         }
         "group_norm" => {
             let num_groups = keys.req("num_groups", &uint(1))?;

@@ -160,12 +160,16 @@ def _fn_group_norm(call):
     return op, ins
 
 
-def _adaptive(dims, output_size):
+def _adaptive(dims, output_size, kind="avg", return_indices=False):
     size = _pair(output_size, dims) if not (isinstance(output_size, (tuple, list)) and None in output_size) else None
     if size is None:
         raise _NoOp("output_size with None entries is not supported")
+    if return_indices:
+        raise _NoOp("return_indices is not supported")
     return (
-        {"op": "adaptive_avg_pool1d", "output_size": size[0]} if dims == 1 else {"op": "adaptive_avg_pool2d", "output_size": size}
+        {"op": f"adaptive_{kind}_pool1d", "output_size": size[0]}
+        if dims == 1
+        else {"op": f"adaptive_{kind}_pool2d", "output_size": size}
     )
 
 
@@ -212,6 +216,8 @@ def _module_table(nn):
         nn.Flatten: lambda m: {"op": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim},
         nn.Dropout: lambda m: {"op": "dropout", "p": m.p},
         nn.Identity: lambda m: _ALIAS,
+        nn.AdaptiveMaxPool1d: lambda m: _adaptive(1, m.output_size, "max", m.return_indices),
+        nn.AdaptiveMaxPool2d: lambda m: _adaptive(2, m.output_size, "max", m.return_indices),
         nn.LayerNorm: _layer_norm,
         nn.GroupNorm: _group_norm,
     }
@@ -416,6 +422,8 @@ def _function_table(torch):
         F.avg_pool2d: _fn_pool("avg", 2),
         F.adaptive_avg_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size")), [c.get(0, "input")]),
         F.adaptive_avg_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size")), [c.get(0, "input")]),
+        F.adaptive_max_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size"), "max", c.get(2, "return_indices", False)), [c.get(0, "input")]),
+        F.adaptive_max_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size"), "max", c.get(2, "return_indices", False)), [c.get(0, "input")]),
         F.layer_norm: _fn_layer_norm,
         F.group_norm: _fn_group_norm,
     }
@@ -803,6 +811,8 @@ def module_from_op(op, weights):
         "adaptive_avg_pool2d": lambda: nn.AdaptiveAvgPool2d(tuple(op["output_size"])),
         "flatten": lambda: nn.Flatten(op["start_dim"], op["end_dim"]),
         "dropout": lambda: nn.Dropout(op["p"]),
+        "adaptive_max_pool1d": lambda: nn.AdaptiveMaxPool1d(op["output_size"]),
+        "adaptive_max_pool2d": lambda: nn.AdaptiveMaxPool2d(tuple(op["output_size"])),
         "layer_norm": lambda: nn.LayerNorm(op["normalized_shape"], op["eps"], op["elementwise_affine"], **no_bias),
         "group_norm": lambda: nn.GroupNorm(op["num_groups"], op["num_channels"], op["eps"], op["affine"], **no_bias),
     }

@@ -1,4 +1,4 @@
-//! Layers: MatMul, Gemm, Conv, pools, BatchNormalization, LayerNormalization,
+//! Layers: MatMul, Gemm, Conv, pools (global ones too), BatchNormalization, LayerNormalization,
 //! InstanceNormalization, Dropout.
 
 use super::super::fold::{self};
@@ -20,7 +20,8 @@ pub(super) const OPS: &[(&str, Lower)] = &[
     ("Conv", Importer::conv),
     ("MaxPool", |im, n| im.pool(n, true)),
     ("AveragePool", |im, n| im.pool(n, false)),
-    ("GlobalAveragePool", Importer::global_avg_pool),
+    ("GlobalAveragePool", |im, n| im.global_pool(n, false)),
+    ("GlobalMaxPool", |im, n| im.global_pool(n, true)),
     ("BatchNormalization", Importer::batch_norm),
     ("LayerNormalization", Importer::layer_norm),
     ("InstanceNormalization", Importer::instance_norm),
@@ -358,12 +359,15 @@ impl Importer {
         Ok(Val::Computed(d))
     }
 
-    pub(crate) fn global_avg_pool(&mut self, n: &NodeProto) -> Result<Val> {
+    /// `GlobalAveragePool` or `GlobalMaxPool`: an adaptive pool to size 1.
+    pub(crate) fn global_pool(&mut self, n: &NodeProto, max: bool) -> Result<Val> {
         let x = self.req_dyn(n, 0)?;
-        let op = match x.rank() {
-            3 => Op::AdaptiveAvgPool1d { output_size: 1 },
-            4 => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
-            r => return Err(err(n, format!("input of rank {r} is not supported"))),
+        let op = match (x.rank(), max) {
+            (3, false) => Op::AdaptiveAvgPool1d { output_size: 1 },
+            (4, false) => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
+            (3, true) => Op::AdaptiveMaxPool1d { output_size: 1 },
+            (4, true) => Op::AdaptiveMaxPool2d { output_size: [1, 1] },
+            (r, _) => return Err(err(n, format!("input of rank {r} is not supported"))),
         };
         Ok(Val::Computed(self.call(n, op, vec![Val::Computed(x)])?))
     }
