@@ -320,7 +320,7 @@ BAD = [
 KEPT_WHOLE = [
     # (what, module factory, sample shape, its class)
     ("momentum None", lambda: nn.Sequential(nn.BatchNorm1d(4, momentum=None)), (4,), "BatchNorm1d"),
-    ("ceil mode", lambda: nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5), "MaxPool2d"),
+    ("dilated pool", lambda: nn.Sequential(nn.MaxPool2d(2, dilation=2)), (1, 5, 5), "MaxPool2d"),
 ]
 
 

@@ -1,7 +1,8 @@
 //! The graph IR as ONNX (a float graph) or QONNX (a quantized graph: its number formats become
 //! `IntQuant`/`BipolarQuant`/`FloatQuant` nodes in front of the values they apply to).
 //!
-//! Exports use opset 13. Node names follow PyTorch's exporter (`/seq_blocks.2/Gemm`) and
+//! Exports use opset 13, or 17 when the graph holds a layer norm (`LayerNormalization` is an
+//! opset-17 operator; every other operator written here means the same at 13 and 17). Node names follow PyTorch's exporter (`/seq_blocks.2/Gemm`) and
 //! parameters keep their state-dict names, so importing an exported file gives back the same
 //! module paths, node names and parameter names.
 
@@ -16,6 +17,9 @@ use std::path::Path;
 
 /// The opset exports use.
 pub const EXPORT_OPSET: i64 = 13;
+
+/// The opset of exports that hold a layer norm (`LayerNormalization`).
+pub const LAYER_NORM_OPSET: i64 = 17;
 
 /// Plain ONNX or QONNX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,11 +234,15 @@ impl Ex<'_> {
                 let mut attrs = vec![a_ints("kernel_shape", &p.kernel), a_ints("strides", &p.stride), a_ints("pads", &pads)];
                 let op = if max { "MaxPool" } else { "AveragePool" };
                 if !max {
-                    attrs.push(a_int("count_include_pad", 1));
+                    attrs.push(a_int("count_include_pad", i64::from(p.count_include_pad)));
+                }
+                if p.ceil_mode {
+                    attrs.push(a_int("ceil_mode", 1));
                 }
                 self.add(on(op), op, vec![x], out.into(), attrs);
             }
-            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => self.adaptive_avg_pool(id, x, out, key)?,
+            Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => self.adaptive_pool(id, x, out, key, false)?,
+            Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => self.adaptive_pool(id, x, out, key, true)?,
             Op::Flatten { .. } | Op::Reshape { .. } => self.reshape(id, x, out, key)?,
             Op::Transpose { .. } | Op::Permute { .. } => {
                 let rank = self.shapes[n.inputs[0].0][0].len();
@@ -275,6 +283,19 @@ impl Ex<'_> {
             Op::Pad { begin, end, value } => self.pad(id, x, begin, end, *value, out, key),
             Op::Opaque { class, .. } => {
                 return Err(xerr(name, format!("PyTorch module {class} is kept whole in the graph and has no ONNX export")))
+            }
+            Op::LayerNorm { normalized_shape, eps, elementwise_affine, bias } => {
+                let own = (*elementwise_affine, *elementwise_affine && *bias);
+                let (w, b) = self.norm_affine(n, q, ins, own, normalized_shape)?;
+                let mut i = vec![x, w];
+                i.extend(b);
+                let attrs = vec![a_int("axis", -(normalized_shape.len() as i64)), a_float("epsilon", *eps)];
+                self.add(on("LayerNormalization"), "LayerNormalization", i, out.into(), attrs);
+            }
+            Op::GroupNorm { num_groups, num_channels, eps, affine, bias } => {
+                let own = (*affine, *affine && *bias);
+                let (w, b) = self.norm_affine(n, q, ins, own, &[*num_channels])?;
+                self.group_norm(id, x, (*num_groups, *eps), (w, b), out, key);
             }
             // GELU's tanh approximation has no ONNX operator before opset 20.
             other @ Op::Gelu { tanh: true } => return Err(xerr(name, format!("op `{}` has no ONNX export", other.mase_op()))),
@@ -346,6 +367,73 @@ impl Ex<'_> {
         Ok(())
     }
 
+    /// The weight and bias values of a layer or group norm: its own parameters (through their
+    /// quantizers) where `own` says it has them, else a function call's inputs 1 and 2, with a
+    /// weight of ones when there is none (ONNX's normalisations need one).
+    fn norm_affine(
+        &mut self,
+        n: &Node,
+        q: Option<&NodeQuant>,
+        ins: &[String],
+        own: (bool, bool),
+        shape: &[usize],
+    ) -> Result<(String, Option<String>)> {
+        let w = match (own.0, ins.get(1)) {
+            (true, _) => self.quantized_param(n, "weight", q.and_then(|q| q.weight.as_ref()))?,
+            (false, Some(w)) => w.clone(),
+            (false, None) => self.init(&format!("{}.ones", n.name), &Tensor::full(shape.to_vec(), 1.0)),
+        };
+        let b = match (own.1, ins.get(2)) {
+            (true, _) => Some(self.quantized_param(n, "bias", q.and_then(|q| q.bias.as_ref()))?),
+            (false, b) if !own.0 => b.cloned(),
+            (false, _) => None,
+        };
+        Ok((w, b))
+    }
+
+    /// Group norm as torch.onnx writes it before opset 18 (whose `GroupNormalization` scales per
+    /// group, not per channel): `Reshape` to `[N, groups, -1]`, `InstanceNormalization` with
+    /// unit scale, `Reshape` back, then `Mul` by the weight and `Add` of the bias, both reshaped
+    /// to `[C, 1, ...]`.
+    fn group_norm(&mut self, id: NodeId, x: String, (groups, eps): (usize, f32), (w, b): (String, Option<String>), out: &str, key: &str) {
+        let g = self.g;
+        let name = g.node(id).name.clone();
+        let dims = self.dims(g.node(id).inputs[0]);
+        let per_group: usize = dims[1..].iter().map(|d| d.unwrap_or(1)).product::<usize>() / groups;
+        // Values under the node's name as a path, which no fx name (and so no other value) can take.
+        let v = |s: &str| format!("/{name}/{s}");
+        let on = |op: &str| onnx_name(key, op);
+        let shape = |ex: &mut Self, s: &str, t: &[i64]| {
+            let sname = format!("{name}.{s}");
+            ex.inits.push(i64_proto(&sname, &[t.len()], t));
+            sname
+        };
+        let grouped = shape(self, "grouped_shape", &[-1, groups as i64, per_group as i64]);
+        let back: Vec<i64> = dims.iter().map(|d| d.map_or(-1, |v| v as i64)).collect();
+        let back = shape(self, "shape", &back);
+        let mut per_channel = vec![dims[1].unwrap_or(1) as i64];
+        per_channel.extend(std::iter::repeat_n(1, dims.len() - 2));
+        let per_channel = shape(self, "affine_shape", &per_channel);
+        let ones = self.init(&format!("{name}.group_ones"), &Tensor::full(vec![groups], 1.0));
+        let zeros = self.init(&format!("{name}.group_zeros"), &Tensor::zeros(vec![groups]));
+        self.add(on("Reshape"), "Reshape", vec![x, grouped], v("grouped"), vec![]);
+        self.add(
+            on("InstanceNormalization"),
+            "InstanceNormalization",
+            vec![v("grouped"), ones, zeros],
+            v("normed"),
+            vec![a_float("epsilon", eps)],
+        );
+        self.add(on("Reshape_1"), "Reshape", vec![v("normed"), back], v("ungrouped"), vec![]);
+        self.add(on("Reshape_2"), "Reshape", vec![w, per_channel.clone()], v("weight"), vec![]);
+        let scaled = if b.is_some() { v("scaled") } else { out.to_string() };
+        self.add(on("Mul"), "Mul", vec![v("ungrouped"), v("weight")], scaled.clone(), vec![]);
+        if let Some(b) = b {
+            self.add(on("Reshape_3"), "Reshape", vec![b, per_channel], v("bias"), vec![]);
+            self.add(on("Add"), "Add", vec![scaled, v("bias")], out.into(), vec![]);
+        }
+    }
+
     /// `0.5 x (1 + erf(x / sqrt 2))`, as torch.onnx writes GELU before opset 20.
     fn gelu_erf(&mut self, name: &str, x: String, out: &str, key: &str) {
         let s2 = self.init(&format!("{name}.sqrt2"), &Tensor::scalar(std::f32::consts::SQRT_2));
@@ -360,19 +448,22 @@ impl Ex<'_> {
         self.add(on("Mul_1"), "Mul", vec![v("mul"), half], out.into(), vec![]);
     }
 
-    /// `GlobalAveragePool` to size 1, `AveragePool` to a size that divides the input's.
-    fn adaptive_avg_pool(&mut self, id: NodeId, x: String, out: &str, key: &str) -> Result<()> {
+    /// An adaptive average (or max) pool: `GlobalAveragePool` (`GlobalMaxPool`) to size 1,
+    /// `AveragePool` (`MaxPool`) to a size that divides the input's.
+    fn adaptive_pool(&mut self, id: NodeId, x: String, out: &str, key: &str, max: bool) -> Result<()> {
         let g = self.g;
         let n = g.node(id);
         let (i, o) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[id.0][0].clone());
+        let (global, window) = if max { ("GlobalMaxPool", "MaxPool") } else { ("GlobalAveragePool", "AveragePool") };
         if o[2..].iter().all(|&v| v == 1) {
-            self.add(onnx_name(key, "GlobalAveragePool"), "GlobalAveragePool", vec![x], out.into(), vec![]);
+            self.add(onnx_name(key, global), global, vec![x], out.into(), vec![]);
         } else if i[2..].iter().zip(&o[2..]).all(|(a, b)| a % b == 0) {
             let k: Vec<usize> = i[2..].iter().zip(&o[2..]).map(|(a, b)| a / b).collect();
             let attrs = vec![a_ints("kernel_shape", &k), a_ints("strides", &k)];
-            self.add(onnx_name(key, "AveragePool"), "AveragePool", vec![x], out.into(), attrs);
+            self.add(onnx_name(key, window), window, vec![x], out.into(), attrs);
         } else {
-            return Err(xerr(&n.name, "adaptive average pooling to a size that does not divide the input has no ONNX equivalent"));
+            let what = if max { "max" } else { "average" };
+            return Err(xerr(&n.name, format!("adaptive {what} pooling to a size that does not divide the input has no ONNX equivalent")));
         }
         Ok(())
     }
@@ -510,7 +601,9 @@ pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
     let out = graph.output_node()?;
     let src = graph.node(out).inputs[0];
     let output = crate::onnx::float_value_info(&ex.names[src.0], &ex.dims(src));
-    let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: EXPORT_OPSET }];
+    let layer_norm = graph.nodes().iter().any(|n| matches!(n.op, Op::LayerNorm { .. }));
+    let opset = if layer_norm { LAYER_NORM_OPSET } else { EXPORT_OPSET };
+    let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: opset }];
     if ex.used_qonnx {
         opset_import.push(OperatorSetIdProto { domain: QONNX_DOMAIN.into(), version: 1 });
     }

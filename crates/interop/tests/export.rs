@@ -70,7 +70,7 @@ fn every_exportable_op_round_trips() {
     let c1 = g.call_module("conv1", Op::Conv2d(ConvSpec { groups: 2, dilation: vec![1, 2], ..ConvSpec::new(2, 2, 4, 3, 1, 1) }), &[x]);
     let bn = g.call_module("bn", Op::BatchNorm2d(mase_ir::NormSpec::new(4)), &[c1]);
     let lr = g.call_module("act", Op::LeakyRelu { negative_slope: 0.2 }, &[bn]);
-    let mp = g.call_module("pool", Op::MaxPool2d(PoolSpec { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1, 1] }), &[lr]);
+    let mp = g.call_module("pool", Op::MaxPool2d(PoolSpec::window(vec![3, 3], vec![2, 2], vec![1, 1])), &[lr]);
     let ap = g.call_module("avg", Op::AvgPool2d(PoolSpec::new(2, 2)), &[mp]);
     let gp = g.call_module("gap", Op::AdaptiveAvgPool2d { output_size: [1, 1] }, &[ap]);
     let fl = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[gp]);
@@ -214,4 +214,64 @@ fn models_trained_here_run_in_onnxruntime_with_our_outputs() {
         let (d, at) = max_diff(&run(&m.graph, &m.params, &x), &ours);
         assert!(d <= 1e-5, "{model}: re-imported vs ours differ by {d} at {at}");
     }
+}
+
+#[test]
+fn norms_and_ceil_mode_pools_round_trip() {
+    let ln =
+        |shape: Vec<usize>, affine: bool| Op::LayerNorm { normalized_shape: shape, eps: 1e-5, elementwise_affine: affine, bias: affine };
+    let gn = |affine: bool| Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine, bias: affine };
+    let ceil = |k: usize, s: usize, p: usize, count_include_pad: bool| PoolSpec {
+        ceil_mode: true,
+        count_include_pad,
+        ..PoolSpec::window(vec![k, k], vec![s, s], vec![p, p])
+    };
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let n1 = g.call_module("gn", gn(true), &[x]);
+    let mp = g.call_module("pool", Op::MaxPool2d(ceil(3, 2, 0, true)), &[n1]);
+    let ap = g.call_module("avg", Op::AvgPool2d(ceil(3, 2, 1, false)), &[mp]);
+    let p1 = g.call_function("torch.permute", Op::Permute { dims: vec![0, 2, 3, 1] }, &[ap]);
+    let n2 = g.call_module("ln", ln(vec![4], true), &[p1]);
+    let (w, b) = (g.get_attr("ln_w"), g.get_attr("ln_b"));
+    let n3 = g.call_function("torch.nn.functional.layer_norm", ln(vec![3, 4], false), &[n2, w, b]);
+    let p2 = g.call_function("torch.permute", Op::Permute { dims: vec![0, 3, 1, 2] }, &[n3]);
+    let gw = g.get_attr("gn_w");
+    let n4 = g.call_function("torch.nn.functional.group_norm", gn(false), &[p2, gw]);
+    let fl = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[n4]);
+    let amax = g.call_module("amax", Op::AdaptiveMaxPool2d { output_size: [1, 1] }, &[ap]);
+    let fl2 = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[amax]);
+    let cat = g.call_function("torch.cat", Op::Concat { dim: 1 }, &[fl, fl2]);
+    let fc = g.call_module("fc", Op::Linear { in_features: 40, out_features: 3, bias: true }, &[cat]);
+    g.output(fc);
+    let mut params = init_params(&g, &mut Rng::new(1));
+    let mut rng = Rng::new(5);
+    let mut draw = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        Tensor::new(shape, (0..n).map(|_| 1.0 + 0.5 * rng.normal() as f32).collect()).unwrap()
+    };
+    for (name, e) in params.iter_mut() {
+        if name.starts_with("gn.") || name.starts_with("ln.") {
+            e.tensor = draw(e.tensor.shape.clone());
+        }
+    }
+    params.insert("ln_w", draw(vec![3, 4]), true);
+    params.insert("ln_b", draw(vec![3, 4]), true);
+    params.insert("gn_w", draw(vec![4]), true);
+    let m = export_model(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![4, 8, 8]) }).unwrap();
+    assert_eq!(m.opset_import[0].version, 17, "LayerNormalization is an opset-17 operator");
+    let types: Vec<&str> = m.graph.as_ref().unwrap().node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(types.iter().filter(|t| **t == "LayerNormalization").count(), 2, "{types:?}");
+    assert_eq!(types.iter().filter(|t| **t == "InstanceNormalization").count(), 2, "{types:?}");
+    assert!(types.contains(&"GlobalMaxPool"), "{types:?}");
+    let back = mase_interop::import_model(&m, &ImportOptions::default()).unwrap();
+    let x = random_input(&[3, 4, 8, 8], 8);
+    let (a, b) = (run(&g, &params, &x), run(&back.graph, &back.params, &x));
+    assert_eq!(a.shape, [3, 3]);
+    assert!(a.max_abs_diff(&b) <= 1e-5, "{:?} vs {:?}", a.data, b.data);
+    // Without a layer norm the export stays at opset 13.
+    let plain = build_model("mnist-cnn", &ModelContext::new(vec![1, 28, 28], 10)).unwrap();
+    let opts = ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![1, 28, 28]) };
+    let m = export_model(&plain, &init_params(&plain, &mut Rng::new(0)), &opts).unwrap();
+    assert_eq!(m.opset_import[0].version, 13);
 }

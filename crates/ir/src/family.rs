@@ -15,7 +15,7 @@ pub enum OpFamily {
     Linear,
     /// `conv1d`, `conv2d`: weighted sums over a window.
     Conv,
-    /// Batch normalisation.
+    /// Normalisations: batch, layer and group norm.
     Norm,
     /// Element-wise functions of one tensor: activations, `sqrt`, `clamp`, `dropout`.
     Pointwise,
@@ -23,7 +23,7 @@ pub enum OpFamily {
     Softmax,
     /// Max and average pools over a window.
     Pool,
-    /// Adaptive average pools.
+    /// Adaptive average and max pools.
     AdaptivePool,
     /// Element-wise functions of two tensors with broadcasting: `add`, `sub`, `mul`, `div`, `pow`.
     Binary,
@@ -76,6 +76,8 @@ impl Op {
             | Op::Concat { .. }
             | Op::Pad { .. } => OpFamily::Shape,
             Op::Opaque { .. } => OpFamily::Opaque,
+            Op::LayerNorm { .. } | Op::GroupNorm { .. } => OpFamily::Norm,
+            Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => OpFamily::AdaptivePool,
         }
     }
 }
@@ -165,6 +167,10 @@ examples! {
     Op::Concat { .. } => Op::Concat { dim: 1 },
     Op::Pad { .. } => Op::Pad { begin: vec![1], end: vec![1], value: 0.0 },
     Op::Opaque { .. } => Op::Opaque { class: "MyBlock".into(), sample_shape: Some(vec![4]) },
+    Op::LayerNorm { .. } => Op::LayerNorm { normalized_shape: vec![4], eps: 1e-5, elementwise_affine: true, bias: true },
+    Op::GroupNorm { .. } => Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true },
+    Op::AdaptiveMaxPool1d { .. } => Op::AdaptiveMaxPool1d { output_size: 1 },
+    Op::AdaptiveMaxPool2d { .. } => Op::AdaptiveMaxPool2d { output_size: [1, 1] },
 }
 
 #[cfg(test)]
@@ -198,14 +204,14 @@ mod tests {
             (OpFamily::Graph, "placeholder output constant"),
             (OpFamily::Linear, "linear"),
             (OpFamily::Conv, "conv1d conv2d"),
-            (OpFamily::Norm, "batch_norm1d batch_norm2d"),
+            (OpFamily::Norm, "batch_norm1d batch_norm2d layer_norm group_norm"),
             (
                 OpFamily::Pointwise,
                 "relu relu6 leaky_relu sigmoid tanh selu gelu silu hardswish hardsigmoid softplus mish dropout sqrt clamp",
             ),
             (OpFamily::Softmax, "softmax log_softmax"),
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
-            (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d"),
+            (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d"),
             (OpFamily::Binary, "add sub mul div pow"),
             (OpFamily::MatMul, "matmul"),
             (OpFamily::Reduce, "mean sum amax"),

@@ -68,17 +68,51 @@ impl NormSpec {
 }
 
 /// Window of a max or average pool. Vectors have one entry per spatial dimension.
+///
+/// `ceil_mode` and `count_include_pad` are left out of graph JSON at their PyTorch defaults
+/// (false and true), so graphs written before they existed load unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolSpec {
     pub kernel: Vec<usize>,
     pub stride: Vec<usize>,
     pub padding: Vec<usize>,
+    /// PyTorch's `ceil_mode`: the output length rounds up, so a last window that starts inside
+    /// the input or its left padding but runs past the end still counts (clipped to the input).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ceil_mode: bool,
+    /// Average pools: whether a window's divisor counts the padded positions it covers
+    /// (PyTorch's default) or only the input values. Max pools ignore it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub count_include_pad: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl PoolSpec {
     /// PyTorch's default: the stride equals the kernel size.
     pub fn new(dims: usize, kernel: usize) -> PoolSpec {
-        PoolSpec { kernel: vec![kernel; dims], stride: vec![kernel; dims], padding: vec![0; dims] }
+        PoolSpec {
+            kernel: vec![kernel; dims],
+            stride: vec![kernel; dims],
+            padding: vec![0; dims],
+            ceil_mode: false,
+            count_include_pad: true,
+        }
+    }
+
+    /// A window with PyTorch's defaults for `ceil_mode` (false) and `count_include_pad` (true).
+    pub fn window(kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>) -> PoolSpec {
+        PoolSpec { kernel, stride, padding, ceil_mode: false, count_include_pad: true }
     }
 
     /// Checks the window of a `dims`-D pool: one kernel size, stride and padding per spatial
@@ -295,6 +329,35 @@ pub enum Op {
         end: Vec<usize>,
         value: f32,
     },
+    /// `nn.LayerNorm` / `F.layer_norm` over the trailing `normalized_shape` dimensions (biased
+    /// variance, `eps` inside the square root). As a module it owns `weight` (when
+    /// `elementwise_affine`) and `bias` (when `bias` too); as a function it owns nothing and
+    /// reads its weight and bias, when given, as inputs 1 and 2 of shape `normalized_shape`.
+    LayerNorm {
+        normalized_shape: Vec<usize>,
+        eps: f32,
+        elementwise_affine: bool,
+        bias: bool,
+    },
+    /// `nn.GroupNorm` / `F.group_norm`: each sample's `num_channels` channels in `num_groups`
+    /// groups, each group normalised over its channels and positions. As a module it owns a
+    /// per-channel `weight` (when `affine`) and `bias` (when `bias` too); as a function it reads
+    /// them, when given, as inputs 1 and 2 of shape `[num_channels]`.
+    GroupNorm {
+        num_groups: usize,
+        num_channels: usize,
+        eps: f32,
+        affine: bool,
+        bias: bool,
+    },
+    /// `nn.AdaptiveMaxPool1d/2d`: the largest value of each of PyTorch's adaptive windows
+    /// `floor(i*L/out) .. ceil((i+1)*L/out)` (the first NaN of a window wins).
+    AdaptiveMaxPool1d {
+        output_size: usize,
+    },
+    AdaptiveMaxPool2d {
+        output_size: [usize; 2],
+    },
     /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
     /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
     /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
@@ -358,6 +421,10 @@ impl Op {
             Op::Concat { .. } => "cat",
             Op::Pad { .. } => "pad",
             Op::Opaque { .. } => "opaque",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::GroupNorm { .. } => "group_norm",
+            Op::AdaptiveMaxPool1d { .. } => "adaptive_max_pool1d",
+            Op::AdaptiveMaxPool2d { .. } => "adaptive_max_pool2d",
         }
     }
 
@@ -392,6 +459,10 @@ impl Op {
             Op::Flatten { .. } => "Flatten",
             Op::Dropout { .. } => "Dropout",
             Op::StochasticDepth { .. } => "StochasticDepth",
+            Op::LayerNorm { .. } => "LayerNorm",
+            Op::GroupNorm { .. } => "GroupNorm",
+            Op::AdaptiveMaxPool1d { .. } => "AdaptiveMaxPool1d",
+            Op::AdaptiveMaxPool2d { .. } => "AdaptiveMaxPool2d",
             // Functions, methods and graph plumbing: no module class.
             _ => return None,
         })
@@ -440,22 +511,40 @@ impl Op {
             Op::MaxPool1d(p) | Op::MaxPool2d(p) => {
                 let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
                 format!(
-                    "{class}(kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False)",
+                    "{class}(kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode={})",
                     one(&p.kernel),
                     one(&p.stride),
-                    one(&p.padding)
+                    one(&p.padding),
+                    py_bool(p.ceil_mode)
                 )
             }
             Op::AvgPool1d(p) | Op::AvgPool2d(p) => {
                 let one = |v: &[usize]| if v.len() == 1 || v.iter().all(|&x| x == v[0]) { v[0].to_string() } else { fmt_t(v) };
+                // PyTorch's `extra_repr` leaves out `ceil_mode` and `count_include_pad`.
                 format!("{class}(kernel_size={}, stride={}, padding={})", one(&p.kernel), one(&p.stride), one(&p.padding))
             }
-            Op::AdaptiveAvgPool1d { output_size } => format!("AdaptiveAvgPool1d(output_size={output_size})"),
-            Op::AdaptiveAvgPool2d { output_size } => format!("AdaptiveAvgPool2d(output_size=({}, {}))", output_size[0], output_size[1]),
+            Op::AdaptiveAvgPool1d { output_size } | Op::AdaptiveMaxPool1d { output_size } => format!("{class}(output_size={output_size})"),
+            Op::AdaptiveAvgPool2d { output_size } | Op::AdaptiveMaxPool2d { output_size } => {
+                format!("{class}(output_size=({}, {}))", output_size[0], output_size[1])
+            }
             Op::Flatten { start_dim, end_dim } => format!("Flatten(start_dim={start_dim}, end_dim={end_dim})"),
             Op::Dropout { p } => format!("Dropout(p={}, inplace=False)", py_float(*p)),
             Op::StochasticDepth { p, mode } => format!("StochasticDepth(p={}, mode={})", py_float(*p), mode.name()),
             Op::Relu | Op::Relu6 | Op::Sigmoid | Op::Tanh | Op::Selu => format!("{class}()"),
+            // PyTorch shows whether a bias exists, which needs the affine parameters.
+            Op::LayerNorm { normalized_shape, eps, elementwise_affine, bias } => format!(
+                "LayerNorm({}, eps={}, elementwise_affine={}, bias={})",
+                fmt_t(normalized_shape),
+                py_float(*eps),
+                py_bool(*elementwise_affine),
+                py_bool(*elementwise_affine && *bias)
+            ),
+            Op::GroupNorm { num_groups, num_channels, eps, affine, bias } => format!(
+                "GroupNorm({num_groups}, {num_channels}, eps={}, affine={}, bias={})",
+                py_float(*eps),
+                py_bool(*affine),
+                py_bool(*affine && *bias)
+            ),
             // Ops without a module class returned above.
             _ => return None,
         })
@@ -495,6 +584,26 @@ impl Op {
                 v.push(p("running_var", vec![c], false, Init::Ones));
                 v
             }
+            Op::LayerNorm { normalized_shape, elementwise_affine, bias, .. } => {
+                let mut v = Vec::new();
+                if *elementwise_affine {
+                    v.push(p("weight", normalized_shape.clone(), true, Init::Ones));
+                    if *bias {
+                        v.push(p("bias", normalized_shape.clone(), true, Init::Zeros));
+                    }
+                }
+                v
+            }
+            Op::GroupNorm { num_channels, affine, bias, .. } => {
+                let mut v = Vec::new();
+                if *affine {
+                    v.push(p("weight", vec![*num_channels], true, Init::Ones));
+                    if *bias {
+                        v.push(p("bias", vec![*num_channels], true, Init::Zeros));
+                    }
+                }
+                v
+            }
             // Stateless ops. A `get_attr` constant's tensor is the importer's, not drawn here.
             _ => Vec::new(),
         }
@@ -508,11 +617,17 @@ impl Op {
             Op::Conv2d(c) => c.check(2),
             Op::MaxPool1d(p) | Op::AvgPool1d(p) => p.check(1),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.check(2),
-            Op::AdaptiveAvgPool1d { output_size } if *output_size == 0 => {
+            Op::AdaptiveAvgPool1d { output_size } | Op::AdaptiveMaxPool1d { output_size } if *output_size == 0 => {
                 Err("output_size [0] has an entry of 0; it must be at least 1".into())
             }
-            Op::AdaptiveAvgPool2d { output_size } if output_size.contains(&0) => {
+            Op::AdaptiveAvgPool2d { output_size } | Op::AdaptiveMaxPool2d { output_size } if output_size.contains(&0) => {
                 Err(format!("output_size {output_size:?} has an entry of 0; every entry must be at least 1"))
+            }
+            Op::LayerNorm { normalized_shape, .. } if normalized_shape.is_empty() || normalized_shape.contains(&0) => {
+                Err(format!("normalized_shape {normalized_shape:?} must have at least one entry, each at least 1"))
+            }
+            Op::GroupNorm { num_groups, num_channels, .. } if *num_groups == 0 || num_channels % num_groups != 0 => {
+                Err(format!("num_groups = {num_groups} must be at least 1 and divide num_channels = {num_channels}"))
             }
             // No geometry; shapes are checked by shape inference.
             _ => Ok(()),
@@ -524,6 +639,8 @@ impl Op {
         match self {
             Op::Input | Op::Constant => Some(0),
             Op::Reshape { .. } | Op::Concat { .. } | Op::Opaque { .. } => None,
+            // The input, then the weight and bias when a function call passes them.
+            Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
             other => match other.family() {
                 OpFamily::Binary | OpFamily::MatMul => Some(2),
                 OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),

@@ -171,8 +171,51 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             Ok(ValueInfo::Tensor(s))
         }
         Op::MatMul => shaped(matmul(tensor_in(0)?, tensor_in(1)?)),
+        Op::LayerNorm { normalized_shape, elementwise_affine, .. } => {
+            let extra = (1..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(layer_norm(tensor_in(0)?, normalized_shape, *elementwise_affine, &extra))
+        }
+        Op::AdaptiveMaxPool1d { output_size } => shaped(adaptive_pool(tensor_in(0)?, &[*output_size], "[N, C, L]")),
+        Op::AdaptiveMaxPool2d { output_size } => shaped(adaptive_pool(tensor_in(0)?, output_size, "[N, C, H, W]")),
+        Op::GroupNorm { num_groups, num_channels, affine, .. } => {
+            let extra = (1..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(group_norm(tensor_in(0)?, *num_groups, *num_channels, *affine, &extra))
+        }
         Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => shaped(reduce(tensor_in(0)?, r)),
     }
+}
+
+/// The weight and bias a normalisation called as a function reads as inputs: at most two (none
+/// when the op owns its own), each of shape `affine`.
+fn norm_inputs(extra: &[&[usize]], owns: bool, affine: &[usize]) -> Result<(), String> {
+    if owns && !extra.is_empty() {
+        return Err("an op that owns its weight and bias takes one input".into());
+    }
+    if extra.len() > 2 {
+        return Err(format!("expected the input, a weight and a bias; got {} inputs", extra.len() + 1));
+    }
+    match extra.iter().position(|s| *s != affine) {
+        Some(k) => Err(format!("input {} (the {}) must have shape {affine:?}", k + 1, ["weight", "bias"][k])),
+        None => Ok(()),
+    }
+}
+
+/// Layer norm: the input must end in `normalized_shape`.
+fn layer_norm(x: &[usize], normalized_shape: &[usize], owns: bool, extra: &[&[usize]]) -> Shaped {
+    if x.len() < normalized_shape.len() || x[x.len() - normalized_shape.len()..] != *normalized_shape {
+        return Err(format!("the input's trailing dimensions must be normalized_shape {normalized_shape:?}"));
+    }
+    norm_inputs(extra, owns, normalized_shape)?;
+    Ok(x.to_vec())
+}
+
+/// Group norm: the input is `[N, C, ...]` with `C = num_channels`.
+fn group_norm(x: &[usize], num_groups: usize, num_channels: usize, owns: bool, extra: &[&[usize]]) -> Shaped {
+    if x.len() < 2 || x[1] != num_channels {
+        return Err(format!("expected [N, {num_channels}, ...] ({num_groups} groups of {num_channels} channels)"));
+    }
+    norm_inputs(extra, owns, &[num_channels])?;
+    Ok(x.to_vec())
 }
 
 /// A reduction's output: the reduced dimensions become 1 (`keepdim`) or go.
@@ -325,9 +368,23 @@ fn pool(p: &PoolSpec, x: &[usize], dims: usize) -> Shaped {
         if p.padding[d] > p.kernel[d] / 2 {
             return Err("padding must be at most half the kernel size".into());
         }
-        out.push(window_out(x[2 + d], p.kernel[d], p.stride[d], p.padding[d], 1).ok_or("window larger than padded input")?);
+        let floor = window_out(x[2 + d], p.kernel[d], p.stride[d], p.padding[d], 1).ok_or("window larger than padded input")?;
+        out.push(if p.ceil_mode { ceil_windows(floor, x[2 + d], p.kernel[d], p.stride[d], p.padding[d]) } else { floor });
     }
     Ok(out)
+}
+
+/// The output length of a pool with `ceil_mode`, from the floor mode's `floor` (PyTorch's
+/// `pooling_output_shape`): one more window when the stride leaves input over, unless that
+/// window would start past the input and its left padding. `floor` came from `window_out`, so
+/// the sums here do not overflow.
+fn ceil_windows(floor: usize, len: usize, k: usize, s: usize, p: usize) -> usize {
+    let rest = (len + 2 * p - k) % s;
+    if rest != 0 && floor * s < len + p {
+        floor + 1
+    } else {
+        floor
+    }
 }
 
 fn resolve_reshape(dims: &[i64], numel: usize) -> Shaped {
@@ -388,10 +445,36 @@ mod tests {
             (Op::Concat { dim: -1 }, vec![&[2, 3]], vec![2, 3]),
             (Op::Pad { begin: vec![1], end: vec![2], value: 0.0 }, vec![&[2, 4, 10]], vec![2, 4, 13]),
             (Op::Pad { begin: vec![0, 1], end: vec![3, 0], value: 0.0 }, vec![&[2, 4, 5, 5]], vec![2, 4, 8, 6]),
+            // PyTorch: MaxPool2d(3, 2, ceil_mode=True) on 14x14 gives 7x7 (6x6 without).
+            (Op::MaxPool2d(ceil(2, 3, 2, 0)), vec![&[1, 4, 14, 14]], vec![1, 4, 7, 7]),
+            (Op::MaxPool2d(PoolSpec::window(vec![3, 3], vec![2, 2], vec![0, 0])), vec![&[1, 4, 14, 14]], vec![1, 4, 6, 6]),
+            // A window that would start in the right padding is dropped: 5 + 2*1 - 2 = 5, 5/2
+            // rounds up to 3 windows plus one, but the fourth starts at 6 - 1 = 5 = len.
+            (Op::AvgPool1d(ceil(1, 2, 2, 1)), vec![&[1, 2, 5]], vec![1, 2, 3]),
+            (Op::AvgPool1d(ceil(1, 2, 2, 0)), vec![&[1, 2, 5]], vec![1, 2, 3]),
+            (Op::MaxPool1d(ceil(1, 3, 3, 1)), vec![&[1, 2, 7]], vec![1, 2, 3]),
+            (
+                Op::LayerNorm { normalized_shape: vec![3, 4], eps: 1e-5, elementwise_affine: true, bias: true },
+                vec![&[2, 3, 4]],
+                vec![2, 3, 4],
+            ),
+            (
+                Op::LayerNorm { normalized_shape: vec![4], eps: 1e-5, elementwise_affine: false, bias: false },
+                vec![&[2, 3, 4], &[4], &[4]],
+                vec![2, 3, 4],
+            ),
+            (Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true }, vec![&[2, 4, 3, 3]], vec![2, 4, 3, 3]),
+            (Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: false, bias: false }, vec![&[2, 4], &[4]], vec![2, 4]),
+            (Op::AdaptiveMaxPool2d { output_size: [3, 4] }, vec![&[2, 8, 7, 5]], vec![2, 8, 3, 4]),
+            (Op::AdaptiveMaxPool1d { output_size: 4 }, vec![&[2, 8, 10]], vec![2, 8, 4]),
         ];
         for (op, ins, want) in cases {
             assert_eq!(shape_of(op.clone(), &ins).unwrap(), want, "{op:?}");
         }
+    }
+
+    fn ceil(dims: usize, k: usize, s: usize, p: usize) -> PoolSpec {
+        PoolSpec { ceil_mode: true, ..PoolSpec::window(vec![k; dims], vec![s; dims], vec![p; dims]) }
     }
 
     #[test]
@@ -438,6 +521,36 @@ mod tests {
             (Op::Linear { in_features: 4, out_features: 1 << 31, bias: true }, vec![&[2, 4]], "more than 2147483648 elements"),
             (Op::AdaptiveAvgPool2d { output_size: [0, 1] }, vec![&[2, 3, 8, 8]], "output_size [0, 1] has an entry of 0"),
             (Op::AdaptiveAvgPool1d { output_size: 0 }, vec![&[2, 3, 8]], "output_size [0] has an entry of 0"),
+            (
+                Op::LayerNorm { normalized_shape: vec![], eps: 1e-5, elementwise_affine: true, bias: true },
+                vec![&[2, 3]],
+                "at least one entry",
+            ),
+            (
+                Op::LayerNorm { normalized_shape: vec![4], eps: 1e-5, elementwise_affine: true, bias: true },
+                vec![&[2, 3]],
+                "normalized_shape [4]",
+            ),
+            (
+                Op::LayerNorm { normalized_shape: vec![3], eps: 1e-5, elementwise_affine: false, bias: false },
+                vec![&[2, 3], &[4]],
+                "the weight) must have shape [3]",
+            ),
+            (
+                Op::LayerNorm { normalized_shape: vec![3], eps: 1e-5, elementwise_affine: true, bias: true },
+                vec![&[2, 3], &[3]],
+                "takes one input",
+            ),
+            (
+                Op::GroupNorm { num_groups: 3, num_channels: 4, eps: 1e-5, affine: true, bias: true },
+                vec![&[2, 4]],
+                "must be at least 1 and divide",
+            ),
+            (
+                Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true },
+                vec![&[2, 6, 3]],
+                "expected [N, 4, ...]",
+            ),
         ];
         for (op, ins, want) in cases {
             let e = shape_of(op.clone(), &ins).err().map(|e| e.to_string()).unwrap_or_default();

@@ -55,12 +55,10 @@ impl By {
 pub const OTHER_TYPES: &[&str] = &[
     "bmm",
     "reshape",
+    // MASE's names for ops mase-rs lacks.
     "conv3d",
     "batch_norm",
-    "layer_norm",
     "hardtanh",
-    "adaptive_max_pool1d",
-    "adaptive_max_pool2d",
     "embedding",
     "attention",
 ];

@@ -6,10 +6,11 @@ use crate::kernels::activation::{ActKind, Activation};
 use crate::kernels::conv::{Conv, ConvGeom};
 use crate::kernels::dropout::{Dropout, StochasticDepth};
 use crate::kernels::elementwise::{BinOp, Binary};
+use crate::kernels::layer_norm::{Affine, RowLayout, RowNorm};
 use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
 use crate::kernels::norm::{BatchNorm, NormSlots};
-use crate::kernels::pool::{AdaptiveAvgPool, AvgPool, MaxPool, PoolGeom};
+use crate::kernels::pool::{AdaptiveAvgPool, AdaptiveMaxPool, AvgPool, MaxPool, PoolGeom};
 use crate::kernels::reduce::{Reduce, ReduceKind};
 use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
@@ -156,5 +157,27 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Pad { begin, value, .. } => NodeKernel::Pad(Pad::new(x, out, begin, *value)),
         // Refused by `Plan::build` before compiling.
         Op::Opaque { .. } => NodeKernel::Nop,
+        Op::LayerNorm { normalized_shape, eps, .. } => {
+            let (w, b) = affine_sources(ins.len(), slots);
+            NodeKernel::RowNorm(RowNorm::new(RowLayout::layer(x, numel(normalized_shape)), *eps, w, b))
+        }
+        Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => {
+            NodeKernel::AdaptiveMaxPool(AdaptiveMaxPool { w: AdaptiveAvgPool::new(x, out) })
+        }
+        Op::GroupNorm { num_groups, eps, .. } => {
+            let (w, b) = affine_sources(ins.len(), slots);
+            NodeKernel::RowNorm(RowNorm::new(RowLayout::group(x, *num_groups), *eps, w, b))
+        }
     }
+}
+
+/// Where a layer or group norm reads its weight and bias: the module's parameter slots (in
+/// `param_specs` order: weight, then bias), or a function call's inputs 1 and 2.
+fn affine_sources(inputs: usize, slots: &[usize]) -> (Affine, Affine) {
+    let owned = |k: usize| slots.get(k).map_or(Affine::Absent, |&s| Affine::Slot(s));
+    if !slots.is_empty() {
+        return (owned(0), owned(1));
+    }
+    let passed = |k: usize| if k < inputs { Affine::Input(k) } else { Affine::Absent };
+    (passed(1), passed(2))
 }

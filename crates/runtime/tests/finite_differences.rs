@@ -42,7 +42,12 @@ fn conv(dims: usize, cin: usize, cout: usize, k: usize, stride: usize, pad: usiz
 }
 
 fn pool(dims: usize, k: usize, s: usize, p: usize) -> PoolSpec {
-    PoolSpec { kernel: vec![k; dims], stride: vec![s; dims], padding: vec![p; dims] }
+    PoolSpec::window(vec![k; dims], vec![s; dims], vec![p; dims])
+}
+
+/// The window with `ceil_mode=True`.
+fn ceil(p: PoolSpec) -> PoolSpec {
+    PoolSpec { ceil_mode: true, ..p }
 }
 
 /// Random trainable parameters (weights away from PyTorch's init so batch-norm affine terms are
@@ -216,6 +221,48 @@ fn layers_with_parameters() {
     cases.iter().for_each(check);
 }
 
+/// `LayerNorm(shape, eps, elementwise_affine, bias)`.
+fn layer_norm(shape: &[usize], affine: bool, bias: bool) -> Op {
+    Op::LayerNorm { normalized_shape: shape.to_vec(), eps: 1e-5, elementwise_affine: affine, bias }
+}
+
+/// `GroupNorm(groups, channels, eps, affine, bias)`.
+fn group_norm(groups: usize, channels: usize, affine: bool, bias: bool) -> Op {
+    Op::GroupNorm { num_groups: groups, num_channels: channels, eps: 1e-5, affine, bias }
+}
+
+/// `F.<name>(x, ..., w, b)` with trainable weight and bias constants of shape `affine`.
+fn norm_function(name: &str, op: Op, x_shape: &[usize], affine: &[usize], with_bias: bool) -> Case {
+    let consts: Vec<(&str, Vec<usize>)> =
+        if with_bias { vec![("w", affine.to_vec()), ("b", affine.to_vec())] } else { vec![("w", affine.to_vec())] };
+    let target = format!("torch.nn.functional.{}", op.mase_op());
+    custom(name, x_shape, &consts, |g, x| {
+        let mut ins = vec![x, g.get_attr("w")];
+        if with_bias {
+            ins.push(g.get_attr("b"));
+        }
+        g.call_function(&target, op, &ins)
+    })
+}
+
+#[test]
+fn layer_and_group_norms() {
+    let cases = vec![
+        module("layer_norm [N, F]", layer_norm(&[5], true, true), &[3, 5]),
+        module("layer_norm over two trailing dims", layer_norm(&[3, 4], true, true), &[2, 3, 4]),
+        module("layer_norm without bias", layer_norm(&[4], true, false), &[2, 3, 4]),
+        module("layer_norm without affine", layer_norm(&[6], false, false), &[3, 6]),
+        norm_function("F.layer_norm(x, (4,), w, b)", layer_norm(&[4], false, false), &[2, 3, 4], &[4], true),
+        norm_function("F.layer_norm(x, (3, 4), w)", layer_norm(&[3, 4], false, false), &[2, 3, 4], &[3, 4], false),
+        module("group_norm [N, C, H, W]", group_norm(2, 4, true, true), &[2, 4, 3, 3]),
+        module("group_norm [N, C, L] one group per channel", group_norm(3, 3, true, true), &[2, 3, 5]),
+        module("group_norm [N, C] one group", group_norm(1, 6, true, false), &[3, 6]),
+        module("group_norm without affine", group_norm(2, 6, false, false), &[2, 6, 4]),
+        norm_function("F.group_norm(x, 2, w, b)", group_norm(2, 4, false, false), &[2, 4, 3], &[4], true),
+    ];
+    cases.iter().for_each(check);
+}
+
 #[test]
 fn activations_and_softmax() {
     let cases = vec![
@@ -259,8 +306,33 @@ fn pools() {
         module_with("max_pool1d k3 s2 p1", Op::MaxPool1d(pool(1, 3, 2, 1)), &[2, 3, 8], Input::Distinct),
         module("avg_pool2d k3 s2 p1", Op::AvgPool2d(pool(2, 3, 2, 1)), &[1, 2, 5, 5]),
         module("avg_pool1d k2 p1", Op::AvgPool1d(pool(1, 2, 2, 1)), &[2, 3, 6]),
+        module_with(
+            "max_pool2d k3 s2 ceil_mode (partial last window)",
+            Op::MaxPool2d(ceil(pool(2, 3, 2, 0))),
+            &[1, 2, 6, 6],
+            Input::Distinct,
+        ),
+        module_with("max_pool1d k2 s2 p1 ceil_mode", Op::MaxPool1d(ceil(pool(1, 2, 2, 1))), &[2, 2, 6], Input::Distinct),
+        module("avg_pool2d k3 s2 ceil_mode", Op::AvgPool2d(ceil(pool(2, 3, 2, 0))), &[1, 2, 6, 7]),
+        module(
+            "avg_pool2d k3 s2 p1 count_include_pad=False",
+            Op::AvgPool2d(PoolSpec { count_include_pad: false, ..pool(2, 3, 2, 1) }),
+            &[1, 2, 5, 5],
+        ),
+        module(
+            "avg_pool1d k3 s2 p1 ceil_mode count_include_pad=False",
+            Op::AvgPool1d(PoolSpec { count_include_pad: false, ..ceil(pool(1, 3, 2, 1)) }),
+            &[2, 2, 6],
+        ),
         module("adaptive_avg_pool2d 5x7 -> 3x2", Op::AdaptiveAvgPool2d { output_size: [3, 2] }, &[2, 3, 5, 7]),
         module("adaptive_avg_pool1d 7 -> 3", Op::AdaptiveAvgPool1d { output_size: 3 }, &[2, 3, 7]),
+        module_with(
+            "adaptive_max_pool2d 5x7 -> 3x2 (overlapping)",
+            Op::AdaptiveMaxPool2d { output_size: [3, 2] },
+            &[2, 3, 5, 7],
+            Input::Distinct,
+        ),
+        module_with("adaptive_max_pool1d 7 -> 4", Op::AdaptiveMaxPool1d { output_size: 4 }, &[2, 3, 7], Input::Distinct),
     ];
     cases.iter().for_each(check);
 }

@@ -98,7 +98,7 @@ fn check(fx: &Fixture, case: &str, mode: Mode, form: Form) -> Vec<String> {
 }
 
 fn pool(k: usize, s: usize, p: usize) -> PoolSpec {
-    PoolSpec { kernel: vec![k; 2], stride: vec![s; 2], padding: vec![p; 2] }
+    PoolSpec::window(vec![k; 2], vec![s; 2], vec![p; 2])
 }
 
 #[test]

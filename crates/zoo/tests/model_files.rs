@@ -143,6 +143,8 @@ kernel_size = 2
 [[layers]]
 op = "avg_pool1d"           # [2, 8, 2]
 kernel_size = 1
+ceil_mode = true
+count_include_pad = false
 [[layers]]
 op = "adaptive_avg_pool1d"  # [2, 8, 2]
 output_size = 2
@@ -241,6 +243,28 @@ out_features = "classes"
 op = "log_softmax"
 dim = 1
 [[layers]]
+op = "reshape"              # [2, 1, 3]
+shape = [1, 3]
+[[layers]]
+op = "adaptive_max_pool1d"  # [2, 1, 3]
+output_size = 3
+[[layers]]
+op = "reshape"              # [2, 1, 1, 3]
+shape = [1, 1, 3]
+[[layers]]
+op = "adaptive_max_pool2d"  # [2, 1, 1, 3]
+output_size = [1, 3]
+[[layers]]
+op = "flatten"              # [2, 3]
+[[layers]]
+name = "ln"
+op = "layer_norm"           # [2, 3]; 3 + 3 params
+[[layers]]
+name = "gn"
+op = "group_norm"           # [2, 3]; 3 + 3 params
+num_groups = 3
+eps = 1e-3
+[[layers]]
 name = "probs"
 op = "softmax"
 "#;
@@ -249,8 +273,8 @@ op = "softmax"
 fn every_op_builds_with_hand_computed_shapes() {
     let c = ModelContext::new([3, 8, 8], 3);
     let g = parse_model_file(EVERY_OP, "every-op.toml", &c).unwrap_or_else(|e| panic!("{e}"));
-    // 112 + 8 + 48 + 16 + 195
-    assert_eq!(trainable_params(&g), 379);
+    // 112 + 8 + 48 + 16 + 195 + 6 + 6
+    assert_eq!(trainable_params(&g), 391);
     let shapes = g.infer_shapes(&[c.batch_shape(2)], &|_| None).unwrap();
     let shape_of = |n: &str| shapes[g.require(n).unwrap().0].shape().to_vec();
     let cases: &[(&str, &[usize])] = &[
@@ -275,6 +299,8 @@ fn every_op_builds_with_hand_computed_shapes() {
         ("seq_blocks_34", &[2, 64]),
         ("seq_blocks_36", &[2, 64]),
         ("seq_blocks_37", &[2, 3]),
+        ("ln", &[2, 3]),
+        ("gn", &[2, 3]),
         ("probs", &[2, 3]),
     ];
     for &(node, want) in cases {
@@ -308,6 +334,15 @@ fn bad_files_give_errors_naming_layer_and_key() {
         ),
         ("[[layers]]\nop = \"linear\"\nout_feature = 4\n".into(), &["layer 0", "key `out_feature`", "unknown key"]),
         ("[[layers]]\nop = \"relu\"\nslope = 1\n".into(), &["layer 0", "key `slope`", "takes no keys"]),
+        (
+            "[[layers]]\nop = \"layer_norm\"\nnormalized_shape = [8]\n".into(),
+            &["layer 0 (op `layer_norm`)", "key `normalized_shape`", "[8] must be the trailing dimensions of the input [2, 16]"],
+        ),
+        (
+            "[[layers]]\nop = \"group_norm\"\nnum_groups = 5\n".into(),
+            &["layer 0 (op `group_norm`)", "key `num_groups`", "5 groups must divide the input's 16 channels"],
+        ),
+        ("[[layers]]\nop = \"max_pool1d\"\nkernel_size = 2\ncount_include_pad = false\n".into(), &["layer 0", "key `count_include_pad`", "unknown key"]),
         ("[[layers]]\nop = \"lineer\"\n".into(), &["layer 0", "key `op`", "unknown op `lineer`", "linear, conv1d"]),
         (
             "[[layers]]\nop = \"div\"\n".into(),

@@ -49,6 +49,21 @@ def _pad(op):
     return [p for pair in pairs for p in pair]
 
 
+def _pool(fn, op, inputs, dims, avg):
+    """`F.{max,avg}_poolNd` of `op`'s window, with `ceil_mode` and `count_include_pad` (absent
+    from the op at PyTorch's defaults)."""
+    window = tuple(_window(op, k, dims) for k in ("kernel", "stride", "padding"))
+    kwargs = {"ceil_mode": bool(op.get("ceil_mode", False))}
+    if avg:
+        kwargs["count_include_pad"] = bool(op.get("count_include_pad", True))
+    return fn, (inputs[0], *window), kwargs
+
+
+def _affine(inputs):
+    """The weight and bias inputs of a layer or group norm called as a function (None when absent)."""
+    return (inputs[1] if len(inputs) > 1 else None), (inputs[2] if len(inputs) > 2 else None)
+
+
 def implementation(op, inputs):
     """`(kind, target, args, kwargs)` of the fx node that runs `op` (an IR op as JSON) on the fx
     nodes `inputs`. Raises `ValueError` for an op that only a module can run."""
@@ -88,10 +103,10 @@ def implementation(op, inputs):
         "amax": lambda: (torch.amax, (x, tuple(op["dims"]), op["keepdim"])),
         "softmax": lambda: (torch.softmax, (x, op["dim"])),
         "log_softmax": lambda: (torch.log_softmax, (x, op["dim"])),
-        "max_pool1d": lambda: (F.max_pool1d, (x, *(_window(op, k, 1) for k in ("kernel", "stride", "padding")))),
-        "max_pool2d": lambda: (F.max_pool2d, (x, *(_window(op, k, 2) for k in ("kernel", "stride", "padding")))),
-        "avg_pool1d": lambda: (F.avg_pool1d, (x, *(_window(op, k, 1) for k in ("kernel", "stride", "padding")))),
-        "avg_pool2d": lambda: (F.avg_pool2d, (x, *(_window(op, k, 2) for k in ("kernel", "stride", "padding")))),
+        "max_pool1d": lambda: _pool(F.max_pool1d, op, inputs, 1, False),
+        "max_pool2d": lambda: _pool(F.max_pool2d, op, inputs, 2, False),
+        "avg_pool1d": lambda: _pool(F.avg_pool1d, op, inputs, 1, True),
+        "avg_pool2d": lambda: _pool(F.avg_pool2d, op, inputs, 2, True),
         "adaptive_avg_pool1d": lambda: (F.adaptive_avg_pool1d, (x, op["output_size"])),
         "adaptive_avg_pool2d": lambda: (F.adaptive_avg_pool2d, (x, tuple(op["output_size"]))),
         "flatten": lambda: (torch.flatten, (x, op["start_dim"], op["end_dim"])),
@@ -101,6 +116,10 @@ def implementation(op, inputs):
         "clip": lambda: (torch.clamp, (x, _open(op["min"]), _open(op["max"]))),
         "concat": lambda: (torch.cat, (list(inputs), op["dim"])),
         "pad": lambda: (F.pad, (x, _pad(op), "constant", _f32(op["value"]))),
+        "adaptive_max_pool1d": lambda: (F.adaptive_max_pool1d, (x, op["output_size"])),
+        "adaptive_max_pool2d": lambda: (F.adaptive_max_pool2d, (x, tuple(op["output_size"]))),
+        "layer_norm": lambda: (F.layer_norm, (x, tuple(op["normalized_shape"]), *_affine(inputs), _f32(op["eps"]))),
+        "group_norm": lambda: (F.group_norm, (x, op["num_groups"], *_affine(inputs), _f32(op["eps"]))),
     }
     if name == "size":
         return "call_method", "size", (x, op["dim"]), {}

@@ -6,6 +6,7 @@
 //! | linear | `in_features * out_features * rows` (one per multiply-accumulate; bias adds not counted, as MASE) | weight + bias |
 //! | conv1d, conv2d | `out.numel * prod(kernel) * in_channels / groups` | weight + bias |
 //! | batch_norm1d, batch_norm2d | `4 * numel` | `2 * num_features` |
+//! | layer_norm, group_norm | `5 * numel` (MASE's rule for LayerNorm) | weight + bias |
 //! | relu, relu6, leaky_relu, sigmoid, tanh, selu, gelu, silu, hardswish, hardsigmoid, softplus, mish | `numel` | |
 //! | mean, sum, amax | `in.numel` (one add or comparison per input value) | |
 //! | softmax, log_softmax | `3 * numel` (exp, sum, divide) | |
@@ -82,6 +83,8 @@ fn rule(op: &Op) -> Rule {
         Op::MaxPool1d(p) | Op::MaxPool2d(p) | Op::AvgPool1d(p) | Op::AvgPool2d(p) => Rule::Window { size: p.kernel.iter().product() },
         // Dropout passes values on in evaluation, as MASE counts it.
         Op::Dropout { .. } | Op::StochasticDepth { .. } => Rule::Free,
+        // MASE's estimator counts LayerNorm as 5 operations per input value.
+        Op::LayerNorm { .. } | Op::GroupNorm { .. } => Rule::PerInput(5),
         other => match other.family() {
             OpFamily::Norm => Rule::PerInput(4),
             OpFamily::Softmax => Rule::PerInput(3),

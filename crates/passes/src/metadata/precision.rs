@@ -194,6 +194,10 @@ fn output_format(
         | Op::Concat { .. }
         | Op::Pad { .. }
         | Op::Opaque { .. } => None,
+        // Normalisations divide by a data-dependent deviation: float unless quant names a format.
+        Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
+        // The largest value of a window keeps its input's format, as a max pool's does.
+        Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => data_in.first().cloned(),
     }
 }
 

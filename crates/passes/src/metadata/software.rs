@@ -2,7 +2,7 @@
 //! tensor a node reads or writes, where `profile_statistics` later puts its statistics.
 
 use crate::{PassContext, PassError, PassReport, Result};
-use mase_ir::{Graph, NodeId, NodeKind};
+use mase_ir::{Graph, NodeId, NodeKind, Op};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -58,10 +58,41 @@ fn entries(graph: &Graph, id: NodeId) -> Result<(Vec<String>, Vec<String>)> {
             a.extend(specs.iter().filter(|s| !s.trainable).map(|s| s.name.to_string()));
             (a, out)
         }
+        // MASE names a functional layer norm's second and third inputs `weight` and `bias`.
+        _ if matches!(n.op, Op::LayerNorm { .. }) => {
+            let extra = all_input_nodes(graph, id).len().saturating_sub(1);
+            let mut a = data_in(1);
+            a.extend(["weight", "bias"].into_iter().take(extra).map(String::from));
+            (a, out)
+        }
         _ => {
             let a = data_in(all_input_nodes(graph, id).len());
             let r = if n.meta.common.mase_op.as_deref() == Some("size") { vec![] } else { out };
             (a, r)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_functional_layer_norm_reads_data_in_0_weight_and_bias() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let (w, b) = (g.get_attr("w"), g.get_attr("b"));
+        let op = |affine| Op::LayerNorm { normalized_shape: vec![4], eps: 1e-5, elementwise_affine: affine, bias: affine };
+        let f = g.call_function("torch.nn.functional.layer_norm", op(false), &[x, w, b]);
+        let fw = g.call_function("torch.nn.functional.layer_norm", op(false), &[f, w]);
+        let m = g.call_module("ln", op(true), &[fw]);
+        g.output(m);
+        for id in g.ids().collect::<Vec<_>>() {
+            g.node_mut(id).meta.common.mase_type = Some("module_related_func".into());
+        }
+        let names = |id| entries(&g, id).unwrap().0;
+        assert_eq!(names(f), ["data_in_0", "weight", "bias"]);
+        assert_eq!(names(fw), ["data_in_0", "weight"]);
+        assert_eq!(names(m), ["data_in_0", "weight", "bias"]);
+    }
 }

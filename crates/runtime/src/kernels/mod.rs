@@ -9,6 +9,7 @@ pub(crate) mod activation;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
+pub(crate) mod layer_norm;
 pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod norm;
@@ -181,4 +182,6 @@ kernels! {
     Concat(shape_ops::Concat),
     Pad(shape_ops::Pad),
     Reduce(reduce::Reduce),
+    RowNorm(layer_norm::RowNorm),
+    AdaptiveMaxPool(pool::AdaptiveMaxPool),
 }

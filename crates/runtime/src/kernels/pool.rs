@@ -20,6 +20,8 @@ pub(crate) struct PoolGeom {
     sw: usize,
     ph: usize,
     pw: usize,
+    /// Average pools: whether the divisor counts padded positions (PyTorch's default).
+    count_include_pad: bool,
 }
 
 impl PoolGeom {
@@ -31,7 +33,7 @@ impl PoolGeom {
         let (kh, kw) = two(&spec.kernel, 1);
         let (sh, sw) = two(&spec.stride, 1);
         let (ph, pw) = two(&spec.padding, 0);
-        PoolGeom { ih, iw, oh, ow, kh, kw, sh, sw, ph, pw }
+        PoolGeom { ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, count_include_pad: spec.count_include_pad }
     }
 
     fn in_plane(&self) -> usize {
@@ -51,10 +53,24 @@ impl PoolGeom {
         (clip(oy, self.sh, self.ph, self.kh, self.ih), clip(ox, self.sw, self.pw, self.kw, self.iw))
     }
 
-    /// A 2x2 window with stride 2 and no padding (VGG's pools), which [`MaxPool`] runs without
-    /// clipping windows.
+    /// The divisor of output `(oy, ox)` of an average pool, as PyTorch's kernel computes it: the
+    /// window clipped to the padded input when padded positions count (so a `ceil_mode` window
+    /// that runs past the right padding divides by less than the kernel area), else clipped to
+    /// the input.
+    fn divisor(&self, oy: usize, ox: usize) -> usize {
+        if !self.count_include_pad {
+            let (rows, cols) = self.window(oy, ox);
+            return rows.len() * cols.len();
+        }
+        let span = |o: usize, s: usize, p: usize, k: usize, len: usize| (o * s + k).min(len + 2 * p) - o * s;
+        span(oy, self.sh, self.ph, self.kh, self.ih) * span(ox, self.sw, self.pw, self.kw, self.iw)
+    }
+
+    /// A 2x2 window with stride 2, no padding and every window inside the input (VGG's pools),
+    /// which [`MaxPool`] runs without clipping windows.
     fn is_2x2(&self) -> bool {
-        (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (2, 2, 2, 2, 0, 0)
+        // `ceil_mode` may add a last row or column of windows that runs past the input.
+        (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (2, 2, 2, 2, 0, 0) && 2 * self.oh <= self.ih && 2 * self.ow <= self.iw
     }
 
     /// [`PoolGeom::argmax`] of every window of a 2x2 pool, in output order: the same comparisons
@@ -147,7 +163,8 @@ impl Kernel for MaxPool {
     }
 }
 
-/// Average pooling with `count_include_pad=True`: every window divides by the kernel area.
+/// Average pooling: each window's sum divided by [`PoolGeom::divisor`] (the kernel area, except
+/// for windows cut by `ceil_mode` or, with `count_include_pad=False`, by the padding).
 pub(crate) struct AvgPool {
     pub g: PoolGeom,
 }
@@ -156,14 +173,17 @@ impl Kernel for AvgPool {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let g = self.g;
         let x = cx.input(0);
-        let area = (g.kh * g.kw) as f32;
         for_each_chunk(cx.pool, x.len(), y, g.out_plane(), |p, yp| {
             let xp = &x[p * g.in_plane()..][..g.in_plane()];
             for oy in 0..g.oh {
                 for ox in 0..g.ow {
                     let (rows, cols) = g.window(oy, ox);
                     let sum: f32 = rows.map(|r| xp[r * g.iw..][cols.clone()].iter().sum::<f32>()).sum();
-                    yp[oy * g.ow + ox] = sum / area;
+                    // A window of padding alone (impossible under the shape rule) is 0, as in PyTorch.
+                    yp[oy * g.ow + ox] = match g.divisor(oy, ox) {
+                        0 => 0.0,
+                        d => sum / d as f32,
+                    };
                 }
             }
         });
@@ -172,13 +192,12 @@ impl Kernel for AvgPool {
     fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
         let g = self.g;
         let dy = cx.dy;
-        let area = (g.kh * g.kw) as f32;
         acc.prepare(dx);
         for_each_chunk(cx.pool, dx.len(), dx, g.in_plane(), |p, dxp| {
             let dyp = &dy[p * g.out_plane()..][..g.out_plane()];
             for oy in 0..g.oh {
                 for ox in 0..g.ow {
-                    let v = dyp[oy * g.ow + ox] / area;
+                    let v = dyp[oy * g.ow + ox] / g.divisor(oy, ox).max(1) as f32;
                     let (rows, cols) = g.window(oy, ox);
                     for r in rows {
                         dxp[r * g.iw..][cols.clone()].iter_mut().for_each(|d| *d += v);
@@ -190,6 +209,7 @@ impl Kernel for AvgPool {
 }
 
 /// Adaptive average pooling with PyTorch's windows `floor(i*L/out) .. ceil((i+1)*L/out)`.
+#[derive(Clone, Copy)]
 pub(crate) struct AdaptiveAvgPool {
     ih: usize,
     iw: usize,
@@ -244,6 +264,62 @@ impl Kernel for AdaptiveAvgPool {
                     }
                 }
             }
+        });
+    }
+}
+
+/// Adaptive max pooling over [`AdaptiveAvgPool`]'s windows, with PyTorch's comparison: a value
+/// replaces the maximum when it is larger or NaN (so a window's last NaN wins). The gradient goes
+/// to the maximum, found again in backward.
+pub(crate) struct AdaptiveMaxPool {
+    pub w: AdaptiveAvgPool,
+}
+
+impl AdaptiveMaxPool {
+    /// Calls `f(o, at)` for every output `o` of a plane with `at` its window's maximum in `xp`.
+    fn for_each_argmax(&self, xp: &[f32], mut f: impl FnMut(usize, usize)) {
+        let AdaptiveAvgPool { ih, iw, oh, ow } = self.w;
+        for oy in 0..oh {
+            let rows = AdaptiveAvgPool::window(oy, ih, oh);
+            for ox in 0..ow {
+                let cols = AdaptiveAvgPool::window(ox, iw, ow);
+                let mut at = rows.start * iw + cols.start;
+                let mut best = f32::NEG_INFINITY;
+                for r in rows.clone() {
+                    for c in cols.clone() {
+                        let v = xp[r * iw + c];
+                        if v > best || v.is_nan() {
+                            best = v;
+                            at = r * iw + c;
+                        }
+                    }
+                }
+                f(oy * ow + ox, at);
+            }
+        }
+    }
+}
+
+impl Kernel for AdaptiveMaxPool {
+    fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
+        let (inp, outp) = (self.w.ih * self.w.iw, self.w.oh * self.w.ow);
+        let x = cx.input(0);
+        let this = &*self;
+        for_each_chunk(cx.pool, x.len(), y, outp, |p, yp| {
+            let xp = &x[p * inp..][..inp];
+            this.for_each_argmax(xp, |o, at| yp[o] = xp[at]);
+        });
+    }
+
+    fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
+        let (inp, outp) = (self.w.ih * self.w.iw, self.w.oh * self.w.ow);
+        let (x, dy) = (cx.input(0), cx.dy);
+        acc.prepare(dx);
+        let this = &*self;
+        for_each_chunk(cx.pool, x.len(), dx, inp, |p, dxp| {
+            let xp = &x[p * inp..][..inp];
+            let dyp = &dy[p * outp..][..outp];
+            this.for_each_argmax(xp, |o, at| dxp[at] += dyp[o]);
         });
     }
 }

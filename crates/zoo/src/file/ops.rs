@@ -32,7 +32,8 @@ const fn entry(name: &'static str, keys: &'static [&'static str], arity: usize) 
 
 const CONV: &[&str] = &["out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias"];
 const NORM: &[&str] = &["eps", "momentum", "affine"];
-const POOL: &[&str] = &["kernel_size", "stride", "padding"];
+const MAX_POOL: &[&str] = &["kernel_size", "stride", "padding", "ceil_mode"];
+const AVG_POOL: &[&str] = &["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"];
 
 /// Every op a model file may use, in the order the documentation lists them. [`layer_op`] builds
 /// each; a name here without an arm there is a bug that the tests of every op catch.
@@ -59,10 +60,10 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("amax", &["dim", "keepdim"], 1),
     entry("softmax", &["dim"], 1),
     entry("log_softmax", &["dim"], 1),
-    entry("max_pool1d", POOL, 1),
-    entry("max_pool2d", POOL, 1),
-    entry("avg_pool1d", POOL, 1),
-    entry("avg_pool2d", POOL, 1),
+    entry("max_pool1d", MAX_POOL, 1),
+    entry("max_pool2d", MAX_POOL, 1),
+    entry("avg_pool1d", AVG_POOL, 1),
+    entry("avg_pool2d", AVG_POOL, 1),
     entry("adaptive_avg_pool1d", &["output_size"], 1),
     entry("adaptive_avg_pool2d", &["output_size"], 1),
     entry("flatten", &["start_dim", "end_dim"], 1),
@@ -75,6 +76,10 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("sub", &[], 2),
     entry("mul", &[], 2),
     entry("matmul", &[], 2),
+    entry("layer_norm", &["normalized_shape", "eps", "elementwise_affine", "bias"], 1),
+    entry("group_norm", &["num_groups", "eps", "affine", "bias"], 1),
+    entry("adaptive_max_pool1d", &["output_size"], 1),
+    entry("adaptive_max_pool2d", &["output_size"], 1),
 ];
 
 /// The ops (by `mase_op`) that model files do not name, each with the reason. Every op of the IR
@@ -195,7 +200,10 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
             // PyTorch's pools default their stride to the kernel size.
             let stride = keys.opt("stride", kernel.clone(), &dims(n, 1))?;
             let padding = keys.opt("padding", vec![0; n], &dims(n, 0))?;
-            let spec = PoolSpec { kernel, stride, padding };
+            let ceil_mode = keys.opt("ceil_mode", false, &boolean)?;
+            // Only average pools list the key; max pools read the default.
+            let count_include_pad = if op.starts_with("avg") { keys.opt("count_include_pad", true, &boolean)? } else { true };
+            let spec = PoolSpec { kernel, stride, padding, ceil_mode, count_include_pad };
             module(match op {
                 "max_pool1d" => Op::MaxPool1d(spec),
                 "max_pool2d" => Op::MaxPool2d(spec),
@@ -234,6 +242,37 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
         "sub" => Ok((Op::Sub, Call::Function("operator.sub"))),
         "mul" => Ok((Op::Mul, Call::Function("operator.mul"))),
         "matmul" => Ok((Op::MatMul, Call::Function("torch.matmul"))),
+        "layer_norm" => {
+            // Without `normalized_shape`, the last dimension (`nn.LayerNorm(features)`).
+            let last = x.last().map_or(Vec::new(), |&f| vec![f as i64]);
+            let shape = keys.opt("normalized_shape", last, &int_list)?;
+            let fits =
+                !shape.is_empty() && shape.len() < x.len() && shape.iter().zip(&x[x.len() - shape.len()..]).all(|(&a, &b)| a == b as i64);
+            if !fits {
+                return Err(keys.at().err("normalized_shape", format!("{shape:?} must be the trailing dimensions of the input {x:?}")));
+            }
+            let eps = keys.opt("eps", 1e-5, &float_in(f64::MIN_POSITIVE, 1.0))?;
+            let elementwise_affine = keys.opt("elementwise_affine", true, &boolean)?;
+            let bias = keys.opt("bias", true, &boolean)?;
+            let normalized_shape = shape.into_iter().map(|d| d as usize).collect();
+            module(Op::LayerNorm { normalized_shape, eps, elementwise_affine, bias })
+        }
+        "adaptive_max_pool1d" => module(Op::AdaptiveMaxPool1d { output_size: keys.req("output_size", &uint(1))? }),
+        "adaptive_max_pool2d" => {
+            let s = keys.req("output_size", &dims(2, 1))?;
+            module(Op::AdaptiveMaxPool2d { output_size: [s[0], s[1]] })
+        }
+        "group_norm" => {
+            let num_groups = keys.req("num_groups", &uint(1))?;
+            let num_channels = input_with_rank(keys, x, &[2, 3, 4], "[N, C], [N, C, L] or [N, C, H, W]")?[1];
+            if num_channels % num_groups != 0 {
+                return Err(keys.at().err("num_groups", format!("{num_groups} groups must divide the input's {num_channels} channels")));
+            }
+            let eps = keys.opt("eps", 1e-5, &float_in(f64::MIN_POSITIVE, 1.0))?;
+            let affine = keys.opt("affine", true, &boolean)?;
+            let bias = keys.opt("bias", true, &boolean)?;
+            module(Op::GroupNorm { num_groups, num_channels, eps, affine, bias })
+        }
         other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", op_names().join(", ")))),
     }
 }

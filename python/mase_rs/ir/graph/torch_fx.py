@@ -92,29 +92,85 @@ def _pool(
     divisor_override=None,
     return_indices=False,
 ):
-    if ceil_mode:
-        raise _NoOp("ceil_mode=True is not supported")
     if _pair(dilation, dims) != [1] * dims:
         raise _NoOp("dilation other than 1 is not supported")
-    if not count_include_pad and _pair(padding, dims) != [0] * dims:
-        raise _NoOp("count_include_pad=False with padding is not supported")
     if divisor_override is not None or return_indices:
         raise _NoOp("divisor_override and return_indices are not supported")
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
-    return {
+    op = {
         "op": f"{kind}_pool{dims}d",
         "kernel": _pair(kernel, dims),
         "stride": _pair(stride, dims),
         "padding": _pair(padding, dims),
     }
+    # Written only away from PyTorch's defaults, as the Rust graph writes them.
+    if ceil_mode:
+        op["ceil_mode"] = True
+    if kind == "avg" and not count_include_pad:
+        op["count_include_pad"] = False
+    return op
 
 
-def _adaptive(dims, output_size):
+def _layer_norm(m):
+    return {
+        "op": "layer_norm",
+        "normalized_shape": [int(d) for d in m.normalized_shape],
+        "eps": float(m.eps),
+        "elementwise_affine": bool(m.elementwise_affine),
+        "bias": getattr(m, "bias", None) is not None,
+    }
+
+
+def _group_norm(m):
+    return {
+        "op": "group_norm",
+        "num_groups": int(m.num_groups),
+        "num_channels": int(m.num_channels),
+        "eps": float(m.eps),
+        "affine": bool(m.affine),
+        "bias": getattr(m, "bias", None) is not None,
+    }
+
+
+def _norm_affine(call, k):
+    """The input, weight and bias nodes of `F.layer_norm`/`F.group_norm` (weight and bias at
+    positions `k` and `k + 1`, each may be None)."""
+    w, b = call.get(k, "weight"), call.get(k + 1, "bias")
+    if w is None and b is not None:
+        raise _NoOp("a bias without a weight is not supported")
+    return [call.get(0, "input")] + [v for v in (w, b) if v is not None]
+
+
+def _fn_layer_norm(call):
+    shape = call.get(1, "normalized_shape")
+    shape = [int(shape)] if isinstance(shape, int) else [int(d) for d in shape]
+    eps = float(call.get(4, "eps", 1e-5))
+    op = {"op": "layer_norm", "normalized_shape": shape, "eps": eps, "elementwise_affine": False, "bias": False}
+    return op, _norm_affine(call, 2)
+
+
+def _fn_group_norm(call):
+    ins = _norm_affine(call, 2)
+    # The channel count comes from the weight (a `get_attr` tensor), as the trace has no shapes.
+    w = ins[1] if len(ins) > 1 else None
+    if w is None or not _is_node(w) or w.op != "get_attr":
+        raise _NoOp("group_norm without a weight attribute (its channel count is unknown before a forward run)")
+    channels = int(_attribute(w.graph.owning_module, w.target).shape[0])
+    eps = float(call.get(4, "eps", 1e-5))
+    op = {"op": "group_norm", "num_groups": int(call.get(1, "num_groups")), "num_channels": channels, "eps": eps, "affine": False, "bias": False}
+    return op, ins
+
+
+def _adaptive(dims, output_size, kind="avg", return_indices=False):
     size = _pair(output_size, dims) if not (isinstance(output_size, (tuple, list)) and None in output_size) else None
     if size is None:
         raise _NoOp("output_size with None entries is not supported")
+    if return_indices:
+        raise _NoOp("return_indices is not supported")
     return (
-        {"op": "adaptive_avg_pool1d", "output_size": size[0]} if dims == 1 else {"op": "adaptive_avg_pool2d", "output_size": size}
+        {"op": f"adaptive_{kind}_pool1d", "output_size": size[0]}
+        if dims == 1
+        else {"op": f"adaptive_{kind}_pool2d", "output_size": size}
     )
 
 
@@ -198,6 +254,10 @@ def _module_table(nn):
         nn.Flatten: lambda m: {"op": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim},
         nn.Dropout: lambda m: {"op": "dropout", "p": m.p},
         nn.Identity: lambda m: _ALIAS,
+        nn.AdaptiveMaxPool1d: lambda m: _adaptive(1, m.output_size, "max", m.return_indices),
+        nn.AdaptiveMaxPool2d: lambda m: _adaptive(2, m.output_size, "max", m.return_indices),
+        nn.LayerNorm: _layer_norm,
+        nn.GroupNorm: _group_norm,
         mase_nn.StochasticDepth: depth,
     }
     # torchvision's own module, when the model came with torchvision (never imported here).
@@ -422,6 +482,10 @@ def _function_table(torch):
         F.avg_pool2d: _fn_pool("avg", 2),
         F.adaptive_avg_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size")), [c.get(0, "input")]),
         F.adaptive_avg_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size")), [c.get(0, "input")]),
+        F.adaptive_max_pool1d: lambda c: (_adaptive(1, c.get(1, "output_size"), "max", c.get(2, "return_indices", False)), [c.get(0, "input")]),
+        F.adaptive_max_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size"), "max", c.get(2, "return_indices", False)), [c.get(0, "input")]),
+        F.layer_norm: _fn_layer_norm,
+        F.group_norm: _fn_group_norm,
     }
     # torchvision's `stochastic_depth(input, p, mode, training)` (fx-wrapped, so a call of its
     # own), when the model came with torchvision.
@@ -791,7 +855,15 @@ def module_from_op(op, weights):
         )
 
     def pool(cls, **kw):
+        if op.get("ceil_mode"):
+            kw["ceil_mode"] = True
         return cls(op["kernel"], op["stride"], op["padding"], **kw)
+
+    def avg_pool(cls):
+        return pool(cls, **({} if op.get("count_include_pad", True) else {"count_include_pad": False}))
+
+    # `bias=False` only where it is false: older PyTorch has no `bias` argument on these.
+    no_bias = {} if op.get("bias", True) else {"bias": False}
 
     makers = {
         "linear": lambda: nn.Linear(op["in_features"], op["out_features"], op["bias"]),
@@ -815,12 +887,16 @@ def module_from_op(op, weights):
         "log_softmax": lambda: nn.LogSoftmax(op["dim"]),
         "max_pool1d": lambda: pool(nn.MaxPool1d),
         "max_pool2d": lambda: pool(nn.MaxPool2d),
-        "avg_pool1d": lambda: pool(nn.AvgPool1d),
-        "avg_pool2d": lambda: pool(nn.AvgPool2d),
+        "avg_pool1d": lambda: avg_pool(nn.AvgPool1d),
+        "avg_pool2d": lambda: avg_pool(nn.AvgPool2d),
         "adaptive_avg_pool1d": lambda: nn.AdaptiveAvgPool1d(op["output_size"]),
         "adaptive_avg_pool2d": lambda: nn.AdaptiveAvgPool2d(tuple(op["output_size"])),
         "flatten": lambda: nn.Flatten(op["start_dim"], op["end_dim"]),
         "dropout": lambda: nn.Dropout(op["p"]),
+        "adaptive_max_pool1d": lambda: nn.AdaptiveMaxPool1d(op["output_size"]),
+        "adaptive_max_pool2d": lambda: nn.AdaptiveMaxPool2d(tuple(op["output_size"])),
+        "layer_norm": lambda: nn.LayerNorm(op["normalized_shape"], op["eps"], op["elementwise_affine"], **no_bias),
+        "group_norm": lambda: nn.GroupNorm(op["num_groups"], op["num_channels"], op["eps"], op["affine"], **no_bias),
         "stochastic_depth": lambda: _stochastic_depth_module(op),
     }
     if kind not in makers:

@@ -1,4 +1,5 @@
-//! Layers: MatMul, Gemm, Conv, pools, BatchNormalization, Dropout.
+//! Layers: MatMul, Gemm, Conv, pools (global ones too), BatchNormalization, LayerNormalization,
+//! InstanceNormalization, Dropout.
 
 use super::super::fold::{self};
 use super::super::util::{err, MAX_WINDOW};
@@ -19,8 +20,11 @@ pub(super) const OPS: &[(&str, Lower)] = &[
     ("Conv", Importer::conv),
     ("MaxPool", |im, n| im.pool(n, true)),
     ("AveragePool", |im, n| im.pool(n, false)),
-    ("GlobalAveragePool", Importer::global_avg_pool),
+    ("GlobalAveragePool", |im, n| im.global_pool(n, false)),
+    ("GlobalMaxPool", |im, n| im.global_pool(n, true)),
     ("BatchNormalization", Importer::batch_norm),
+    ("LayerNormalization", Importer::layer_norm),
+    ("InstanceNormalization", Importer::instance_norm),
     ("Dropout", Importer::dropout),
 ];
 
@@ -323,24 +327,27 @@ impl Importer {
             return Err(err(n, "pooling with dilations is not supported"));
         }
         let (begin, end) = self.pads(n, &x, &kernel, &stride, &vec![1; dims])?;
-        if at.int("ceil_mode", 0)? != 0 {
+        // Pads the pool's own padding holds: the same on both sides, at most half the kernel.
+        // Other pads become an explicit `Pad` in front, where `ceil_mode`'s rule (which reads
+        // the left padding) and `count_include_pad = 0` would no longer see them as padding.
+        let symmetric = begin == end && begin.iter().zip(&kernel).all(|(p, k)| *p <= k / 2);
+        let ceil_mode = at.int("ceil_mode", 0)? != 0;
+        if ceil_mode && !symmetric {
             for d in 0..dims {
                 let len = x.fixed(2 + d).ok_or_else(|| err(n, "ceil_mode needs fixed spatial sizes"))? + begin[d] + end[d];
                 if len >= kernel[d] && (len - kernel[d]) % stride[d] != 0 {
-                    return Err(err(n, "ceil_mode = 1 changes the output size here, which is not supported"));
+                    return Err(err(n, "ceil_mode = 1 with asymmetric pads changes the output size here, which is not supported"));
                 }
             }
         }
-        let (value, limit): (f32, Vec<usize>) = if max {
-            (f32::MIN, kernel.iter().map(|k| k / 2).collect())
-        } else {
-            if at.int("count_include_pad", 0)? == 0 && begin.iter().chain(&end).any(|&p| p > 0) {
-                return Err(err(n, "average pooling with padding excluded from the count (count_include_pad = 0) is not supported"));
-            }
-            (0.0, kernel.iter().map(|k| k / 2).collect())
-        };
+        let count_include_pad = max || at.int("count_include_pad", 0)? != 0;
+        if !count_include_pad && !symmetric {
+            return Err(err(n, "average pooling with asymmetric padding excluded from the count (count_include_pad = 0) is not supported"));
+        }
+        let value = if max { f32::MIN } else { 0.0 };
+        let limit: Vec<usize> = kernel.iter().map(|k| k / 2).collect();
         let (x, padding) = self.split_pads(n, x, &begin, &end, &limit, value)?;
-        let spec = PoolSpec { kernel, stride, padding };
+        let spec = PoolSpec { ceil_mode: ceil_mode && symmetric, count_include_pad, ..PoolSpec::window(kernel, stride, padding) };
         let op = match (max, dims) {
             (true, 1) => Op::MaxPool1d(spec),
             (true, _) => Op::MaxPool2d(spec),
@@ -352,12 +359,15 @@ impl Importer {
         Ok(Val::Computed(d))
     }
 
-    pub(crate) fn global_avg_pool(&mut self, n: &NodeProto) -> Result<Val> {
+    /// `GlobalAveragePool` or `GlobalMaxPool`: an adaptive pool to size 1.
+    pub(crate) fn global_pool(&mut self, n: &NodeProto, max: bool) -> Result<Val> {
         let x = self.req_dyn(n, 0)?;
-        let op = match x.rank() {
-            3 => Op::AdaptiveAvgPool1d { output_size: 1 },
-            4 => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
-            r => return Err(err(n, format!("input of rank {r} is not supported"))),
+        let op = match (x.rank(), max) {
+            (3, false) => Op::AdaptiveAvgPool1d { output_size: 1 },
+            (4, false) => Op::AdaptiveAvgPool2d { output_size: [1, 1] },
+            (3, true) => Op::AdaptiveMaxPool1d { output_size: 1 },
+            (4, true) => Op::AdaptiveMaxPool2d { output_size: [1, 1] },
+            (r, _) => return Err(err(n, format!("input of rank {r} is not supported"))),
         };
         Ok(Val::Computed(self.call(n, op, vec![Val::Computed(x)])?))
     }
@@ -387,6 +397,64 @@ impl Importer {
         let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
         for (p, (name, trainable)) in ps.iter().zip([("weight", true), ("bias", true), ("running_mean", false), ("running_var", false)]) {
             self.params.insert(format!("{target}.{name}"), Tensor { shape: vec![c], data: p.f32s() }, trainable);
+        }
+        Ok(Val::Computed(self.dyn_of(id)?))
+    }
+
+    /// `LayerNormalization` (opset 17) over the axes from `axis` on, which must have fixed
+    /// sizes, with a constant scale and bias: a `nn.LayerNorm` module.
+    pub(crate) fn layer_norm(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        let rank = x.rank() as i64;
+        let axis = at.int("axis", -1)?;
+        let first = if axis < 0 { axis + rank } else { axis };
+        if !(1..rank).contains(&first) {
+            return Err(err(n, format!("axis {axis} must be a dimension after the batch of a rank-{rank} input")));
+        }
+        let normalized_shape = (first as usize..x.rank())
+            .map(|d| x.fixed(d).ok_or_else(|| err(n, "the normalised dimensions must have fixed sizes")))
+            .collect::<Result<Vec<usize>>>()?;
+        let scale = self.req_const(n, 1, "scale")?;
+        let bias = match self.opt(n, 2)? {
+            Some(Val::Const(c)) => Some(c),
+            Some(v) => return Err(err(n, format!("input 2 (bias) must be a constant, it is {}", v.kind()))),
+            None => None,
+        };
+        let numel: usize = normalized_shape.iter().product();
+        if let Some(p) = std::iter::once(&scale).chain(&bias).find(|p| p.numel() != numel) {
+            return Err(err(n, format!("parameter of shape {:?} does not match normalized_shape {normalized_shape:?}", p.shape)));
+        }
+        let eps = at.float("epsilon", 1e-5)?;
+        let op = Op::LayerNorm { normalized_shape: normalized_shape.clone(), eps, elementwise_affine: true, bias: bias.is_some() };
+        let origins = [scale.origin.as_deref(), bias.as_ref().and_then(|c| c.origin.as_deref())];
+        let target = self.module_target(n, &origins);
+        let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
+        for (p, name) in std::iter::once(&scale).zip(["weight"]).chain(bias.iter().zip(["bias"])) {
+            self.params.insert(format!("{target}.{name}"), Tensor { shape: normalized_shape.clone(), data: p.f32s() }, true);
+        }
+        Ok(Val::Computed(self.dyn_of(id)?))
+    }
+
+    /// `InstanceNormalization` of `[N, C, ...]`: a group norm with one channel per group (as
+    /// the exporter's group norm writes it, over `[N, groups, -1]`).
+    pub(crate) fn instance_norm(&mut self, n: &NodeProto) -> Result<Val> {
+        let at = Attrs::new(n);
+        let x = self.req_dyn(n, 0)?;
+        if x.rank() < 3 {
+            return Err(err(n, format!("input of rank {} is not supported; expected [N, C, ...]", x.rank())));
+        }
+        let c = x.fixed(1).ok_or_else(|| err(n, "the channel dimension must be fixed"))?;
+        let ps: Vec<Const> = [(1, "scale"), (2, "B")].iter().map(|&(k, what)| self.req_const(n, k, what)).collect::<Result<_>>()?;
+        if let Some(p) = ps.iter().find(|p| p.numel() != c) {
+            return Err(err(n, format!("parameter of shape {:?} does not match {c} channels", p.shape)));
+        }
+        let op = Op::GroupNorm { num_groups: c, num_channels: c, eps: at.float("epsilon", 1e-5)?, affine: true, bias: true };
+        let origins: Vec<Option<&str>> = ps.iter().map(|p| p.origin.as_deref()).collect();
+        let target = self.module_target(n, &origins);
+        let id = self.emit(n, &target, NodeKind::CallModule, &target, op, &[x.id], vec![x.quant.clone()])?;
+        for (p, name) in ps.iter().zip(["weight", "bias"]) {
+            self.params.insert(format!("{target}.{name}"), Tensor { shape: vec![c], data: p.f32s() }, true);
         }
         Ok(Val::Computed(self.dyn_of(id)?))
     }
