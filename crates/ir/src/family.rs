@@ -207,7 +207,7 @@ mod tests {
             (OpFamily::Norm, "batch_norm1d batch_norm2d layer_norm group_norm"),
             (
                 OpFamily::Pointwise,
-                "relu relu6 leaky_relu sigmoid tanh selu gelu silu hardswish hardsigmoid softplus mish dropout sqrt clamp",
+                "relu relu6 leaky_relu sigmoid tanh selu gelu silu hardswish hardsigmoid softplus mish dropout stochastic_depth sqrt clamp",
             ),
             (OpFamily::Softmax, "softmax log_softmax"),
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
