@@ -26,6 +26,7 @@
 mod error;
 mod executor;
 mod gemm;
+mod gemm_isa;
 mod infer;
 mod init;
 mod integer;
@@ -41,7 +42,8 @@ mod topo;
 
 pub use error::{Result, RuntimeError};
 pub use executor::{ConvAlgo, ExecOptions, Executor, Mode};
-pub use gemm::{gemm, in_gemm_library, Mat, MatMut};
+pub use gemm::{gemm, gemm_with, in_gemm_library, Mat, MatMut};
+pub use gemm_isa::GemmIsa;
 pub use init::{init_params, init_tensor};
 pub use integer::{run_integer, shift_right_rne, IntegerNode, IntegerReport, IntegerRun};
 pub use loss::StepStats;
