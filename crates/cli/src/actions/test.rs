@@ -7,7 +7,6 @@ use crate::output::{Human, ProjectDirs};
 use crate::session::{self, evaluate};
 use anyhow::{anyhow, bail, Context, Result};
 use mase_io::{Dataset, Splits};
-use mase_runtime::{ExecOptions, Executor};
 use serde_json::{json, Value};
 
 /// The part of a data set that `--split` names.
@@ -96,7 +95,7 @@ pub fn run(test_args: &TestArgs) -> Result<()> {
     }
     let label = if saved_model.is_empty() { s.model.clone().unwrap_or_else(|| "model".into()) } else { saved_model };
     session::check_sample_shape(&ck.graph, &splits.info.sample_shape, &path)?;
-    let mut exec = Executor::new(&ck.graph, &ck.params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    let mut exec = session::executor(&s, &ck.graph, &ck.params)?;
     human.info(format!("Testing model '{label}'..."));
     let data = split.take(splits);
     let r = evaluate(&mut exec, &data, s.batch_size)?;

@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use mase_io::{Checkpoint, Dataset, Splits};
 use mase_ir::Rng;
-use mase_runtime::{cosine_lr, ExecOptions, Executor};
+use mase_runtime::{cosine_lr, Executor};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -52,7 +52,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         opt.load_state(state)?;
     }
 
-    let mut exec = Executor::new(&graph, &params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    let mut exec = session::executor(&s, &graph, &params)?;
     let mut tensorboard = open_logs(&s, &dirs, &human)?;
     announce(&human, &s, &graph, &label, &dataset, &splits, &history);
 
