@@ -1,6 +1,7 @@
 //! The `gemm` crate's AVX2 and AVX-512 kernel sets against each other, on one thread, on the
 //! matrix products of vgg7 (im2col convolution per image, and the Winograd path's batched
-//! products), tfc and the jsc models (batch 256), and products with narrow outputs.
+//! products), tfc and the jsc models (batch 256), products with narrow outputs, and the square
+//! products of `conv_layers`' peak.
 //!
 //! Each product runs through `mase_runtime::gemm_with` with each kernel set in turn, alternating,
 //! `--repeat` rounds; a round times enough calls for about 20 ms, and the table gives the best
@@ -73,6 +74,10 @@ fn shapes() -> Vec<Shape> {
     for n in [4, 8, 12, 16, 24] {
         out.push(shape(format!("narrow n={n} fwd"), (ROWS, 64, n), (false, true)));
         out.push(shape(format!("narrow n={n} dX"), (ROWS, 64, n), (false, false)));
+    }
+    // The square products of `conv_layers`' peak.
+    for n in [1024, 2048] {
+        out.push(shape(format!("square {n}"), (n, n, n), (false, false)));
     }
     // One row (inference of a single sample).
     for (k, n) in [(16, 64), (784, 64), (64, 64), (64, 16)] {
