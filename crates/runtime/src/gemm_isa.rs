@@ -46,10 +46,11 @@ impl GemmIsa {
     /// `gemm.rs`) take the same kernels.
     ///
     /// Measured with `examples/gemm_isa.rs` of `mase-bench` on one thread of a 2-core Xeon with
-    /// AVX-512 (bench/README.md, "Vector width"): AVX-512 ran 1.3-3.4x faster on every product of
-    /// vgg7 (im2col and Winograd), tfc and jsc-three-layer with `n >= 16`, and 0.15-0.95x as fast
-    /// with `n <= 12` (jsc-toy's and jsc-tiny's 8- and 5-wide layers, the 10- and 5-way
-    /// classifiers), where most of each 16-lane register is padding.
+    /// AVX-512 (bench/README.md, "Vector width"): AVX-512 ran 1.3-3.4x faster (most 1.7-2.5x) on
+    /// the products of vgg7 (im2col and Winograd), tfc and jsc-three-layer, 1.0-1.4x on those
+    /// with `n` from 16 to 24, and 0.16-1.04x as fast with `n <= 12` (jsc-toy's and jsc-tiny's 8-
+    /// and 5-wide layers, the 10- and 5-way classifiers), where most of each 16-lane register is
+    /// padding.
     pub fn for_shape(m: usize, k: usize, n: usize) -> GemmIsa {
         let _ = (m, k);
         if n >= AVX512_MIN_COLS && GemmIsa::Avx512.available() {
