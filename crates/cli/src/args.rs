@@ -104,6 +104,11 @@ pub struct RunArgs {
     /// Threads for the kernels (0 = all cores).
     #[arg(long, value_parser = whole, allow_negative_numbers = true)]
     pub threads: Option<usize>,
+    /// How `train`, `test` and `run` compute convolutions: fast (default; Winograd for the 3x3
+    /// shapes where it measured faster), exact (direct sums everywhere) or winograd (every 3x3
+    /// convolution it applies to).
+    #[arg(long = "conv-algo")]
+    pub conv_algo: Option<String>,
     #[arg(long = "log-level")]
     pub log_level: Option<String>,
     #[arg(long = "log-every-n-steps", value_parser = whole, allow_negative_numbers = true)]

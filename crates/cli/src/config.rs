@@ -57,6 +57,7 @@ pub struct ConfigFile {
     pub data_dir: Option<PathBuf>,
     pub model_file: Option<PathBuf>,
     pub threads: Option<usize>,
+    pub conv_algo: Option<String>,
     // Tables read by `transform` and `search`.
     pub passes: Option<toml::Table>,
     pub search: Option<toml::Table>,
@@ -95,6 +96,41 @@ pub enum OptimizerName {
     Adam,
     AdamW,
     Sgd,
+}
+
+/// How the executor computes convolutions (`--conv-algo`, TOML `conv_algo`; the runtime's
+/// `ConvAlgo`, doc/runtime.md "Convolution algorithms").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConvAlgoName {
+    /// Winograd for the stride-1 3x3 shapes where it measured faster, direct sums elsewhere.
+    #[default]
+    Fast,
+    /// Direct (im2col + GEMM) sums for every convolution.
+    Exact,
+    /// Winograd for every stride-1 3x3 convolution it applies to.
+    Winograd,
+}
+
+impl ConvAlgoName {
+    /// The runtime's setting.
+    pub fn algo(self) -> mase_runtime::ConvAlgo {
+        match self {
+            ConvAlgoName::Fast => mase_runtime::ConvAlgo::Fast,
+            ConvAlgoName::Exact => mase_runtime::ConvAlgo::Exact,
+            ConvAlgoName::Winograd => mase_runtime::ConvAlgo::Winograd,
+        }
+    }
+}
+
+/// The convolution algorithm named by `--conv-algo` or `conv_algo` (`fast` when neither).
+fn conv_algo(value: Option<&str>) -> Result<ConvAlgoName> {
+    match value {
+        None | Some("fast") => Ok(ConvAlgoName::Fast),
+        Some("exact") => Ok(ConvAlgoName::Exact),
+        Some("winograd") => Ok(ConvAlgoName::Winograd),
+        Some(other) => bail!("conv algo `{other}` (--conv-algo, TOML conv_algo) is not known: expected fast, exact or winograd"),
+    }
 }
 
 /// Where `ch train` logs its scalars (`--report-to`, TOML `report_to`).
@@ -153,6 +189,8 @@ pub struct Settings {
     /// Where `ch train`, `ch test` and `ch search` run their model: the executor on the CPU
     /// (`auto`, `cpu`) or PyTorch on a device (`gpu`, `cuda`, `mps`, `torch-cpu`).
     pub accelerator: Accelerator,
+    /// How the executors of `train`, `test` and `run` compute convolutions.
+    pub conv_algo: ConvAlgoName,
     pub log_every_n_steps: usize,
     pub debug: bool,
     pub report_to: ReportTo,
@@ -265,6 +303,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if threads > MAX_THREADS {
         bail!("threads = {threads}: at most {MAX_THREADS} (0 uses every core)");
     }
+    let conv_algo = conv_algo(args.conv_algo.as_deref().or(cfg.conv_algo.as_deref()))?;
     let max_steps = args.max_steps.or(cfg.max_steps).filter(|&s| s > 0).map(|s| s as u64);
     let log_level = args.log_level.clone().or(cfg.log_level.clone()).unwrap_or_else(|| "info".into());
     if !["debug", "info", "warning", "error", "critical"].contains(&log_level.as_str()) {
@@ -306,6 +345,7 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
         data_dir: args.data_dir.clone().or(cfg.data_dir.clone()),
         threads,
         accelerator,
+        conv_algo,
         log_every_n_steps: args.log_every_n_steps.or(cfg.log_every_n_steps).unwrap_or(50).max(1),
         debug: args.to_debug || cfg.to_debug == Some(true),
         report_to,

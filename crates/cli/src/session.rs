@@ -5,7 +5,7 @@ use crate::output::Human;
 use anyhow::{anyhow, bail, Context, Result};
 use mase_io::{Checkpoint, DataOptions, Dataset, FileKind, NonFinite, Splits};
 use mase_ir::{Graph, ParamStore};
-use mase_runtime::{Engine, ExecOptions, Optimizer, OptimizerKind, OptimizerState};
+use mase_runtime::{Engine, ExecOptions, Executor, Optimizer, OptimizerKind, OptimizerState};
 use mase_zoo::ModelContext;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -23,6 +23,13 @@ pub fn load_data(s: &Settings, dataset: &str) -> Result<Splits> {
         ));
     }
     Ok(splits)
+}
+
+/// The executor of a run: the settings' threads, seed and convolution algorithm.
+pub fn executor(s: &Settings, graph: &Graph, params: &ParamStore) -> Result<Executor> {
+    let mut exec = Executor::new(graph, params, ExecOptions { threads: s.threads, seed: s.seed })?;
+    exec.set_conv_algo(s.conv_algo.algo());
+    Ok(exec)
 }
 
 /// What the data set tells a model about its input.
@@ -202,7 +209,10 @@ pub fn optimizer_from_checkpoint(meta: &Value, tensors: &[(String, Vec<f32>)]) -
 
 /// The engine of a run: the executor, or PyTorch on the device `--accelerator` names.
 pub fn open_engine(s: &Settings, graph: &Graph, params: &ParamStore) -> Result<Box<dyn Engine>> {
-    Ok(mase_runtime::open_engine(graph, params, ExecOptions { threads: s.threads, seed: s.seed }, &s.accelerator)?)
+    match s.accelerator.torch_device() {
+        None => Ok(Box::new(executor(s, graph, params)?)),
+        Some(_) => Ok(mase_runtime::open_engine(graph, params, ExecOptions { threads: s.threads, seed: s.seed }, &s.accelerator)?),
+    }
 }
 
 /// Loss and accuracy over a whole split. The loss is the unweighted mean of per-batch mean losses,

@@ -82,6 +82,10 @@ fn bad_input_gives_one_line() {
         (v(&["test", "tfc", "mnist"]), vec!["--load"]),
         (v(&["train", "jsc-tiny", "digits"]), vec!["jsc-tiny"]),
         (v(&["train", "tfc", "mnist", "--optimizer", "lion"]), vec!["lion", "adam"]),
+        (
+            v(&["train", "tfc", "mnist", "--conv-algo", "fft"]),
+            vec!["`fft`", "--conv-algo", "conv_algo", "expected fast, exact or winograd"],
+        ),
         // Flags refuse 0 as they parse (see refusals.rs); the TOML keys are checked after the merge.
         (v(&["train", "--config", "batch0.toml"]), vec!["batch size"]),
         (v(&["train", "--config", "accumulate0.toml"]), vec!["accumulate_grad_batches", "at least 1"]),

@@ -174,6 +174,41 @@ fn bad_inputs_get_one_line() {
 }
 
 #[test]
+fn conv_algo_flag_and_key_reach_the_executor() {
+    let root = scratch("run-conv-algo");
+    // One 3x3 convolution, 4 -> 6 channels on 18x18 images: Winograd applies (stride 1, and 81
+    // tiles per image keep its products on the GEMM's general path), and the default `fast`
+    // keeps the direct sums, as it takes Winograd from 32 channels each way.
+    std::fs::write(
+        root.join("conv.toml"),
+        "[[layers]]\nop = \"conv2d\"\nout_channels = 6\nkernel_size = 3\npadding = 1\n[[layers]]\nop = \"flatten\"\n[[layers]]\nop = \"linear\"\nout_features = \"classes\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("winograd.toml"), "conv_algo = \"winograd\"\n").unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let mut args = vec!["run", "--model-file", "conv.toml", "--random", "4,4,18,18", "--num-classes", "3", "--seed", "2", "-o", out];
+        args.extend_from_slice(extra);
+        ch_json(&args, &root);
+        npz(&root.join(out), "y")
+    };
+    let exact = run(&["--conv-algo", "exact"], "exact.npz");
+    let fast = run(&[], "fast.npz");
+    let winograd = run(&["--conv-algo", "winograd"], "winograd.npz");
+    let from_toml = run(&["--config", "winograd.toml"], "toml.npz");
+    let flag_wins = run(&["--config", "winograd.toml", "--conv-algo", "exact"], "flag.npz");
+    let bits = |t: &Tensor| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fast), bits(&exact), "fast keeps the direct sums below 32 channels");
+    assert_ne!(bits(&winograd), bits(&exact), "winograd rounds differently");
+    assert_eq!(bits(&from_toml), bits(&winograd), "the TOML key selects winograd");
+    assert_eq!(bits(&flag_wins), bits(&exact), "the flag wins over the TOML key");
+    // The rounding of the transforms only: outputs of magnitude about 1.
+    let scale = exact.data.iter().map(|v| v.abs()).fold(0.0, f32::max);
+    assert!(max_diff(&winograd, &exact) <= 1e-5 * scale.max(1.0), "{} vs scale {scale}", max_diff(&winograd, &exact));
+    let line = ch_error(&["run", "--model-file", "conv.toml", "--random", "2,4,18,18", "--num-classes", "3", "--conv-algo", "fft"], &root);
+    assert!(line.contains("`fft`") && line.contains("--conv-algo") && line.contains("expected fast, exact or winograd"), "{line}");
+}
+
+#[test]
 fn model_file_without_a_data_set_is_run_and_analysed_from_its_input_shape() {
     let root = scratch("run-model-file");
     // A model on 1x25x25 images, which no data set has.

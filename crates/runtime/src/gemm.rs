@@ -11,7 +11,12 @@
 //! the same sums in the same order whatever the number of pieces, so one thread (one call, no
 //! cut) and several threads give the same bits, and a single thread never repacks an operand for
 //! a cut it does not need.
+//!
+//! Kernel sets: [`gemm`] picks the crate's AVX2 or AVX-512 micro-kernels for the whole product
+//! from its shape ([`GemmIsa::for_shape`], `gemm_isa.rs`), and every piece of a cut runs with
+//! that set, so the choice never depends on the thread count either.
 
+use crate::gemm_isa::{self, GemmIsa, Operands};
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
@@ -134,12 +139,23 @@ impl<'a> MatMut<'a> {
 }
 
 /// `C = alpha * A * B + beta * C`. With `beta == 0` the old contents of `C` are ignored (they may
-/// be garbage or NaN). Runs on `pool` when the product is large enough to pay for it.
+/// be garbage or NaN). Runs on `pool` when the product is large enough to pay for it, with the
+/// kernel set [`GemmIsa::for_shape`] picks for the whole product.
 ///
 /// # Panics
 /// When the shapes of the views disagree or a view reaches past its slice: the kernels compute
 /// every size from the plan, so this is a broken internal invariant, never bad user input.
 pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: Option<&ThreadPool>) {
+    let isa = GemmIsa::for_shape(a.rows, a.cols, b.cols);
+    gemm_with(isa, alpha, a, b, beta, c, pool)
+}
+
+/// [`gemm`] with the kernel set `isa` (the next narrower one where the CPU lacks it), for
+/// measurements and tests of the kernel sets against each other.
+///
+/// # Panics
+/// As [`gemm`].
+pub fn gemm_with(isa: GemmIsa, alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: Option<&ThreadPool>) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(b.rows == k && c.rows == m && c.cols == n, "gemm: shapes [{m}x{k}] * [{}x{n}] -> [{}x{}] disagree", b.rows, c.rows, c.cols);
     assert!(a.span() <= a.data.len() && b.span() <= b.data.len(), "gemm: operand view reaches past its data");
@@ -163,7 +179,7 @@ pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: 
             p.install(|| {
                 used.par_chunks_mut(rows * ld).enumerate().for_each(|(i, cblock)| {
                     let (r0, nr) = (i * rows, rows.min(m - i * rows));
-                    sgemm_block(alpha, a.row_block(r0, nr), b, beta, MatMut { data: cblock, rows: nr, cols: n, ld });
+                    sgemm_block(isa, alpha, a.row_block(r0, nr), b, beta, MatMut { data: cblock, rows: nr, cols: n, ld });
                 })
             });
         }
@@ -174,15 +190,15 @@ pub fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>, pool: 
             p.install(|| {
                 (0..pieces).into_par_iter().for_each(|j| {
                     let (c0, nc) = (j * cols, cols.min(n - j * cols));
-                    // SAFETY: `gemm` checked that rows `0..m` and columns `0..n` of `C` lie in
-                    // `c.data`, which is borrowed mutably for this whole call. Piece `j` writes
-                    // columns `c0..c0 + nc` of every row only, so no two pieces write the same
-                    // element and no one else reads or writes the slice meanwhile.
-                    unsafe { sgemm_raw(alpha, a, b.col_block(c0, nc), beta, base.at(c0), m, nc, ld) };
+                    // SAFETY: `gemm_with` checked that rows `0..m` and columns `0..n` of `C` lie
+                    // in `c.data`, which is borrowed mutably for this whole call. Piece `j`
+                    // writes columns `c0..c0 + nc` of every row only, so no two pieces write the
+                    // same element and no one else reads or writes the slice meanwhile.
+                    unsafe { sgemm_raw(isa, alpha, a, b.col_block(c0, nc), beta, base.at(c0), m, nc, ld) };
                 })
             });
         }
-        _ => sgemm_block(alpha, a, b, beta, c),
+        _ => sgemm_block(isa, alpha, a, b, beta, c),
     }
 }
 
@@ -214,53 +230,50 @@ pub fn in_gemm_library() -> bool {
     IN_LIBRARY.with(|f| f.get())
 }
 
-/// One product on views already checked by [`gemm`], by the `gemm` crate, which beat
+/// One product on views already checked by [`gemm_with`], by the `gemm` crate, which beat
 /// `matrixmultiply` on every shape measured here: 1.5-2x on the small products of the jsc
 /// models (less packing overhead) and 10-15% on the vgg7 convolutions (see
-/// `examples/step_speed.rs`). Its AVX-512 kernels (feature `x86-v4`) were slower on this
-/// machine's Zen 4, so they stay off.
-fn sgemm_block(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>) {
+/// `examples/step_speed.rs`). Its kernel set is `isa` (`gemm_isa.rs`).
+fn sgemm_block(isa: GemmIsa, alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: MatMut<'_>) {
     let (m, n, ld) = (c.rows, c.cols, c.ld);
     assert!(a.rows == m && a.span() <= a.data.len() && (m - 1) * ld + n <= c.data.len(), "gemm block out of range");
     // SAFETY: the assert above and those in `gemm` check that every index the product touches
     // lies inside the three slices, and `c` is borrowed mutably so it cannot alias `a` or `b`.
-    unsafe { sgemm_raw(alpha, a, b, beta, c.data.as_mut_ptr(), m, n, ld) }
+    unsafe { sgemm_raw(isa, alpha, a, b, beta, c.data.as_mut_ptr(), m, n, ld) }
 }
 
 /// `C = alpha * A * B + beta * C` into the row-major `m x n` matrix at `c` with leading
-/// dimension `ld`.
+/// dimension `ld`, with the kernel set `isa`.
 ///
 /// # Safety
 /// `a` and `b` must fit their slices, `c` must be valid for writes of every element
 /// `i * ld + j` (`i < m`, `j < n`), and nothing else may access those elements during the call.
 #[allow(clippy::too_many_arguments)]
-unsafe fn sgemm_raw(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: *mut f32, m: usize, n: usize, ld: usize) {
+unsafe fn sgemm_raw(isa: GemmIsa, alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: *mut f32, m: usize, n: usize, ld: usize) {
     let k = a.cols;
     debug_assert!(a.rows == m && b.rows == k && b.cols == n && a.span() <= a.data.len() && b.span() <= b.data.len());
     // The crate computes dst = alpha * dst + beta * lhs * rhs: its names are swapped against
     // BLAS, and with `read_dst == false` the old contents of dst are not read.
-    IN_LIBRARY.with(|f| f.set(true));
-    gemm::gemm(
+    let operands = Operands {
         m,
         n,
         k,
-        c,
-        1,
-        ld as isize,
-        beta != 0.0,
-        a.data.as_ptr(),
-        a.cs as isize,
-        a.rs as isize,
-        b.data.as_ptr(),
-        b.cs as isize,
-        b.rs as isize,
-        beta,
-        alpha,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
+        dst: c,
+        dst_cs: 1,
+        dst_rs: ld as isize,
+        read_dst: beta != 0.0,
+        lhs: a.data.as_ptr(),
+        lhs_cs: a.cs as isize,
+        lhs_rs: a.rs as isize,
+        rhs: b.data.as_ptr(),
+        rhs_cs: b.cs as isize,
+        rhs_rs: b.rs as isize,
+        alpha: beta,
+        beta: alpha,
+    };
+    IN_LIBRARY.with(|f| f.set(true));
+    // SAFETY: forwarded from the caller: the views fit their slices and `c` is ours alone.
+    unsafe { gemm_isa::sgemm(isa, operands) };
     IN_LIBRARY.with(|f| f.set(false));
 }
 
@@ -292,41 +305,105 @@ mod tests {
         assert_eq!(c, [116.0, 128.0, 278.0, 308.0]);
     }
 
-    #[test]
-    fn threaded_result_is_bitwise_the_single_thread_result() {
-        // Row and column cuts must see the same reduction order over k as the whole product,
-        // including when k spans several cache blocks of the kernel (k > 512) and when one side
-        // is at most 64 (the library's small-matrix path for pieces of such a side).
+    /// Products on the library's general path, with `k` spanning several cache blocks of the
+    /// kernel (k > 512) and with one side at most 64 (the library's small-matrix path for pieces
+    /// of such a side).
+    const SHAPES: [(usize, usize, usize); 12] = [
+        (130, 97, 111),
+        (67, 1500, 40),
+        (512, 300, 9),
+        (40, 1500, 300),
+        (300, 1500, 100),
+        (128, 1152, 200),
+        (96, 700, 96),
+        (1000, 2, 1000),
+        (256, 784, 64),
+        (64, 256, 784),
+        (140, 200, 64),
+        (200, 600, 5),
+    ];
+
+    fn random(len: usize, r: &mut mase_ir::Rng) -> Vec<f32> {
+        (0..len).map(|_| r.uniform() - 0.5).collect()
+    }
+
+    /// Row and column cuts must see the same reduction order over k as the whole product, with
+    /// each kernel set (those this CPU lacks fall back to a narrower one).
+    fn threaded_is_bitwise_single_thread(isa: GemmIsa) {
         let pools: Vec<rayon::ThreadPool> =
             [2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().expect("pool")).collect();
-        let shapes = [
-            (130, 97, 111),
-            (67, 1500, 40),
-            (512, 300, 9),
-            (40, 1500, 300),
-            (300, 1500, 100),
-            (128, 1152, 200),
-            (96, 700, 96),
-            (1000, 2, 1000),
-            (256, 784, 64),
-            (64, 256, 784),
-            (140, 200, 64),
-            (200, 600, 5),
-        ];
-        for (m, k, n) in shapes {
+        for (m, k, n) in SHAPES {
             let mut r = mase_ir::Rng::new(3);
-            let a: Vec<f32> = (0..m * k).map(|_| r.uniform() - 0.5).collect();
-            let b: Vec<f32> = (0..k * n).map(|_| r.uniform() - 0.5).collect();
+            let (a, b) = (random(m * k, &mut r), random(k * n, &mut r));
             let mut c1 = vec![0.0; m * n];
-            gemm(1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut c1, m, n), None);
+            gemm_with(isa, 1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut c1, m, n), None);
             for pool in &pools {
                 let mut cp = vec![f32::NAN; m * n];
-                gemm(1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut cp, m, n), Some(pool));
-                assert!(c1 == cp, "{m}x{k}x{n} on {} threads ({:?})", pool.current_num_threads(), cut(m, k, n, pool.current_num_threads()));
+                gemm_with(isa, 1.0, Mat::new(&a, m, k), Mat::new(&b, k, n), 0.0, MatMut::new(&mut cp, m, n), Some(pool));
+                let t = pool.current_num_threads();
+                assert!(c1 == cp, "{isa:?} {m}x{k}x{n} on {t} threads ({:?})", cut(m, k, n, t));
             }
             let want = naive(&a, &b, m, k, n);
             let worst = c1.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
-            assert!(worst < 1e-3, "{m}x{k}x{n}: {worst}");
+            assert!(worst < 1e-3, "{isa:?} {m}x{k}x{n}: {worst}");
+        }
+    }
+
+    #[test]
+    fn threaded_result_is_bitwise_the_single_thread_result() {
+        threaded_is_bitwise_single_thread(GemmIsa::Avx2);
+    }
+
+    #[test]
+    fn threaded_result_is_bitwise_the_single_thread_result_with_avx512() {
+        threaded_is_bitwise_single_thread(GemmIsa::Avx512);
+    }
+
+    #[test]
+    fn kernel_sets_agree_within_the_float32_bound_of_a_direct_sum() {
+        // Every element of each kernel set's product lies within `gamma_k * sum_p |a_ip b_pj|`
+        // of the float64 product (`gamma_k = k u / (1 - k u)`, `u = 2^-24`): the error bound of a
+        // float32 sum of `k` products in any order. Operands are transposed views too (the conv
+        // weight and input gradients' layouts).
+        for (m, k, n) in SHAPES.into_iter().chain([(1, 784, 64), (5, 256, 8), (256, 64, 4), (128, 27, 1024)]) {
+            let mut r = mase_ir::Rng::new(11);
+            let (a, b) = (random(m * k, &mut r), random(k * n, &mut r));
+            let (at, bt): (Vec<f32>, Vec<f32>) =
+                ((0..m * k).map(|i| a[(i % m) * k + i / m]).collect(), (0..k * n).map(|i| b[(i % k) * n + i / k]).collect());
+            let u = f64::from(f32::EPSILON) / 2.0;
+            let gamma = k as f64 * u / (1.0 - k as f64 * u);
+            for isa in GemmIsa::ALL {
+                for (av, bv) in [(Mat::new(&a, m, k), Mat::new(&b, k, n)), (Mat::new(&at, k, m).t(), Mat::new(&bt, n, k).t())] {
+                    let mut c = vec![f32::NAN; m * n];
+                    gemm_with(isa, 1.0, av, bv, 0.0, MatMut::new(&mut c, m, n), None);
+                    for (idx, &got) in c.iter().enumerate() {
+                        let (i, j) = (idx / n, idx % n);
+                        let (exact, abs) = (0..k).fold((0.0f64, 0.0f64), |(s, t), p| {
+                            let v = f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+                            (s + v, t + v.abs())
+                        });
+                        assert!((f64::from(got) - exact).abs() <= gamma * abs, "{isa:?} {m}x{k}x{n} ({i}, {j}): {got} vs {exact}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shape_classes_pick_the_measured_kernel_set() {
+        // (m, k, n) -> the set on a CPU with AVX-512: AVX-512 from 16 columns of C on.
+        let cases = [
+            ((128, 1152, 1024), GemmIsa::Avx512),
+            ((256, 784, 64), GemmIsa::Avx512),
+            ((64, 256, 16), GemmIsa::Avx512),
+            ((1, 64, 64), GemmIsa::Avx512),
+            ((256, 64, 12), GemmIsa::Avx2),
+            ((256, 32, 5), GemmIsa::Avx2),
+            ((8, 256, 8), GemmIsa::Avx2),
+        ];
+        for ((m, k, n), want) in cases {
+            let want = GemmIsa::ALL.into_iter().rev().find(|isa| *isa <= want && isa.available()).unwrap_or(GemmIsa::Portable);
+            assert_eq!(GemmIsa::for_shape(m, k, n), want, "{m}x{k}x{n}");
         }
     }
 

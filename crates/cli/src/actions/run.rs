@@ -14,7 +14,6 @@ use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, bail, Context, Result};
 use mase_ir::{Graph, ParamStore, Rng, Tensor};
-use mase_runtime::{ExecOptions, Executor};
 use mase_zoo::ModelContext;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -160,7 +159,7 @@ pub fn run(args: &RunModelArgs) -> Result<()> {
         let r = mase_runtime::run_integer(&model.graph, &model.params, &x.data, &x.shape)?;
         (Tensor::new(r.shape, r.output)?, Some(r.report))
     } else {
-        let mut exec = Executor::new(&model.graph, &model.params, ExecOptions { threads: s.threads, seed: s.seed })?;
+        let mut exec = session::executor(&s, &model.graph, &model.params)?;
         let out = exec.infer(&x.data, &x.shape)?.to_vec();
         (Tensor::new(exec.output_shape(x.shape[0])?, out)?, None)
     };
