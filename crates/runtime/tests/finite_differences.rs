@@ -207,6 +207,9 @@ fn layers_with_parameters() {
         ),
         module("conv2d 1x1 groups 2 no bias", Op::Conv2d(ConvSpec { groups: 2, bias: false, ..conv(2, 4, 6, 1, 1, 0) }), &[2, 4, 3, 3]),
         module("conv2d stride 3 no pad", Op::Conv2d(conv(2, 2, 3, 2, 3, 0)), &[2, 2, 7, 8]),
+        // ConvNeXt's depthwise 7x7 (padding 3) on its last 2x2 maps: some kernel columns only
+        // ever read padding.
+        module("conv2d 7x7 pad 3 depthwise on a 2x2 input", Op::Conv2d(ConvSpec { groups: 2, ..conv(2, 2, 2, 7, 1, 3) }), &[2, 2, 2, 2]),
         module("conv1d k3 stride 2 pad 1", Op::Conv1d(conv(1, 3, 4, 3, 2, 1)), &[2, 3, 9]),
         module(
             "conv1d groups 3 dilation 2 no bias",

@@ -102,8 +102,12 @@ fn im2col_channel(g: &ConvGeom, xc: &[f32], out: &mut [f32]) {
                 drow[..lo].fill(0.0);
                 drow[hi..].fill(0.0);
                 if g.sw == 1 {
-                    let s0 = (lo as isize + x0) as usize;
-                    drow[lo..hi].copy_from_slice(&srow[s0..s0 + (hi - lo)]);
+                    // An empty range (a kernel column that only ever reads padding, as a 7x7
+                    // kernel on a 2x2 input does) has no source start.
+                    if hi > lo {
+                        let s0 = (lo as isize + x0) as usize;
+                        drow[lo..hi].copy_from_slice(&srow[s0..s0 + (hi - lo)]);
+                    }
                 } else {
                     for (ox, d) in (lo..hi).zip(drow[lo..hi].iter_mut()) {
                         *d = srow[((ox * g.sw) as isize + x0) as usize];
@@ -129,7 +133,7 @@ fn col2im_channel(g: &ConvGeom, dcol: &[f32], dxc: &mut [f32]) {
                 }
                 let drow = &mut dxc[iy as usize * g.w..][..g.w];
                 let srow = &src[oy * g.ow..][..g.ow];
-                if g.sw == 1 {
+                if g.sw == 1 && hi > lo {
                     // Contiguous on both sides: the same additions in the same order, vectorised.
                     let d0 = (lo as isize + x0) as usize;
                     for (d, s) in drow[d0..d0 + (hi - lo)].iter_mut().zip(&srow[lo..hi]) {
