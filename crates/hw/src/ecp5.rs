@@ -162,14 +162,16 @@ endmodule
 
 /// Runs `program` under `timeout`, naming `what` in its errors (the first `ERROR` line of its
 /// output, or its last line).
-fn run_bounded(what: &str, program: &Path, args: &[String], timeout_s: u64) -> Result<()> {
-    let out = Command::new("timeout")
-        .arg("--kill-after=10")
-        .arg(timeout_s.to_string())
-        .arg(program)
-        .args(args)
-        .output()
-        .map_err(|e| HwError::ToolOutput { what: what.into(), detail: "could not start `timeout`".into(), source: Box::new(e) })?;
+fn run_bounded(what: &str, program: &Path, args: &[String], cwd: Option<&Path>, timeout_s: u64) -> Result<()> {
+    let mut cmd = Command::new("timeout");
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.arg("--kill-after=10").arg(timeout_s.to_string()).arg(program).args(args).output().map_err(|e| HwError::ToolOutput {
+        what: what.into(),
+        detail: "could not start `timeout`".into(),
+        source: Box::new(e),
+    })?;
     match out.status.code() {
         Some(0) => Ok(()),
         Some(124 | 137) => Err(HwError::Tool { what: what.into(), detail: format!("did not finish within {timeout_s} s") }),
@@ -278,7 +280,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     let ys = work.join("synth.ys");
     std::fs::write(&ys, script).map_err(|e| file_err(&ys, e))?;
     let yosys_args = ["-q".to_string(), "-l".into(), work.join("synth.log").display().to_string(), "-s".into(), ys.display().to_string()];
-    run_bounded(&format!("yosys {}", ys.display()), Path::new("yosys"), &yosys_args, opts.timeout_s)?;
+    run_bounded(&format!("yosys {}", ys.display()), Path::new("yosys"), &yosys_args, None, opts.timeout_s)?;
     let v = read_json(&stat)?;
     let cells = v["design"]["num_cells_by_type"].as_object().ok_or_else(|| file_msg(&stat, "no `design.num_cells_by_type`"))?;
     let cells_by_type: BTreeMap<String, u64> = cells.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect();
@@ -300,6 +302,9 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     report.fits = report.over.is_empty();
     if report.fits {
         let json = work.join("nextpnr_report.json");
+        // nextpnr runs in the work folder on file names: the WebAssembly build sees the host's
+        // files through preopened folders, and an absolute path under some of them (a test's
+        // folder in /tmp, run from a crate folder) fails to open.
         let args: Vec<String> = [
             opts.part.flag,
             "--package",
@@ -307,9 +312,9 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
             "--speed",
             "6",
             "--json",
-            &netlist.display().to_string(),
+            "netlist.json",
             "--report",
-            &json.display().to_string(),
+            "nextpnr_report.json",
             "--seed",
             &opts.seed.to_string(),
             "--freq",
@@ -318,12 +323,15 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
             "--lpf-allow-unconstrained",
             "-q",
             "-l",
-            &work.join("nextpnr.log").display().to_string(),
+            "nextpnr.log",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        run_bounded(&format!("nextpnr-ecp5 ({})", nextpnr.display()), &nextpnr, &args, opts.timeout_s)?;
+        // A relative program path would be read from the work folder: make it absolute.
+        let program =
+            if nextpnr.components().count() > 1 { std::path::absolute(&nextpnr).unwrap_or(nextpnr.clone()) } else { nextpnr.clone() };
+        run_bounded(&format!("nextpnr-ecp5 ({})", nextpnr.display()), &program, &args, Some(&work), opts.timeout_s)?;
         let r = read_json(&json)?;
         report.fmax_mhz = Some(report_fmax(&r).ok_or_else(|| file_msg(&json, "no achieved clock under `fmax`"))?);
         report.used = placed_resources(&r);
