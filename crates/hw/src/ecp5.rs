@@ -261,14 +261,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     std::fs::create_dir_all(&work).map_err(|e| file_err(&work, e))?;
     let wrap = work.join("wrap.v");
     std::fs::write(&wrap, wrapper(&design)).map_err(|e| file_err(&wrap, e))?;
-    let rtl = dir.join("rtl");
-    let mut files: Vec<String> = std::fs::read_dir(&rtl)
-        .map_err(|e| file_err(&rtl, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "v"))
-        .map(|p| p.display().to_string())
-        .collect();
-    files.sort();
+    let mut files = crate::synth::rtl_sources(dir)?;
     files.push(wrap.display().to_string());
     let (stat, netlist) = (work.join("stat.json"), work.join("netlist.json"));
     let script = format!(

@@ -96,12 +96,8 @@ fn classify(target: SynthTarget, cell: &str) -> Option<&'static str> {
     }
 }
 
-/// Synthesizes the RTL of `dir` for `target`; writes `synth_<target>.ys`, `.log` and `.json`.
-pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
-    crate::integrity::check_sums(dir)?;
-    if !crate::simulate::tool_available("yosys") {
-        return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
-    }
+/// The Verilog files of `dir/rtl`, sorted by path.
+pub(crate) fn rtl_sources(dir: &Path) -> Result<Vec<String>> {
     let rtl = dir.join("rtl");
     let mut files: Vec<String> = std::fs::read_dir(&rtl)
         .map_err(|e| file_err(&rtl, e))?
@@ -110,6 +106,16 @@ pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
         .map(|p| p.display().to_string())
         .collect();
     files.sort();
+    Ok(files)
+}
+
+/// Synthesizes the RTL of `dir` for `target`; writes `synth_<target>.ys`, `.log` and `.json`.
+pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
+    crate::integrity::check_sums(dir)?;
+    if !crate::simulate::tool_available("yosys") {
+        return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
+    }
+    let files = rtl_sources(dir)?;
     let name = target.name();
     let (stat, ltp) = (dir.join(format!("synth_{name}_stat.json")), dir.join(format!("synth_{name}_ltp.txt")));
     let script = format!(
