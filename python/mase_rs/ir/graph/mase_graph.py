@@ -247,7 +247,14 @@ class MaseGraph:
         reuse = {}
         if self._torch is not None and not self._torch.detached:
             gm = self._torch.gm
-            reuse = {t: gm.get_submodule(t) for t in {n.target for n in gm.graph.nodes if n.op == "call_module"}}
+            from mase_rs.ir.graph.regions import region_modules, region_tensors
+
+            # The modules the graph calls, and what opaque regions call and read.
+            targets = {n.target for n in gm.graph.nodes if n.op == "call_module"} | region_modules(gm)
+            reuse = {t: gm.get_submodule(t) for t in targets}
+            for path in region_tensors(gm):
+                owner, _, name = path.rpartition(".")
+                reuse[path] = getattr(gm.get_submodule(owner) if owner else gm, name)
         self._link, module = view_of(self, reuse, self._mode.training)
         return self._link, module
 

@@ -539,7 +539,8 @@ def _module_call(gm, node, modules):
             why = f"module {type(m).__name__}: {e}"
     if node.kwargs or not node.args or not all(_is_node(a) for a in node.args):
         raise _NoOp(f"{why}, and it is called with arguments other than tensors, so it cannot stay a PyTorch module")
-    return {"op": "opaque", "class": type(m).__name__, "sample_shape": None}, list(node.args)
+    # A region of code kept as PyTorch's (`regions.OpaqueRegion`) says what it holds.
+    return {"op": "opaque", "class": getattr(m, "opaque_class", type(m).__name__), "sample_shape": None}, list(node.args)
 
 
 def _opaque_shapes(gm, records, sample_shape):
@@ -562,27 +563,39 @@ def _opaque_shapes(gm, records, sample_shape):
         for m, mode in modes:
             m.training = mode
     for node in gm.graph.nodes:
-        if node.name in opaque:
+        name = node.meta.get("mase_name", node.name)
+        if name in opaque:
             meta = node.meta.get("tensor_meta")
             if not hasattr(meta, "shape"):
-                raise ValueError(f"MaseGraph: node `{node.name}` ({opaque[node.name]['op']['class']}) returns no tensor")
-            opaque[node.name]["op"]["sample_shape"] = [int(d) for d in meta.shape[1:]]
+                raise ValueError(f"MaseGraph: node `{name}` ({opaque[name]['op']['class']}) returns no tensor")
+            opaque[name]["op"]["sample_shape"] = [int(d) for d in meta.shape[1:]]
 
 
 def _user_modules_of(gm, names):
     """For the fx nodes `names`, the innermost module of each that is not a `torch.nn` class
-    (the user's own), as module paths; None when a node belongs to none."""
-    if not names:
-        return None
+    (the user's own) and holds no weighted module mase-rs lowers (a custom layer, such as a
+    fake-quantized linear with its own forward), as module paths. Such a module stays whole;
+    the code around the layers of a larger module becomes opaque regions instead, so that
+    quantize still reaches those layers."""
+    import torch.nn as nn
+
+    known = _module_table(nn)
+
+    def holds_layers(m):
+        return any(type(s) in known and next(s.parameters(recurse=False), None) is not None for s in m.modules() if s is not m)
+
     leaves = set()
     for node in gm.graph.nodes:
         if node.name not in names:
             continue
         stack = list((node.meta.get("nn_module_stack") or {}).values())
         own = [path for path, cls in stack if not cls.__module__.startswith("torch.")]
-        if not own:
-            return None
-        leaves.add(own[-1])
+        try:
+            whole = bool(own) and not holds_layers(gm.get_submodule(own[-1]))
+        except AttributeError:  # a module the stack names by a path fx does not keep
+            whole = False
+        if whole:
+            leaves.add(own[-1])
     return leaves
 
 
@@ -649,6 +662,10 @@ def _input_nodes(node):
     found = []
     torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
     return found
+
+
+# How many nodes a refusal lists by name.
+_LISTED = 40
 
 
 def node_records(gm, lower=None):
@@ -734,7 +751,8 @@ def node_records(gm, lower=None):
             record["quant"] = quant
         records.append(record)
     if failures:
-        e = ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {'; '.join(failures)}")
+        shown = "; ".join(failures[:_LISTED]) + (f"; and {len(failures) - _LISTED} more" if len(failures) > _LISTED else "")
+        e = ValueError(f"MaseGraph: {len(failures)} torch.fx node(s) have no mase-rs op: {shown}")
         e.nodes = [f.split(" ", 1)[0] for f in failures]
         raise e
     return records, trainable, constants
@@ -760,13 +778,25 @@ class TorchSource:
     (whose submodules are the user's), the state-dict entries mase-rs does not hold (in the
     module's key order), and how many batches each batch norm has seen (`num_batches_tracked`)."""
 
-    def __init__(self, gm, keys, extra, bn_batches, detached=False):
+    def __init__(self, gm, keys, extra, bn_batches, detached=False, opaque=False):
         self.gm, self.keys, self.extra, self.bn_batches = gm, keys, extra, bn_batches
         # A copy's view builds its own modules instead of sharing the user's.
         self.detached = detached
+        # Whether the graph holds PyTorch code (modules kept whole, regions), which no view can
+        # build from the graph.
+        self.opaque = opaque
 
     def copy(self):
+        from mase_rs.ir.graph import regions
+
         extra = {k: v.clone() for k, v in self.extra.items()}
+        if self.opaque:
+            # The copy runs its own copy of the PyTorch code (and of the user's modules).
+            import copy
+
+            gm = copy.deepcopy(self.gm)
+            regions.set_roots(gm)
+            return TorchSource(gm, list(self.keys), extra, dict(self.bn_batches), opaque=True)
         return TorchSource(self.gm, list(self.keys), extra, dict(self.bn_batches), detached=True)
 
     def batches_run(self, n):
@@ -927,12 +957,28 @@ def from_module(module, sample_shape=None, concrete_args=None):
     try:
         records, trainable, constants = node_records(gm)
     except ValueError as e:
-        # Nodes inside a user's own module that mase-rs cannot lower: that module stays whole.
-        leaves = _user_modules_of(gm, getattr(e, "nodes", None))
-        if leaves is None:
+        records = None
+        failed = getattr(e, "nodes", None)
+        if failed is None:
             raise
-        gm = trace(module, concrete_args, leaves)
-        records, trainable, constants = node_records(gm)
+        # Nodes inside a user's own layer that mase-rs cannot lower: that layer stays whole.
+        leaves = _user_modules_of(gm, failed)
+        if leaves:
+            gm = trace(module, concrete_args, leaves)
+            try:
+                records, trainable, constants = node_records(gm)
+            except ValueError as again:
+                e, failed = again, getattr(again, "nodes", [])
+        if records is None:
+            # The rest of the code mase-rs has no op for stays PyTorch's, as opaque regions.
+            from mase_rs.ir.graph import regions
+
+            shape = sample_shape if sample_shape is not None else _guess_sample_shape(gm)
+            try:
+                regions.carve(gm, set(failed), shape, set(module.state_dict(keep_vars=True)))
+            except ValueError as why:
+                raise ValueError(f"{e}; {why}") from None
+            records, trainable, constants = node_records(gm)
     _opaque_shapes(gm, records, sample_shape if sample_shape is not None else _guess_sample_shape(gm))
     state = _state_arrays(gm)
     clash = sorted(set(constants) & set(state))
@@ -957,7 +1003,8 @@ def from_module(module, sample_shape=None, concrete_args=None):
         if k.endswith(".num_batches_tracked") and k[: -len(".num_batches_tracked")] + ".running_mean" in held
     }
     extra = {k: v.detach().clone() for k, v in full.items() if k not in held and k not in bn_batches}
-    return native, TorchSource(gm, keys, extra, bn_batches)
+    opaque = any(r["op"]["op"] == "opaque" for r in records)
+    return native, TorchSource(gm, keys, extra, bn_batches, opaque=opaque)
 
 
 __all__ = ["TorchSource", "from_module", "module_from_op", "node_records", "trace"]

@@ -27,7 +27,7 @@ import torch
 import torch.fx
 import torch.nn as nn
 
-from mase_rs.ir.graph import torch_fx
+from mase_rs.ir.graph import regions, torch_fx
 from mase_rs.nn import backend
 from mase_rs.nn.functional import implementation
 from mase_rs.nn.quantized.functional import quantized_function
@@ -48,6 +48,20 @@ class MaseModule(torch.fx.GraphModule):
         cls.forward = _forward
         return code
 
+    def delete_all_unused_submodules(self):
+        # What opaque regions call and read is used, though no node of this graph targets it.
+        keep = {p: (self.get_submodule(p), True) for p in regions.region_modules(self)}
+        for p, persistent in regions.region_tensors(self).items():
+            keep[p] = (self.get_parameter(p) if _is_parameter(self, p) else self.get_buffer(p), persistent)
+        super().delete_all_unused_submodules()
+        for path, (value, persistent) in keep.items():
+            regions.install(self, path, value, persistent)
+
+    def __deepcopy__(self, memo):
+        copy = super().__deepcopy__(memo)
+        regions.set_roots(copy)
+        return copy
+
     def __reduce__(self):
         link = self.__dict__.pop("_mase_link", None)
         try:
@@ -55,6 +69,11 @@ class MaseModule(torch.fx.GraphModule):
         finally:
             if link is not None:
                 self.__dict__["_mase_link"] = link
+
+
+def _is_parameter(root, path):
+    owner_path, _, name = path.rpartition(".")
+    return name in (root.get_submodule(owner_path) if owner_path else root)._parameters
 
 
 def _forward(self, *args, **kwargs):
@@ -141,6 +160,12 @@ class Link:
         graph's op (the user's own modules)."""
         fx, root, reused = self._fx_graph(reuse)
         module = MaseModule(root, fx, class_name="GraphModule")
+        # What opaque regions call stays where it was in the module tree.
+        wanted = {p: True for p in regions.region_modules(module)} | regions.region_tensors(module)
+        for path, persistent in sorted(wanted.items()):
+            if path in reuse:
+                regions.install(module, path, reuse[path], persistent)
+        regions.set_roots(module)
         module.__dict__["_mase_link"] = self
         self.module = module
         if reused:
@@ -434,7 +459,7 @@ def _lower_view_node(node, module):
     if node.op == "call_module":
         m = module.get_submodule(node.target)
         kept = node.meta.get("mase_op") or {}
-        if kept.get("op") == "opaque" and kept.get("class") == type(m).__name__:
+        if kept.get("op") == "opaque" and kept.get("class") == getattr(m, "opaque_class", type(m).__name__):
             # The same kind of module kept whole: its measured output shape still holds.
             return kept, None
         quant = getattr(m, "quant", None)
