@@ -226,3 +226,19 @@ def test_copies_run_their_own_regions():
         torch.testing.assert_close(detached(x), want, rtol=0, atol=0)
         assert not torch.equal(mg.model(x), want)
     assert twin.model.attn is not module.attn and detached.attn is not module.attn
+
+
+def test_load_state_dict_reaches_the_tensors_pytorch_holds():
+    torch.manual_seed(0)
+    mg = MaseGraph(model=Tokens(), dataset_info=info((3, 8, 8)))
+    mg.model.eval()
+    other = Tokens().eval()
+    mg.load_state_dict(other.state_dict())
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(x), other(x), rtol=0, atol=0)
+    wrong = dict(other.state_dict())
+    wrong["attn.in_proj_weight"] = torch.zeros(3, 3)
+    with pytest.raises(ValueError) as e:
+        mg.load_state_dict(wrong)
+    assert e.value.args[0] == "load_state_dict: `attn.in_proj_weight` has shape [3, 3]; the module's is [24, 8]"

@@ -819,13 +819,23 @@ class TorchSource:
         return out
 
     def split(self, state):
-        """Takes the entries of a state dict mase-rs does not hold; returns the others."""
+        """Takes the entries of a state dict mase-rs does not hold (copying them into the
+        PyTorch modules that use them: modules kept whole, opaque regions); returns the others."""
+        import torch
+
         rest = {}
+        live = self.gm.state_dict(keep_vars=True) if self.opaque else {}
         for k, v in state.items():
             if k in self.bn_batches:
                 self.bn_batches[k] = int(v)
             elif k in self.extra:
                 self.extra[k] = v.detach().clone() if hasattr(v, "detach") else v
+                if k in live:
+                    value = v if torch.is_tensor(v) else torch.as_tensor(np.asarray(v))
+                    if tuple(value.shape) != tuple(live[k].shape):
+                        raise ValueError(f"load_state_dict: `{k}` has shape {list(value.shape)}; the module's is {list(live[k].shape)}")
+                    with torch.no_grad():
+                        live[k].copy_(value)
             else:
                 rest[k] = v
         return rest
