@@ -303,7 +303,13 @@ pub fn merge(args: &RunArgs) -> Result<Merged> {
     if threads > MAX_THREADS {
         bail!("threads = {threads}: at most {MAX_THREADS} (0 uses every core)");
     }
-    let conv_algo = conv_algo(args.conv_algo.as_deref().or(cfg.conv_algo.as_deref()))?;
+    let conv_algo_given = args.conv_algo.as_deref().or(cfg.conv_algo.as_deref());
+    let conv_algo = conv_algo(conv_algo_given)?;
+    if let (Some(given), Some(device)) = (conv_algo_given, accelerator.torch_device()) {
+        warnings.push(format!(
+            "`conv_algo = {given}` steers mase-rs's CPU executor; with `accelerator = {device}` PyTorch picks its own convolutions"
+        ));
+    }
     let max_steps = args.max_steps.or(cfg.max_steps).filter(|&s| s > 0).map(|s| s as u64);
     let log_level = args.log_level.clone().or(cfg.log_level.clone()).unwrap_or_else(|| "info".into());
     if !["debug", "info", "warning", "error", "critical"].contains(&log_level.as_str()) {
@@ -415,6 +421,24 @@ mod tests {
             let args = RunArgs { config, accelerator: flag.map(Into::into), ..Default::default() };
             let got = merge(&args).map(|m| m.settings.accelerator.to_string()).map_err(|e| e.to_string());
             assert_eq!(got.as_deref().map_err(String::as_str), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn conv_algo_with_a_torch_accelerator_is_said_to_do_nothing() {
+        // (flag --conv-algo, --accelerator, the warnings)
+        let cases: [(Option<&str>, Option<&str>, &[&str]); 3] = [
+            (Some("winograd"), None, &[]),
+            (None, Some("gpu"), &[]),
+            (
+                Some("exact"),
+                Some("gpu"),
+                &["`conv_algo = exact` steers mase-rs's CPU executor; with `accelerator = cuda` PyTorch picks its own convolutions"],
+            ),
+        ];
+        for (i, (algo, accelerator, want)) in cases.into_iter().enumerate() {
+            let args = RunArgs { conv_algo: algo.map(Into::into), accelerator: accelerator.map(Into::into), ..Default::default() };
+            assert_eq!(merge(&args).unwrap().warnings, want, "case {i}");
         }
     }
 
