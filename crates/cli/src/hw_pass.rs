@@ -85,7 +85,7 @@ pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, us
     }
     // The first entry naming a node wins, so the explicit ones come before the metadata.
     reuse.extend(metadata_reuse(graph)?);
-    Ok(LowerOptions { reuse, default_reuse: default })
+    Ok(LowerOptions { reuse, default_reuse: default, ..Default::default() })
 }
 
 /// Lowers the graph and writes its design folder (RTL, testbench, build script, manifest, the
@@ -98,7 +98,10 @@ pub(crate) fn write_design(
     clock_mhz: Option<f64>,
     dir: &std::path::Path,
 ) -> Result<(Design, Value)> {
-    let mut design = lower(&ck.graph, &ck.params, label, opts)?;
+    // Convolutions need the image's shape, which the checkpoint's data set records.
+    let shape = ck.meta.pointer("/dataset_info/sample_shape").and_then(|v| serde_json::from_value::<Vec<usize>>(v.clone()).ok());
+    let opts = LowerOptions { input_shape: shape, ..opts.clone() };
+    let mut design = lower(&ck.graph, &ck.params, label, &opts)?;
     if let Some(f) = clock_mhz {
         design = design.pipelined(f)?;
     }

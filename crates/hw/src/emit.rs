@@ -73,12 +73,25 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
         std::fs::write(&p, text).map_err(|e| file_err(&p, e))
     };
     let mut files = Vec::new();
+    // The streaming stages of a convolutional network and the collector after them.
+    for s in &d.stages {
+        let f = format!("{}.v", crate::conv::verilog::stage_module(s));
+        write(&format!("rtl/{f}"), &crate::conv::verilog::stage_verilog(s, d.clock_mhz))?;
+        files.push(f);
+    }
+    if let Some(last) = d.stages.last() {
+        let [h, w] = last.window().out_hw();
+        let f = format!("{}.v", crate::conv::verilog::COLLECTOR);
+        write(&format!("rtl/{f}"), &crate::conv::verilog::collector_verilog(last.out_channels(), h * w, last.output()))?;
+        files.push(f);
+    }
     for l in &d.layers {
         let f = format!("{}.v", layer_module(l));
         write(&format!("rtl/{f}"), &layer_verilog(l, d.clock_mhz))?;
         files.push(f);
     }
-    write(&format!("rtl/{TOP}.v"), &top_verilog(d))?;
+    let top = if d.stages.is_empty() { top_verilog(d) } else { crate::conv::verilog::top_verilog(d) };
+    write(&format!("rtl/{TOP}.v"), &top)?;
     write("tb/tb.cpp", &testbench_cpp(d))?;
     write("build.sh", &build_script(&files))?;
     set_executable(&dir.join("build.sh"))?;
