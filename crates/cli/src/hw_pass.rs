@@ -125,6 +125,36 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
         design.latency(),
         design.initiation_interval()
     )];
+    if !design.stages.is_empty() {
+        lines[0] = format!(
+            "{}: {} streaming stages and {} layers, input {} beats of {} x {} bits, output {} x {} bits, latency {} cycles, initiation interval {}{clock}",
+            design.model,
+            design.stages.len(),
+            design.layers.len(),
+            design.input_beats(),
+            design.beat_len(),
+            design.input_range().width(),
+            design.output_len(),
+            design.output_range().width(),
+            design.latency(),
+            design.initiation_interval()
+        );
+    }
+    for s in manifest["stages"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let mvu = match s["window_inputs"].as_u64() {
+            Some(k) => format!("  window {k} codes  acc {} bits  multipliers {}", s["accumulator_width"], s["multipliers"]),
+            None => String::new(),
+        };
+        lines.push(format!(
+            "  {:<16} {:<10} {} -> {}  kernel {}  out {:>2} bits{mvu}",
+            s["node"].as_str().unwrap_or(""),
+            s["stage"].as_str().unwrap_or(""),
+            s["input"],
+            s["output"],
+            s["kernel"],
+            s["output_width"]
+        ));
+    }
     for l in manifest["layers"].as_array().map(Vec::as_slice).unwrap_or_default() {
         lines.push(format!(
             "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}  latency {}",

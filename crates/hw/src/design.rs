@@ -289,13 +289,23 @@ impl Design {
         }
     }
 
-    /// Cycles from accepting a sample to presenting its result: the sum of the layers'.
+    /// Cycles from accepting a sample to presenting its result: the sum of the layers', or for a
+    /// design with stages, from its first pixel, as the cycle model steps it
+    /// ([`crate::conv::timing`]).
     pub fn latency(&self) -> usize {
+        if !self.stages.is_empty() {
+            return crate::conv::timing::timing(self, 1).latency as usize;
+        }
         self.layers.iter().map(|l| self.layer_latency(l)).sum()
     }
 
-    /// Cycles between two samples the pipeline accepts: its slowest layer's.
+    /// Cycles between two samples the pipeline accepts: its slowest layer's, or for a design
+    /// with stages, the cycles between the results of samples streamed back to back, as the
+    /// cycle model steps them (the same between every two samples).
     pub fn initiation_interval(&self) -> usize {
+        if !self.stages.is_empty() {
+            return crate::conv::timing::timing(self, 3).initiation_interval.round() as usize;
+        }
         self.layers.iter().map(Layer::initiation_interval).max().unwrap_or(1)
     }
 

@@ -96,16 +96,16 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
     if !not_integer.is_empty() {
         return Err(HwError::NotInteger { nodes: not_integer.join("; ") });
     }
-    let (Some(fx), false, None) = (chain.input_format, chain.layers.is_empty(), chain.lead.as_ref()) else {
-        return Err(HwError::Structure {
-            reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
-        });
-    };
     if chain.spatial.is_some() {
         return Err(HwError::Structure {
             reason: "the last convolution or pool is not flattened into a linear layer; only a linear layer can end the design".into(),
         });
     }
+    let (Some(fx), false, None) = (chain.input_format, chain.layers.is_empty(), chain.lead.as_ref()) else {
+        return Err(HwError::Structure {
+            reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
+        });
+    };
     Ok(Design {
         model: model.to_string(),
         input_format: (fx.width, fx.frac_width, fx.signed),

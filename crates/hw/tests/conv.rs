@@ -184,23 +184,100 @@ fn have(tool: &str) -> bool {
     false
 }
 
+/// One line per design of mnist-cnn 8/4 folded: the clock it is pipelined for (none: one
+/// register stage per layer).
+const CLOCKS: &[Option<f64>] = &[None, Some(100.0), Some(200.0)];
+
 #[test]
-fn mnist_cnn_simulates_bit_exactly_in_verilator() {
+fn mnist_cnn_simulates_bit_exactly_in_verilator_at_two_clocks_and_under_back_pressure() {
     if !have("verilator") {
         return;
     }
-    let (x, shape, labels) = mnist(16);
+    let (x, shape, labels) = mnist(12);
     let (g, p) = mnist_cnn(8, 4);
-    let d = lower(&g, &p, "mnist-cnn", &options(MNIST_CNN_FOLDED)).unwrap();
-    let want = golden(&g, &p, &d, &x, &shape).unwrap();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_conv_mnist_cnn");
-    let _ = std::fs::remove_dir_all(&dir);
-    emit(&d, &dir).unwrap();
-    let inputs = codes(&d, &x);
-    for stall in [0, 12345] {
-        let r = simulate::run(&dir, &d, &inputs, stall).unwrap();
-        assert_eq!(mismatches(&want, &r.outputs), vec![], "stall seed {stall}");
-        eprintln!("stall {stall}: latency {} ii {} cycles {}", r.latency, r.initiation_interval, r.cycles);
+    let plain = lower(&g, &p, "mnist-cnn", &options(MNIST_CNN_FOLDED)).unwrap();
+    let want = golden(&g, &p, &plain, &x, &shape).unwrap();
+    let inputs = codes(&plain, &x);
+    for &clock in CLOCKS {
+        let d = match clock {
+            Some(f) => plain.clone().pipelined(f).unwrap(),
+            None => plain.clone(),
+        };
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_conv_mnist_cnn_{}", clock.unwrap_or(0.0)));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = emit(&d, &dir).unwrap();
+        assert_eq!(
+            (m["latency_cycles"].as_u64(), m["initiation_interval"].as_u64()),
+            (Some(d.latency() as u64), Some(d.initiation_interval() as u64))
+        );
+        for stall in [0, 12345, 777] {
+            let r = simulate::run(&dir, &d, &inputs, stall).unwrap();
+            assert_eq!(mismatches(&want, &r.outputs), vec![], "{clock:?} MHz, stall seed {stall}");
+            assert_eq!(simulate::accuracy(&r.outputs, &labels), simulate::accuracy(&want, &labels));
+            if stall == 0 {
+                // The cycle model's schedule is the simulation's, cycle for cycle.
+                let t = mase_hw::conv::timing::timing(&d, x.len() / 784);
+                assert_eq!((r.latency, r.initiation_interval, r.cycles), (t.latency, t.initiation_interval, t.cycles), "{clock:?} MHz");
+                assert_eq!((r.latency, r.initiation_interval), (d.latency() as u64, d.initiation_interval() as f64), "{clock:?} MHz");
+            }
+        }
     }
-    assert_eq!(simulate::accuracy(&want, &labels), simulate::accuracy(&want, &labels));
+}
+
+/// `conv` with `groups`.
+fn grouped(i: usize, o: usize, groups: usize) -> Op {
+    let Op::Conv2d(mut spec) = conv(i, o, 3, 1, 1) else { unreachable!() };
+    spec.groups = groups;
+    Op::Conv2d(spec)
+}
+
+#[test]
+fn convolutional_graphs_that_cannot_be_built_are_one_line_errors() {
+    let flat = || Op::Flatten { start_dim: 1, end_dim: -1 };
+    let linear = |i: usize| Op::Linear { in_features: i, out_features: 10, bias: true };
+    // One line per case: the graph, a change to it after quantization, the input shape given to
+    // the lowering, and the error.
+    type Change = fn(&mut Graph);
+    let unquantize: Change = |g| g.node_mut(g.require("seq_blocks_0").unwrap()).quant = None;
+    let nothing: Change = |_| {};
+    let cases: Vec<(Graph, Change, Option<Vec<usize>>, &str)> = vec![
+        // A float convolution is named, the relu and pool after it are not.
+        (
+            chain(vec![conv(1, 2, 3, 1, 1), Op::Relu, pool(2, 2, 0), flat(), linear(392)]),
+            unquantize,
+            Some(vec![1, 28, 28]),
+            "the graph is not integer end to end: seq_blocks_0 (conv2d): not quantized",
+        ),
+        (
+            chain(vec![conv(1, 2, 3, 1, 1), grouped(2, 2, 2), flat(), linear(1568)]),
+            nothing,
+            Some(vec![1, 28, 28]),
+            "the graph is not integer end to end: seq_blocks_1 (conv2d): groups 2: the streaming hardware has convolutions of groups 1",
+        ),
+        (
+            chain(vec![conv(1, 2, 3, 1, 1), flat(), linear(1568)]),
+            nothing,
+            None,
+            "graph: node `seq_blocks_0` needs the input image's shape [C, H, W], which the checkpoint does not record (its `dataset_info`)",
+        ),
+        (
+            chain(vec![conv(1, 2, 3, 1, 1), flat(), linear(1568)]),
+            nothing,
+            Some(vec![784]),
+            "graph: node `seq_blocks_0` needs an image input [C, H, W], the samples have shape [784]",
+        ),
+        (
+            chain(vec![conv(1, 2, 3, 1, 1), pool(2, 2, 0)]),
+            nothing,
+            Some(vec![1, 28, 28]),
+            "graph: the last convolution or pool is not flattened into a linear layer; only a linear layer can end the design",
+        ),
+    ];
+    for (g, change, shape, want) in cases {
+        let (mut g, p) = quantized(g, 8, 4);
+        change(&mut g);
+        let opts = LowerOptions { input_shape: shape, ..Default::default() };
+        let e = lower(&g, &p, "m", &opts).unwrap_err().to_string();
+        assert_eq!(e, want);
+    }
 }

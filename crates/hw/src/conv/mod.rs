@@ -10,11 +10,41 @@
 //! into the flattened vector (PyTorch's `flatten` order, channel-major) that the linear layers
 //! after it read.
 
+pub mod cost;
 pub mod lower;
+pub mod timing;
 pub mod verilog;
 
 use crate::design::{apply_steps, Layer, Range, Step};
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// A stage in the manifest: its node, kind, image geometry, widths and, for a convolution, its
+/// matrix-vector unit's inputs, outputs, accumulator and reuse factor.
+pub fn stage_json(s: &Stage) -> Value {
+    let w = s.window();
+    let [oh, ow] = w.out_hw();
+    let mut v = json!({
+        "node": s.node(),
+        "stage": match s { Stage::Conv(_) => "conv2d", Stage::MaxPool(_) => "max_pool2d" },
+        "input": [w.channels, w.height, w.width],
+        "output": [s.out_channels(), oh, ow],
+        "kernel": w.kernel,
+        "stride": w.stride,
+        "padding": w.padding,
+        "input_width": s.input().width(),
+        "window_width": s.buffered().width(),
+        "line_buffer_bits": w.kernel[0] * w.width * w.channels * s.buffered().width() as usize,
+        "output_width": s.output().width(),
+    });
+    if let Stage::Conv(c) = s {
+        v["window_inputs"] = json!(c.mvu.in_features);
+        v["accumulator_width"] = json!(c.mvu.acc.width());
+        v["reuse_factor"] = json!(c.mvu.reuse);
+        v["multipliers"] = json!(c.mvu.weight.iter().filter(|&&w| w != 0).count().div_ceil(c.mvu.reuse));
+    }
+    v
+}
 
 /// The geometry of a sliding window over an image of `channels x height x width` codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
