@@ -72,7 +72,10 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         let lowered = match &node.op {
             Op::Input if i != 0 => return Err(HwError::Structure { reason: format!("input `{}` is not the first node", node.name) }),
             Op::Input | Op::Output | Op::Dropout { .. } | Op::StochasticDepth { .. } => Ok(()),
-            Op::Flatten { .. } => Ok(crate::conv::lower::flatten(&mut chain)),
+            Op::Flatten { .. } => {
+                crate::conv::lower::flatten(&mut chain);
+                Ok(())
+            }
             Op::Linear { in_features, out_features, bias } => {
                 lower_linear(&mut chain, node, (*in_features, *out_features, *bias), q, params, opts)?
             }
@@ -351,8 +354,14 @@ fn attach(chain: &mut Chain, fin: Option<Fixed>, steps: Vec<Step>, bn: Option<(S
     let rescaled = |steps: Vec<Step>| fin.map(Step::requant).into_iter().chain(steps).collect::<Vec<_>>();
     if chain.layers.is_empty() {
         match chain.stages.last_mut() {
-            Some(crate::conv::Stage::Conv(s)) => return Ok(s.mvu.post.extend(rescaled(steps))),
-            Some(crate::conv::Stage::MaxPool(s)) => return Ok(s.post.extend(rescaled(steps))),
+            Some(crate::conv::Stage::Conv(s)) => {
+                s.mvu.post.extend(rescaled(steps));
+                return Ok(());
+            }
+            Some(crate::conv::Stage::MaxPool(s)) => {
+                s.post.extend(rescaled(steps));
+                return Ok(());
+            }
             None => {}
         }
     }

@@ -144,7 +144,7 @@ impl Unit {
                 if *out_valid && out_ready {
                     *out_valid = false;
                 }
-                if *busy && !(last && !fin) {
+                if *busy && (fin || !last) {
                     *cnt += 1;
                 }
                 if fin {
