@@ -21,7 +21,8 @@ fn mnist_cnn_is_emitted_and_simulated_with_the_accuracy_of_ch_test() {
     let root = scratch("hw-conv");
     let data = repo_root().join("data");
     let d = data.to_str().unwrap();
-    let t = ch_json(&["train", "mnist-cnn", "mnist", "--data-dir", d, "--max-epochs", "1", "--project", "cnn"], &root);
+    let args = ["--data-dir", d, "--max-epochs", "1", "--batch-size", "64", "--learning-rate", "1e-2", "--project", "cnn"];
+    let t = ch_json(&[&["train", "mnist-cnn", "mnist"][..], &args].concat(), &root);
     let best = t["best_checkpoint"].as_str().unwrap().to_string();
     // Float, the convolutions are named, and only they and the linear: the relus and pools
     // after them only lack the formats the convolutions would have given them.
@@ -34,6 +35,8 @@ fn mnist_cnn_is_emitted_and_simulated_with_the_accuracy_of_ch_test() {
     let tr = ch_json(&["transform", "--config", cfg.to_str().unwrap(), "--load", &best, "--data-dir", d], &root);
     let q = tr["checkpoint"].as_str().unwrap().to_string();
     let test_acc = ch_json(&["test", "mnist-cnn", "mnist", "--load", &q, "--data-dir", d], &root)["test_acc"].as_f64().unwrap();
+    // Trained, not chance: the comparison of accuracies below has something to compare.
+    assert!(test_acc > 0.5, "{test_acc}");
     let out = root.join("rtl_cnn");
     let e = ch_json(
         &["emit", "--load", &q, "-o", out.to_str().unwrap(), "--reuse-layer", "seq_blocks_3=9", "--reuse-layer", "seq_blocks_7=49"],
