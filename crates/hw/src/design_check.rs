@@ -14,6 +14,10 @@ const MAX_SUM_FRAC: i32 = 2 * MAX_FORMAT_FRAC;
 /// Weights per layer: far above the zoo's largest layer (vgg7's 8192 x 1024 would not be
 /// lowered anyway), low enough that a corrupt size cannot ask for the memory of the machine.
 const MAX_WEIGHTS: usize = 1 << 26;
+/// Codes of an image or of a window of a streaming stage: far above a 224x224x3 image or a
+/// 3x3x512 window, low enough that a corrupt size cannot make evaluating or scheduling one
+/// sample take hours.
+const MAX_PIXEL_CODES: usize = 1 << 20;
 
 /// Why the design cannot be what `ch emit` wrote, or `Ok`.
 pub fn check_design(d: &Design) -> Result<(), String> {
@@ -56,9 +60,11 @@ pub fn check_design(d: &Design) -> Result<(), String> {
 /// A stage reads the stream before it (its range and image) through a window that fits it.
 fn check_stage(s: &Stage, arriving: Range, image: Option<[usize; 3]>) -> Result<(), String> {
     let w = s.window();
-    let fits = |n: usize, k: usize, p: usize| k >= 1 && k <= n + 2 * p && 2 * p <= k;
+    let fits = |n: usize, k: usize, p: usize| k >= 1 && p <= k / 2 && k <= n.saturating_add(2 * p);
     let size = w.channels.checked_mul(w.height).and_then(|n| n.checked_mul(w.width));
-    if !size.is_some_and(|n| (1..=MAX_WEIGHTS).contains(&n))
+    let window = w.kernel[0].checked_mul(w.kernel[1]).and_then(|n| n.checked_mul(w.channels));
+    if !size.is_some_and(|n| (1..=MAX_PIXEL_CODES).contains(&n))
+        || window.is_none_or(|n| n > MAX_PIXEL_CODES)
         || !fits(w.height, w.kernel[0], w.padding[0])
         || !fits(w.width, w.kernel[1], w.padding[1])
         || w.stride.contains(&0)
