@@ -68,7 +68,7 @@ pub fn run(data: &[u8]) -> Result<usize, String> {
     if emit.reuse == Some(0) {
         return Err("reuse: expected a positive integer, got 0".into());
     }
-    let opts = LowerOptions { reuse, default_reuse: emit.reuse.unwrap_or(1) };
+    let opts = LowerOptions { reuse, default_reuse: emit.reuse.unwrap_or(1), ..Default::default() };
     let mut design = lower(&graph, &ctx.params, model, &opts).map_err(one_line)?;
     if let Some(f) = emit.clock_mhz {
         design = design.pipelined(f).map_err(one_line)?;

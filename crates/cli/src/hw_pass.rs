@@ -85,7 +85,7 @@ pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, us
     }
     // The first entry naming a node wins, so the explicit ones come before the metadata.
     reuse.extend(metadata_reuse(graph)?);
-    Ok(LowerOptions { reuse, default_reuse: default })
+    Ok(LowerOptions { reuse, default_reuse: default, ..Default::default() })
 }
 
 /// Lowers the graph and writes its design folder (RTL, testbench, build script, manifest, the
@@ -98,7 +98,10 @@ pub(crate) fn write_design(
     clock_mhz: Option<f64>,
     dir: &std::path::Path,
 ) -> Result<(Design, Value)> {
-    let mut design = lower(&ck.graph, &ck.params, label, opts)?;
+    // Convolutions need the image's shape, which the checkpoint's data set records.
+    let shape = ck.meta.pointer("/dataset_info/sample_shape").and_then(|v| serde_json::from_value::<Vec<usize>>(v.clone()).ok());
+    let opts = LowerOptions { input_shape: shape, ..opts.clone() };
+    let mut design = lower(&ck.graph, &ck.params, label, &opts)?;
     if let Some(f) = clock_mhz {
         design = design.pipelined(f)?;
     }
@@ -122,6 +125,36 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
         design.latency(),
         design.initiation_interval()
     )];
+    if !design.stages.is_empty() {
+        lines[0] = format!(
+            "{}: {} streaming stages and {} layers, input {} beats of {} x {} bits, output {} x {} bits, latency {} cycles, initiation interval {}{clock}",
+            design.model,
+            design.stages.len(),
+            design.layers.len(),
+            design.input_beats(),
+            design.beat_len(),
+            design.input_range().width(),
+            design.output_len(),
+            design.output_range().width(),
+            design.latency(),
+            design.initiation_interval()
+        );
+    }
+    for s in manifest["stages"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let mvu = match s["window_inputs"].as_u64() {
+            Some(k) => format!("  window {k} codes  acc {} bits  multipliers {}", s["accumulator_width"], s["multipliers"]),
+            None => String::new(),
+        };
+        lines.push(format!(
+            "  {:<16} {:<10} {} -> {}  kernel {}  out {:>2} bits{mvu}",
+            s["node"].as_str().unwrap_or(""),
+            s["stage"].as_str().unwrap_or(""),
+            s["input"],
+            s["output"],
+            s["kernel"],
+            s["output_width"]
+        ));
+    }
     for l in manifest["layers"].as_array().map(Vec::as_slice).unwrap_or_default() {
         lines.push(format!(
             "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}  latency {}",

@@ -230,6 +230,10 @@ pub struct DesignCost {
     pub latency_cycles: usize,
     pub ii: usize,
     pub layers: Vec<LayerCost>,
+    /// The streaming stages of a convolutional network and its collector
+    /// ([`crate::conv::cost`]); empty for an MLP.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<crate::conv::cost::StageCost>,
 }
 
 /// The estimate of one layer.
@@ -269,11 +273,14 @@ pub fn estimate(design: &Design) -> DesignCost {
         Some(f) => design.layers.iter().map(|l| estimate_pipelined_layer(l, f)).collect(),
         None => design.layers.iter().map(estimate_layer).collect(),
     };
+    let stages = crate::conv::cost::estimate_stages(design);
+    let mvus: Vec<LayerCost> = stages.iter().filter_map(|s| s.mvu.clone()).chain(layers.iter().cloned()).collect();
     DesignCost {
-        fmax_mhz: fmax_estimate_mhz(design, &layers),
-        luts: layers.iter().map(|l| l.luts).sum(),
-        ffs: layers.iter().map(|l| l.ffs).sum(),
-        dsps: layers.iter().map(|l| l.dsps).sum(),
+        fmax_mhz: fmax_estimate_mhz(design, &mvus),
+        luts: layers.iter().map(|l| l.luts).sum::<f64>() + stages.iter().map(|s| s.luts).sum::<f64>(),
+        ffs: layers.iter().map(|l| l.ffs).sum::<f64>() + stages.iter().map(|s| s.ffs).sum::<f64>(),
+        dsps: layers.iter().map(|l| l.dsps).sum::<f64>() + stages.iter().map(|s| s.dsps).sum::<f64>(),
+        stages,
         latency_cycles: design.latency(),
         ii: design.initiation_interval(),
         layers,

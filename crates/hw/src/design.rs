@@ -191,7 +191,8 @@ impl Layer {
     }
 }
 
-fn apply_steps(steps: &[Step], v: i64, k: usize, from: Range) -> i64 {
+/// `v` (element `k`, of range `from`) after every step of `steps`.
+pub(crate) fn apply_steps(steps: &[Step], v: i64, k: usize, from: Range) -> i64 {
     let mut r = from;
     let mut v = v;
     for s in steps {
@@ -213,6 +214,11 @@ pub struct Design {
     /// register stage per layer (doc/hardware.md, "Pipelining to a clock").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_mhz: Option<f64>,
+    /// The streaming front end of a convolutional network, before `layers` (empty for an MLP):
+    /// the image arrives one pixel per beat and the last stage's output, flattened, is the
+    /// first layer's input ([`crate::conv`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<crate::conv::Stage>,
 }
 
 impl Design {
@@ -224,7 +230,31 @@ impl Design {
 
     /// Input codes per sample.
     pub fn input_len(&self) -> usize {
-        self.layers.first().map_or(0, |l| l.in_features)
+        match self.stages.first() {
+            Some(s) => s.window().channels * s.window().pixels(),
+            None => self.layers.first().map_or(0, |l| l.in_features),
+        }
+    }
+
+    /// Input codes per beat: one pixel's channels for a convolutional front end, else the whole
+    /// sample.
+    pub fn beat_len(&self) -> usize {
+        self.input_len() / self.input_beats().max(1)
+    }
+
+    /// Beats of one sample on the input stream: its pixels for a convolutional front end (each
+    /// beat one pixel's channels), else 1 (the whole sample in one beat).
+    pub fn input_beats(&self) -> usize {
+        self.stages.first().map_or(1, |s| s.window().pixels())
+    }
+
+    /// The shape of one sample as the integer executor takes it: `[C, H, W]` for a
+    /// convolutional front end, else `[features]`.
+    pub fn input_shape(&self) -> Vec<usize> {
+        match self.stages.first() {
+            Some(s) => vec![s.window().channels, s.window().height, s.window().width],
+            None => vec![self.input_len()],
+        }
     }
 
     /// Output codes per sample.
@@ -259,19 +289,30 @@ impl Design {
         }
     }
 
-    /// Cycles from accepting a sample to presenting its result: the sum of the layers'.
+    /// Cycles from accepting a sample to presenting its result: the sum of the layers', or for a
+    /// design with stages, from its first pixel, as the cycle model steps it
+    /// ([`crate::conv::timing`]).
     pub fn latency(&self) -> usize {
+        if !self.stages.is_empty() {
+            return crate::conv::timing::timing(self, 1).latency as usize;
+        }
         self.layers.iter().map(|l| self.layer_latency(l)).sum()
     }
 
-    /// Cycles between two samples the pipeline accepts: its slowest layer's.
+    /// Cycles between two samples the pipeline accepts: its slowest layer's, or for a design
+    /// with stages, the cycles between the results of samples streamed back to back, as the
+    /// cycle model steps them (the same between every two samples).
     pub fn initiation_interval(&self) -> usize {
+        if !self.stages.is_empty() {
+            return crate::conv::timing::timing(self, 3).initiation_interval.round() as usize;
+        }
         self.layers.iter().map(Layer::initiation_interval).max().unwrap_or(1)
     }
 
     /// The pipeline on one sample's input codes: what the RTL computes.
     pub fn eval(&self, x: &[i64]) -> Vec<i64> {
-        self.layers.iter().fold(x.to_vec(), |v, l| l.eval(&v))
+        let flat = self.stages.iter().fold(x.to_vec(), |v, s| s.eval(&v));
+        self.layers.iter().fold(flat, |v, l| l.eval(&v))
     }
 
     /// The input codes of float samples (`clamp(round(x 2^f), lo, hi)`, as the integer executor

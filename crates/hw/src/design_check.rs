@@ -2,6 +2,7 @@
 //! the lowering produces, so that a damaged or hand-edited file is refused with one line naming
 //! the layer and field instead of making [`Design::eval`] index out of bounds or overflow.
 
+use crate::conv::Stage;
 use crate::design::{Design, Layer, Range, Step};
 
 /// The widest fixed-point format the lowering writes (`mase-quant` allows 32 bits).
@@ -13,6 +14,10 @@ const MAX_SUM_FRAC: i32 = 2 * MAX_FORMAT_FRAC;
 /// Weights per layer: far above the zoo's largest layer (vgg7's 8192 x 1024 would not be
 /// lowered anyway), low enough that a corrupt size cannot ask for the memory of the machine.
 const MAX_WEIGHTS: usize = 1 << 26;
+/// Codes of an image or of a window of a streaming stage: far above a 224x224x3 image or a
+/// 3x3x512 window, low enough that a corrupt size cannot make evaluating or scheduling one
+/// sample take hours.
+const MAX_PIXEL_CODES: usize = 1 << 20;
 
 /// Why the design cannot be what `ch emit` wrote, or `Ok`.
 pub fn check_design(d: &Design) -> Result<(), String> {
@@ -24,8 +29,17 @@ pub fn check_design(d: &Design) -> Result<(), String> {
     if let Some(f) = d.clock_mhz {
         crate::pipeline::check_clock(f)?;
     }
-    // The stream arriving at each layer: the input format's codes, then the layer before's output.
+    // The stream arriving at each stage and layer: the input format's codes, then the output of
+    // the one before.
     let mut arriving = (d.input_range(), None);
+    let mut image: Option<[usize; 3]> = None;
+    for (i, s) in d.stages.iter().enumerate() {
+        let at = format!("stage {i} (`{}`)", s.node());
+        check_stage(s, arriving.0, image).map_err(|reason| format!("{at}: {reason}"))?;
+        let [oh, ow] = s.window().out_hw();
+        image = Some([s.out_channels(), oh, ow]);
+        arriving = (s.output(), Some(s.out_len()));
+    }
     for (i, l) in d.layers.iter().enumerate() {
         let at = format!("layer {i} (`{}`)", l.node);
         if let (_, Some(prev)) = arriving {
@@ -41,6 +55,50 @@ pub fn check_design(d: &Design) -> Result<(), String> {
         arriving = (l.output(), Some(l.out_features));
     }
     Ok(())
+}
+
+/// A stage reads the stream before it (its range and image) through a window that fits it.
+fn check_stage(s: &Stage, arriving: Range, image: Option<[usize; 3]>) -> Result<(), String> {
+    let w = s.window();
+    let fits = |n: usize, k: usize, p: usize| k >= 1 && p <= k / 2 && k <= n.saturating_add(2 * p);
+    let size = w.channels.checked_mul(w.height).and_then(|n| n.checked_mul(w.width));
+    let window = w.kernel[0].checked_mul(w.kernel[1]).and_then(|n| n.checked_mul(w.channels));
+    if !size.is_some_and(|n| (1..=MAX_PIXEL_CODES).contains(&n))
+        || window.is_none_or(|n| n > MAX_PIXEL_CODES)
+        || !fits(w.height, w.kernel[0], w.padding[0])
+        || !fits(w.width, w.kernel[1], w.padding[1])
+        || w.stride.contains(&0)
+    {
+        return Err(format!("window {w:?} is not one the lowering writes"));
+    }
+    if let Some(img) = image {
+        if img != [w.channels, w.height, w.width] {
+            return Err(format!("its image {:?} differs from the {img:?} of the stage before", [w.channels, w.height, w.width]));
+        }
+    }
+    if s.input() != arriving {
+        return Err(format!(
+            "its input range differs from the stream's [{}, {}] with {} fraction bits",
+            arriving.lo, arriving.hi, arriving.frac
+        ));
+    }
+    check_range("input", s.input(), MAX_SUM_FRAC)?;
+    match s {
+        Stage::Conv(c) => {
+            for (k, st) in c.pre.iter().enumerate() {
+                check_step(st).map_err(|reason| format!("pre step {k} ({}): {reason}", st.name()))?;
+            }
+            if c.mvu.in_features != w.window_len() || c.mvu.input != s.buffered() || !c.mvu.pre.is_empty() {
+                return Err("its matrix-vector unit does not read its windows".into());
+            }
+            check_layer(&c.mvu)
+        }
+        Stage::MaxPool(p) => p
+            .post
+            .iter()
+            .enumerate()
+            .try_for_each(|(k, st)| check_step(st).map_err(|reason| format!("post step {k} ({}): {reason}", st.name()))),
+    }
 }
 
 fn check_layer(l: &Layer) -> Result<(), String> {

@@ -131,7 +131,7 @@ pub fn find_nextpnr() -> Option<PathBuf> {
 /// every handshake signal registered, so that the design's ports are driven and read by
 /// registers and only a few pins are used.
 pub fn wrapper(d: &Design) -> String {
-    let w = d.input_len() * d.input_range().width() as usize;
+    let w = d.beat_len() * d.input_range().width() as usize;
     let ow = d.output_len() * d.output_range().width() as usize;
     format!(
         "// Every I/O of `{TOP}` registered, for place and route (`ch synth --target ecp5`).

@@ -18,7 +18,10 @@ pub fn manifest(d: &Design) -> Value {
         "model": d.model,
         "top": TOP,
         "handshake": "valid/ready on input and output; a transfer happens on a rising clock edge where both are high; rst is synchronous and active high",
-        "input": port(d.input_len(), d.input_range()),
+        // Elements per beat; a convolutional network takes a sample in `beats` beats, one pixel
+        // (its channels) each, in raster order.
+        "input": port(d.beat_len(), d.input_range()),
+        "beats": d.input_beats(),
         "input_format": {"name": "integer", "width": w, "frac_width": f, "signed": s},
         "output": port(d.output_len(), d.output_range()),
         "latency_cycles": d.latency(),
@@ -27,6 +30,11 @@ pub fn manifest(d: &Design) -> Value {
         "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
         "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
         "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz},
+        "stages": d.stages.iter().zip(&est.stages).map(|(s, e)| {
+            let mut v = crate::conv::stage_json(s);
+            v["estimate"] = json!({"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps});
+            v
+        }).collect::<Vec<_>>(),
         "layers": d.layers.iter().zip(&est.layers).map(|(l, e)| json!({
             "node": l.node,
             "module": layer_module(l),
@@ -73,12 +81,25 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
         std::fs::write(&p, text).map_err(|e| file_err(&p, e))
     };
     let mut files = Vec::new();
+    // The streaming stages of a convolutional network and the collector after them.
+    for s in &d.stages {
+        let f = format!("{}.v", crate::conv::verilog::stage_module(s));
+        write(&format!("rtl/{f}"), &crate::conv::verilog::stage_verilog(s, d.clock_mhz))?;
+        files.push(f);
+    }
+    if let Some(last) = d.stages.last() {
+        let [h, w] = last.window().out_hw();
+        let f = format!("{}.v", crate::conv::verilog::COLLECTOR);
+        write(&format!("rtl/{f}"), &crate::conv::verilog::collector_verilog(last.out_channels(), h * w, last.output()))?;
+        files.push(f);
+    }
     for l in &d.layers {
         let f = format!("{}.v", layer_module(l));
         write(&format!("rtl/{f}"), &layer_verilog(l, d.clock_mhz))?;
         files.push(f);
     }
-    write(&format!("rtl/{TOP}.v"), &top_verilog(d))?;
+    let top = if d.stages.is_empty() { top_verilog(d) } else { crate::conv::verilog::top_verilog(d) };
+    write(&format!("rtl/{TOP}.v"), &top)?;
     write("tb/tb.cpp", &testbench_cpp(d))?;
     write("build.sh", &build_script(&files))?;
     set_executable(&dir.join("build.sh"))?;

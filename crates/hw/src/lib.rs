@@ -7,6 +7,7 @@
 //! design's LUTs, flip-flops, DSPs, latency and initiation interval without synthesis.
 
 pub mod calibration;
+pub mod conv;
 pub mod cost;
 pub mod design;
 mod design_check;

@@ -30,6 +30,9 @@ pub struct LowerOptions {
     pub reuse: Vec<(String, usize)>,
     /// Reuse factor of every layer not named in `reuse` (0 or 1: fully unrolled).
     pub default_reuse: usize,
+    /// The shape of one input sample without the batch (`[C, H, W]` for images), which the
+    /// streaming stages of convolutions and pools need; `None`: not known (an MLP needs none).
+    pub input_shape: Option<Vec<usize>>,
 }
 
 /// The hardware metadata key of a layer's reuse factor (MASE's `node.meta["mase"]["hardware"]`),
@@ -50,7 +53,7 @@ pub fn metadata_reuse(graph: &Graph) -> Result<Vec<(String, usize)>> {
 }
 
 impl LowerOptions {
-    fn reuse_of(&self, node: &str) -> usize {
+    pub(crate) fn reuse_of(&self, node: &str) -> usize {
         self.reuse.iter().find(|(n, _)| n == node).map_or(self.default_reuse.max(1), |(_, r)| (*r).max(1))
     }
 }
@@ -68,42 +71,101 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         let q = node.quant.as_ref().filter(|q| q.is_active());
         let lowered = match &node.op {
             Op::Input if i != 0 => return Err(HwError::Structure { reason: format!("input `{}` is not the first node", node.name) }),
-            Op::Input | Op::Output | Op::Flatten { .. } | Op::Dropout { .. } | Op::StochasticDepth { .. } => Ok(()),
+            Op::Input | Op::Output | Op::Dropout { .. } | Op::StochasticDepth { .. } => Ok(()),
+            Op::Flatten { .. } => {
+                crate::conv::lower::flatten(&mut chain);
+                Ok(())
+            }
             Op::Linear { in_features, out_features, bias } => {
                 lower_linear(&mut chain, node, (*in_features, *out_features, *bias), q, params, opts)?
             }
             Op::Relu => lower_relu(&mut chain, q),
-            Op::BatchNorm1d(spec) => lower_batch_norm(&mut chain, node, spec.num_features, q, params)?,
-            other => Err(format!("no integer hardware for {}", other.mase_op())),
+            Op::BatchNorm1d(spec) | Op::BatchNorm2d(spec) => lower_batch_norm(&mut chain, node, spec.num_features, q, params)?,
+            Op::Conv2d(spec) => crate::conv::lower::conv2d(&mut chain, node, spec, q, params, opts)?,
+            Op::MaxPool2d(spec) => crate::conv::lower::max_pool2d(&mut chain, node, spec, q)?,
+            other => Err(format!("no integer hardware for {}", other.mase_op()).into()),
         };
-        if let Err(reason) = lowered {
-            not_integer.push(format!("{} ({}): {reason}", node.name, node.op.mase_op()));
+        match lowered {
+            // A node after a refused one that only lacks the format the refused node would
+            // have given it is not a problem of its own: only the refused node is named.
+            Err(Refusal::NoFormat) if !not_integer.is_empty() => {}
+            Err(r) => {
+                chain.refused = true;
+                not_integer.push(format!("{} ({}): {}", node.name, node.op.mase_op(), r.reason()));
+            }
+            Ok(()) => {}
         }
     }
     if !not_integer.is_empty() {
         return Err(HwError::NotInteger { nodes: not_integer.join("; ") });
+    }
+    if chain.spatial.is_some() {
+        return Err(HwError::Structure {
+            reason: "the last convolution or pool is not flattened into a linear layer; only a linear layer can end the design".into(),
+        });
     }
     let (Some(fx), false, None) = (chain.input_format, chain.layers.is_empty(), chain.lead.as_ref()) else {
         return Err(HwError::Structure {
             reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
         });
     };
-    Ok(Design { model: model.to_string(), input_format: (fx.width, fx.frac_width, fx.signed), layers: chain.layers, clock_mhz: None })
+    Ok(Design {
+        model: model.to_string(),
+        input_format: (fx.width, fx.frac_width, fx.signed),
+        layers: chain.layers,
+        clock_mhz: None,
+        stages: chain.stages,
+    })
 }
 
 /// What the lowering has built so far.
 #[derive(Default)]
-struct Chain {
-    layers: Vec<Layer>,
-    /// The format of the stream's input, set by the first layer.
-    input_format: Option<Fixed>,
+pub(crate) struct Chain {
+    pub(crate) layers: Vec<Layer>,
+    /// The format of the stream's input, set by the first layer or stage.
+    pub(crate) input_format: Option<Fixed>,
     /// Steps before the first layer, from the stream's input format, and the channels they need.
-    lead: Option<Lead>,
+    pub(crate) lead: Option<Lead>,
+    /// The streaming stages of convolutions and pools, before the layers.
+    pub(crate) stages: Vec<crate::conv::Stage>,
+    /// The image `[C, H, W]` leaving the last stage, until a `flatten` makes it a vector.
+    pub(crate) spatial: Option<[usize; 3]>,
+    /// A node was refused: the nodes after it lack the formats it would have given them.
+    pub(crate) refused: bool,
+}
+
+/// Why a node is not integer hardware.
+pub(crate) enum Refusal {
+    /// The node itself cannot be lowered.
+    Reason(String),
+    /// An element-wise node with no integer format before it.
+    NoFormat,
+}
+
+impl Refusal {
+    fn reason(&self) -> String {
+        match self {
+            Refusal::Reason(r) => r.clone(),
+            Refusal::NoFormat => "comes before the first integer node, so its input has no integer format".into(),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(r: String) -> Refusal {
+        Refusal::Reason(r)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(r: &str) -> Refusal {
+        Refusal::Reason(r.into())
+    }
 }
 
 /// A node's lowering: `Err` when the graph cannot become a design at all, `Ok(Err(reason))` when
 /// this node is not integer hardware (every such node is listed in one error at the end).
-type Lowered = Result<std::result::Result<(), String>>;
+pub(crate) type Lowered = Result<std::result::Result<(), Refusal>>;
 
 /// Every node but the input must read the node before it, and only it.
 fn check_reads_the_node_before(node: &Node, i: usize) -> Result<()> {
@@ -120,7 +182,7 @@ fn check_reads_the_node_before(node: &Node, i: usize) -> Result<()> {
 
 /// The `data_in`, weight, bias and (optional) `data_out` formats of a linear node; a linear
 /// without bias gets a 1-bit zero bias.
-fn linear_formats(q: &mase_ir::NodeQuant, bias: bool) -> Option<(Fixed, Fixed, Fixed, Option<Fixed>)> {
+pub(crate) fn linear_formats(q: &mase_ir::NodeQuant, bias: bool) -> Option<(Fixed, Fixed, Fixed, Option<Fixed>)> {
     let fx = fixed(q.data_in.first().and_then(Option::as_ref))?;
     let fw = fixed(q.weight.as_ref())?;
     let fb = if bias { fixed(q.bias.as_ref())? } else { Fixed { width: 1, frac_width: 0, signed: true } };
@@ -135,6 +197,19 @@ fn linear_formats(q: &mase_ir::NodeQuant, bias: bool) -> Option<(Fixed, Fixed, F
 /// The range of codes a new layer reads and the steps before its product: the last layer's output
 /// rescaled to `fx`, or the steps before the first layer (which then set the stream's format).
 fn layer_input(chain: &mut Chain, node: &Node, fx: Fixed, in_features: usize) -> Result<(Range, Vec<Step>)> {
+    if let (None, Some(stage)) = (chain.layers.last(), chain.stages.last()) {
+        if stage.out_len() != in_features {
+            return Err(HwError::Structure {
+                reason: format!(
+                    "node `{}` gives {} codes per sample, the linear `{}` after it takes {in_features}",
+                    stage.node(),
+                    stage.out_len(),
+                    node.name
+                ),
+            });
+        }
+        return Ok((stage.output(), vec![Step::requant(fx)]));
+    }
     match (chain.layers.last(), chain.lead.take()) {
         (Some(l), _) => Ok((l.output(), vec![Step::requant(fx)])),
         (None, Some(lead)) => {
@@ -168,30 +243,14 @@ fn lower_linear(
     let Some((fx, fw, fb, fo)) = linear_formats(q, bias) else {
         return Ok(Err("data_in, weight and bias need `integer` formats".into()));
     };
+    if chain.spatial.is_some() {
+        return Err(HwError::Structure { reason: format!("the linear `{}` reads an image that no flatten made a vector", node.name) });
+    }
     let (input, pre) = layer_input(chain, node, fx, in_features)?;
     let w = param_codes(params, &format!("{}.weight", node.target), fw, in_features * out_features)?;
-    let frac = fx.frac_width + fw.frac_width;
-    let (target, w, b) = if bias {
-        let b = param_codes(params, &format!("{}.bias", node.target), fb, out_features)?;
-        // The bias at the accumulator's scale: whichever has fewer fraction bits moves up.
-        let target = frac.max(fb.frac_width);
-        let up_w = 1i64 << (target - frac);
-        let up_b = 1i64 << (target - fb.frac_width);
-        (target, w.iter().map(|v| v * up_w).collect(), b.iter().map(|v| v * up_b).collect())
-    } else {
-        (frac, w, vec![0; out_features])
-    };
-    let xr = pre.iter().fold(input, |r, s: &Step| s.range(r));
-    let (lo, hi) = sum_bounds(&w, &b, in_features, xr);
-    let bits = signed_bits(lo, hi);
-    if bits > 64 {
-        return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
-    }
-    let reuse = opts.reuse_of(&node.name);
-    if in_features % reuse != 0 {
-        return Err(HwError::ReuseFactor { node: node.name.clone(), reuse, inputs: in_features });
-    }
-    chain.layers.push(Layer {
+    let b = if bias { Some(param_codes(params, &format!("{}.bias", node.target), fb, out_features)?) } else { None };
+    let (target, w, b) = at_accumulator_scale(w, b, fx, fw, fb, out_features);
+    let layer = Layer {
         node: node.name.clone(),
         input,
         pre,
@@ -199,16 +258,33 @@ fn lower_linear(
         out_features,
         weight: w,
         bias: b,
-        acc: Range { lo: lo as i64, hi: hi as i64, frac: target },
+        acc: Range { lo: 0, hi: 0, frac: target },
         post: fo.map(Step::requant).into_iter().collect(),
-        reuse,
-    });
+        reuse: opts.reuse_of(&node.name),
+    };
+    chain.layers.push(with_accumulator(layer)?);
     Ok(Ok(()))
+}
+
+/// The layer with the range of its sums (`acc.frac` already set) over every input in range,
+/// checked to fit 64 bits, and its reuse factor checked to divide its inputs.
+pub(crate) fn with_accumulator(mut layer: Layer) -> Result<Layer> {
+    let (lo, hi) = sum_bounds(&layer.weight, &layer.bias, layer.in_features, layer.product_input());
+    let bits = signed_bits(lo, hi);
+    if bits > 64 {
+        return Err(HwError::AccumulatorTooWide { node: layer.node, bits });
+    }
+    if layer.in_features % layer.reuse != 0 {
+        return Err(HwError::ReuseFactor { node: layer.node, reuse: layer.reuse, inputs: layer.in_features });
+    }
+    layer.acc.lo = lo as i64;
+    layer.acc.hi = hi as i64;
+    Ok(layer)
 }
 
 /// A relu as steps of the chain: on codes of its `data_in` (then rescaled to `data_out`) when
 /// quantized, else on the codes of the value before it.
-fn lower_relu(chain: &mut Chain, q: Option<&mase_ir::NodeQuant>) -> std::result::Result<(), String> {
+fn lower_relu(chain: &mut Chain, q: Option<&mase_ir::NodeQuant>) -> std::result::Result<(), Refusal> {
     let mut steps = vec![Step::Relu];
     let mut fin = None;
     if let Some(q) = q {
@@ -220,14 +296,14 @@ fn lower_relu(chain: &mut Chain, q: Option<&mase_ir::NodeQuant>) -> std::result:
         fin = Some(fi);
         steps.extend(fo.flatten().map(Step::requant));
     }
-    attach(&mut chain.layers, &mut chain.lead, fin, steps, None)
+    attach(chain, fin, steps, None)
 }
 
 /// A batch norm in affine form as steps of the chain.
 fn lower_batch_norm(chain: &mut Chain, node: &Node, channels: usize, q: Option<&mase_ir::NodeQuant>, params: &ParamStore) -> Lowered {
     let (fin, steps) = match affine_steps(node, channels, q, params) {
         Ok(v) => v,
-        Err(reason) => return Ok(Err(reason)),
+        Err(reason) => return Ok(Err(reason.into())),
     };
     // The widest value of the affine, over the range it sees, must fit 64 bits.
     if let Some(Step::Affine { mul, add, .. }) = steps.first() {
@@ -237,7 +313,19 @@ fn lower_batch_norm(chain: &mut Chain, node: &Node, channels: usize, q: Option<&
             return Err(HwError::AccumulatorTooWide { node: node.name.clone(), bits });
         }
     }
-    if let Some(l) = chain.layers.last() {
+    if chain.layers.is_empty() && !chain.stages.is_empty() && chain.spatial.is_none() {
+        return Err(HwError::Structure {
+            reason: format!(
+                "node `{}` is a batch norm between a flatten and the first linear; only a linear reads a flattened image",
+                node.name
+            ),
+        });
+    }
+    if let Some([c, _, _]) = chain.spatial {
+        if c != channels {
+            return Err(HwError::Structure { reason: format!("node `{}` has {channels} channels, the image before it {c}", node.name) });
+        }
+    } else if let Some(l) = chain.layers.last() {
         if l.out_features != channels {
             return Err(HwError::Structure {
                 reason: format!(
@@ -247,37 +335,44 @@ fn lower_batch_norm(chain: &mut Chain, node: &Node, channels: usize, q: Option<&
             });
         }
     }
-    Ok(attach(&mut chain.layers, &mut chain.lead, Some(fin), steps, Some((node.name.clone(), channels))))
+    Ok(attach(chain, Some(fin), steps, Some((node.name.clone(), channels))))
 }
 
 /// Element-wise steps met before the first layer.
-struct Lead {
+pub(crate) struct Lead {
     /// The format the stream starts in: the first step's `data_in`.
-    format: Fixed,
-    steps: Vec<Step>,
+    pub(crate) format: Fixed,
+    pub(crate) steps: Vec<Step>,
     /// Batch norms among the steps and their channels, which the first layer's inputs must match.
-    channels: Vec<(String, usize)>,
+    pub(crate) channels: Vec<(String, usize)>,
 }
 
 /// Appends the steps of an element-wise node to the last layer's output, or to the steps before
 /// the first layer. `fin`: the node's `data_in` format (its codes are rescaled to it first), if
 /// it has one; a node without one needs a format before it.
-fn attach(
-    layers: &mut [Layer],
-    lead: &mut Option<Lead>,
-    fin: Option<Fixed>,
-    steps: Vec<Step>,
-    bn: Option<(String, usize)>,
-) -> std::result::Result<(), String> {
+fn attach(chain: &mut Chain, fin: Option<Fixed>, steps: Vec<Step>, bn: Option<(String, usize)>) -> std::result::Result<(), Refusal> {
     let rescaled = |steps: Vec<Step>| fin.map(Step::requant).into_iter().chain(steps).collect::<Vec<_>>();
-    match (layers.last_mut(), lead.as_mut(), fin) {
+    if chain.layers.is_empty() {
+        match chain.stages.last_mut() {
+            Some(crate::conv::Stage::Conv(s)) => {
+                s.mvu.post.extend(rescaled(steps));
+                return Ok(());
+            }
+            Some(crate::conv::Stage::MaxPool(s)) => {
+                s.post.extend(rescaled(steps));
+                return Ok(());
+            }
+            None => {}
+        }
+    }
+    match (chain.layers.last_mut(), chain.lead.as_mut(), fin) {
         (Some(l), _, _) => l.post.extend(rescaled(steps)),
         (None, Some(lead), _) => {
             lead.steps.extend(rescaled(steps));
             lead.channels.extend(bn);
         }
-        (None, None, Some(format)) => *lead = Some(Lead { format, steps, channels: bn.into_iter().collect() }),
-        (None, None, None) => return Err("comes before the first integer node, so its input has no integer format".into()),
+        (None, None, Some(format)) => chain.lead = Some(Lead { format, steps, channels: bn.into_iter().collect() }),
+        (None, None, None) => return Err(Refusal::NoFormat),
     }
     Ok(())
 }
@@ -304,7 +399,7 @@ fn affine_steps(
     };
     let value = |name: &str| params.get(&format!("{}.{name}", node.target)).filter(|t| t.data.len() == channels);
     let all = |name: &str, v: f32| value(name).is_some_and(|t| t.data.iter().all(|&x| x == v));
-    let eps_zero = matches!(&node.op, Op::BatchNorm1d(s) if s.eps == 0.0 && s.affine);
+    let eps_zero = matches!(&node.op, Op::BatchNorm1d(s) | Op::BatchNorm2d(s) if s.eps == 0.0 && s.affine);
     if !eps_zero || !all("running_mean", 0.0) || !all("running_var", 1.0) {
         return Err("a batch norm with running statistics (run fold_batch_norm first)".into());
     }
@@ -324,12 +419,35 @@ fn affine_steps(
 }
 
 /// The codes of a parameter, checked against the size the layer needs.
-fn param_codes(params: &ParamStore, name: &str, f: Fixed, len: usize) -> Result<Vec<i64>> {
+pub(crate) fn param_codes(params: &ParamStore, name: &str, f: Fixed, len: usize) -> Result<Vec<i64>> {
     let t = params.get(name).ok_or_else(|| HwError::Param { name: name.into(), reason: "missing".into() })?;
     if t.data.len() != len {
         return Err(HwError::Param { name: name.into(), reason: format!("has {} values, the layer needs {len}", t.data.len()) });
     }
     t.data.iter().map(|&v| f.code(v).ok_or_else(|| HwError::Param { name: name.into(), reason: "holds NaN".into() })).collect()
+}
+
+/// Weight and bias codes moved to the accumulator's scale, and its fraction bits: the products
+/// have `f_x + f_w` fraction bits, and whichever of products and bias has fewer is shifted up
+/// (as the integer executor does); no bias is a zero bias.
+pub(crate) fn at_accumulator_scale(
+    w: Vec<i64>,
+    b: Option<Vec<i64>>,
+    fx: Fixed,
+    fw: Fixed,
+    fb: Fixed,
+    out_features: usize,
+) -> (i32, Vec<i64>, Vec<i64>) {
+    let frac = fx.frac_width + fw.frac_width;
+    match b {
+        Some(b) => {
+            let target = frac.max(fb.frac_width);
+            let up_w = 1i64 << (target - frac);
+            let up_b = 1i64 << (target - fb.frac_width);
+            (target, w.iter().map(|v| v * up_w).collect(), b.iter().map(|v| v * up_b).collect())
+        }
+        None => (frac, w, vec![0; out_features]),
+    }
 }
 
 /// The smallest and largest sum `b_j + sum_k w_jk x_k` over inputs in `x` and every output `j`.

@@ -14,7 +14,7 @@ use crate::verilog::TOP;
 /// The C++ testbench for `d`.
 pub fn testbench_cpp(d: &Design) -> String {
     let (iw, ow) = (d.input_range().width(), d.output_range().width());
-    let (n_in, n_out) = (d.input_len(), d.output_len());
+    let (n_in, n_out, beats) = (d.beat_len(), d.output_len(), d.input_beats());
     format!(
         r#"// Testbench of `{model}` for Verilator, written by `ch emit`.
 #include "V{TOP}.h"
@@ -24,7 +24,11 @@ pub fn testbench_cpp(d: &Design) -> String {
 #include <cstdlib>
 #include <vector>
 
-static const int IN_LEN = {n_in}, IN_W = {iw}, OUT_LEN = {n_out}, OUT_W = {ow};
+// A sample is BEATS beats of IN_LEN codes (a convolutional network's pixels, each its channels);
+// its row holds the codes channel-major (code k of beat b at k * BEATS + b), as the executor
+// takes them.
+static const int IN_LEN = {n_in}, IN_W = {iw}, OUT_LEN = {n_out}, OUT_W = {ow}, BEATS = {beats};
+static const int SAMPLE_LEN = IN_LEN * BEATS;
 
 // Bit fields of a port: plain integers up to 64 bits, Verilator's word arrays above.
 template <typename T> static void put_bits(T& s, int lo, int w, int64_t v) {{
@@ -61,8 +65,8 @@ int main(int argc, char** argv) {{
   std::FILE* fi = std::fopen(argv[1], "r");
   if (!fi) {{ std::fprintf(stderr, "cannot open %s\n", argv[1]); return 2; }}
   long n = 0, len = 0;
-  if (std::fscanf(fi, "%ld %ld", &n, &len) != 2 || len != IN_LEN) {{ std::fprintf(stderr, "%s: bad header\n", argv[1]); return 2; }}
-  std::vector<int64_t> x((size_t)n * IN_LEN);
+  if (std::fscanf(fi, "%ld %ld", &n, &len) != 2 || len != SAMPLE_LEN) {{ std::fprintf(stderr, "%s: bad header\n", argv[1]); return 2; }}
+  std::vector<int64_t> x((size_t)n * SAMPLE_LEN);
   for (auto& v : x) if (std::fscanf(fi, "%lld", (long long*)&v) != 1) {{ std::fprintf(stderr, "%s: too few codes\n", argv[1]); return 2; }}
   std::fclose(fi);
   uint64_t stall = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 0;
@@ -73,11 +77,14 @@ int main(int argc, char** argv) {{
   top.clk = 0; top.rst = 1; top.in_valid = 0; top.out_ready = 0;
   for (int i = 0; i < 2; i++) {{ top.clk = 0; top.eval(); top.clk = 1; top.eval(); }}
   top.rst = 0;
-  long limit = 1000 + (long)n * 1000;
+  long limit = 1000 + (long)n * (1000 + 64L * BEATS);
+  long beats = (long)n * BEATS;
   while (got < n && cycle < limit) {{
     top.clk = 0;
-    top.in_valid = sent < n;
-    if (sent < n) for (int k = 0; k < IN_LEN; k++) put_bits(top.in_data, k * IN_W, IN_W, x[(size_t)sent * IN_LEN + k]);
+    top.in_valid = sent < beats;
+    if (sent < beats)
+      for (int k = 0; k < IN_LEN; k++)
+        put_bits(top.in_data, k * IN_W, IN_W, x[(size_t)(sent / BEATS) * SAMPLE_LEN + (size_t)k * BEATS + (size_t)(sent % BEATS)]);
     if (stall) {{ stall ^= stall << 13; stall ^= stall >> 7; stall ^= stall << 17; top.out_ready = (stall & 3) != 0; }}
     else top.out_ready = 1;
     top.eval();

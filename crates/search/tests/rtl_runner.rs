@@ -53,7 +53,8 @@ fn every_trial_reports_the_cost_model_of_its_sampled_formats_and_reuse_factor() 
         assert_eq!((m["latency_cycles"], m["ii"]), (latency, r as f64), "reuse {r}");
         // The runner's figures are the cost model's on the candidate lowered with that factor.
         let cand = space.build(&t.config).unwrap();
-        let design = lower(&cand.graph, &cand.params, "c", &LowerOptions { reuse: vec![], default_reuse: r }).unwrap();
+        let design =
+            lower(&cand.graph, &cand.params, "c", &LowerOptions { reuse: vec![], default_reuse: r, ..Default::default() }).unwrap();
         let c = cost::estimate(&design);
         assert_eq!((m["luts"], m["ffs"], m["dsps"]), (c.luts, c.ffs, c.dsps), "reuse {r}");
         // At most one DSP per multiplier: `K / R` per output folded, one per product unrolled.
@@ -200,7 +201,13 @@ fn synth_true_measures_the_trial_with_yosys() {
     let m = runners[0].run(&mut cand, &RunContext { threads: 1, trial: 3 }).unwrap();
     // Folded by 4 (5 cycles, a sample every 4) and by 2 (3 cycles).
     assert_eq!((m["latency_cycles"], m["ii"]), (8.0, 4.0));
-    let d = lower(&base.graph, &base.params, "c", &LowerOptions { reuse: vec![("seq_blocks_0".into(), 4)], default_reuse: 2 }).unwrap();
+    let d = lower(
+        &base.graph,
+        &base.params,
+        "c",
+        &LowerOptions { reuse: vec![("seq_blocks_0".into(), 4)], default_reuse: 2, ..Default::default() },
+    )
+    .unwrap();
     let est = cost::estimate(&d);
     // The generic LUT6 mapping has no DSP cells; the registers are the ones the RTL declares, less
     // those synthesis finds constant.

@@ -42,7 +42,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         }
     };
     let n = x.len() / n_in.max(1);
-    let want = simulate::golden(&ck.graph, &ck.params, &design, &x, &[n, n_in])?;
+    let shape: Vec<usize> = std::iter::once(n).chain(design.input_shape()).collect();
+    let want = simulate::golden(&ck.graph, &ck.params, &design, &x, &shape)?;
     let inputs: Vec<Vec<i64>> = x.chunks(n_in).map(|r| design.input_codes(r)).collect();
     human.info(format!("building {} with Verilator...", dir.display()));
     simulate::build(dir)?;

@@ -77,7 +77,11 @@ impl Runner for Rtl {
     }
 
     fn run(&self, cand: &mut Candidate, cx: &RunContext) -> Result<Metrics> {
-        let opts = LowerOptions { reuse: metadata_reuse(&cand.graph).map_err(runner_err)?, default_reuse: self.opts.reuse_factor };
+        let opts = LowerOptions {
+            reuse: metadata_reuse(&cand.graph).map_err(runner_err)?,
+            default_reuse: self.opts.reuse_factor,
+            ..Default::default()
+        };
         let design = lower(&cand.graph, &cand.params, "candidate", &opts).map_err(runner_err)?;
         let (luts, ffs, dsps) = if self.opts.synth {
             let dir = self.opts.work_dir.join(format!("trial{}", cx.trial));
