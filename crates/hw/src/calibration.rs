@@ -125,5 +125,6 @@ pub fn design(index: usize) -> Design {
         input_format: (input_format.width, input_format.frac_width, input_format.signed),
         layers: vec![layer],
         clock_mhz: None,
+        multipliers: Default::default(),
     }
 }

@@ -88,7 +88,13 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
             reason: "no quantized linear layer to build, or nodes after the last one that are not element-wise steps of it".into(),
         });
     };
-    Ok(Design { model: model.to_string(), input_format: (fx.width, fx.frac_width, fx.signed), layers: chain.layers, clock_mhz: None })
+    Ok(Design {
+        model: model.to_string(),
+        input_format: (fx.width, fx.frac_width, fx.signed),
+        layers: chain.layers,
+        clock_mhz: None,
+        multipliers: Default::default(),
+    })
 }
 
 /// What the lowering has built so far.
