@@ -20,7 +20,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
     let _ = (mase_hw::manifest(&d), mase_hw::cost::estimate(&d));
     let _ = (mase_hw::verilog::top_verilog(&d), mase_hw::testbench::testbench_cpp(&d));
     for layer in &d.layers {
-        let _ = mase_hw::verilog::layer_verilog(layer, d.clock_mhz);
+        let _ = mase_hw::verilog::layer_verilog(layer, d.pipelining());
     }
     Ok(())
 }

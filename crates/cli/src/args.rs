@@ -354,6 +354,10 @@ pub struct EmitArgs {
     /// register stages, a skid buffer per layer); default: one register stage per layer.
     #[arg(long = "clock-mhz", allow_negative_numbers = true)]
     pub clock_mhz: Option<f64>,
+    /// How a pipelined design builds its products: `inferred` (Verilog `*`, portable; the
+    /// default) or `ecp5-dsp` (a Lattice ECP5 MULT18X18D with its input and output registers).
+    #[arg(long)]
+    pub multipliers: Option<String>,
 }
 
 /// Options of `ch simulate`.

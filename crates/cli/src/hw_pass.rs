@@ -6,7 +6,7 @@
 
 use crate::plugins::ExternalPasses;
 use anyhow::{bail, Context, Result};
-use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions};
+use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions, Multipliers};
 use mase_io::Checkpoint;
 use mase_ir::{Graph, ParamStore};
 use mase_passes::{PassContext, PassReport, ReportKey};
@@ -33,7 +33,7 @@ const fn key(key: &'static str, unit: &'static str, meaning: &'static str) -> Re
 pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
     name: "emit_verilog",
     args: "EmitVerilogArgs",
-    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz)",
+    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz, multipliers)",
     report: &[
         key("dir", "path", "the design folder written (RTL, testbench, build script, manifest, checkpoint)"),
         key("latency_cycles", "cycles", "from the first input word to its output word"),
@@ -66,6 +66,17 @@ struct EmitVerilogArgs {
     /// The clock to pipeline for, in MHz (`ch emit --clock-mhz`); default none, one register
     /// stage per layer.
     clock_mhz: Option<f64>,
+    /// How a pipelined design builds its products (`ch emit --multipliers`): `inferred` (the
+    /// default) or `ecp5-dsp`.
+    multipliers: Option<String>,
+}
+
+/// The multipliers called `name` (`None`: inferred); `what` names the option in errors.
+pub(crate) fn multipliers_named(name: Option<&str>, what: &str) -> Result<Multipliers> {
+    match name {
+        None => Ok(Multipliers::Inferred),
+        Some(n) => Multipliers::from_name(n).ok_or_else(|| anyhow::anyhow!("{what} `{n}`: expected one of {}", Multipliers::NAMES)),
+    }
 }
 
 /// The lowering options of a graph: each layer's reuse factor is the one named for it in
@@ -96,6 +107,7 @@ pub(crate) fn write_design(
     label: &str,
     opts: &LowerOptions,
     clock_mhz: Option<f64>,
+    multipliers: Multipliers,
     dir: &std::path::Path,
 ) -> Result<(Design, Value)> {
     // Convolutions need the image's shape, which the checkpoint's data set records.
@@ -105,6 +117,7 @@ pub(crate) fn write_design(
     if let Some(f) = clock_mhz {
         design = design.pipelined(f)?;
     }
+    design = design.with_multipliers(multipliers)?;
     let manifest = emit(&design, dir)?;
     mase_io::save_checkpoint(&dir.join("model.ckpt"), ck)?;
     Ok((design, manifest))
@@ -212,7 +225,8 @@ impl CliPasses {
             optimizer_tensors: Vec::new(),
             meta: json!({"model": self.label, "dataset": self.dataset, "dataset_info": self.dataset_info, "transformed": true}),
         };
-        let (design, manifest) = write_design(&ck, &self.label, &opts, a.clock_mhz, &dir)?;
+        let multipliers = multipliers_named(a.multipliers.as_deref(), "multipliers")?;
+        let (design, manifest) = write_design(&ck, &self.label, &opts, a.clock_mhz, multipliers, &dir)?;
         let mut text = summary_lines(&design, &manifest);
         text.push(format!("wrote {}", dir.display()));
         let report = json!({

@@ -150,6 +150,9 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     }
     let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--clock-mhz", "5000"], &root);
     assert_eq!(line, "error: clock_mhz 5000: expected a frequency from 1 to 1000 MHz");
+    let line =
+        ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--clock-mhz", "200", "--multipliers", "lut"], &root);
+    assert_eq!(line, "error: --multipliers `lut`: expected one of inferred, ecp5-dsp");
     // Errors are one line.
     let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--reuse", "3"], &root);
     assert_eq!(line, "error: node `seq_blocks_0`: reuse factor 3 does not divide its 16 inputs per output");
@@ -277,6 +280,11 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
             &["--reuse", "2", "--reuse-layer", "seq_blocks_2=16"],
         ),
         ("output_dir = \"rtl_clock\"\nreuse = 2\nclock_mhz = 150", "rtl_clock", &["--reuse", "2", "--clock-mhz", "150"]),
+        (
+            "output_dir = \"rtl_dsp\"\nclock_mhz = 200\nmultipliers = \"ecp5-dsp\"",
+            "rtl_dsp",
+            &["--clock-mhz", "200", "--multipliers", "ecp5-dsp"],
+        ),
     ];
     for (i, &(keys, dir, flags)) in cases.iter().enumerate() {
         let cfg = write(&format!("emit{i}.toml"), keys);
@@ -322,8 +330,10 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
     let errors: &[(&str, &str)] = &[
         (
             "reuse_factor = 2",
-            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`",
         ),
+        ("multipliers = \"dsp\"", "error: pass `emit_verilog`: multipliers `dsp`: expected one of inferred, ecp5-dsp"),
+        ("multipliers = \"ecp5-dsp\"", "error: pass `emit_verilog`: multipliers ecp5-dsp: needs a pipelined design (a clock_mhz)"),
         ("clock_mhz = 0", "error: pass `emit_verilog`: clock_mhz 0: expected a frequency from 1 to 1000 MHz"),
         ("reuse = 0", "error: pass `emit_verilog`: reuse: expected a positive integer, got 0"),
         ("reuse_layer = { nope = 2 }", "error: pass `emit_verilog`: reuse_layer `nope=2`: the model has no node `nope`"),

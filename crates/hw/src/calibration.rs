@@ -126,5 +126,6 @@ pub fn design(index: usize) -> Design {
         layers: vec![layer],
         clock_mhz: None,
         stages: Vec::new(),
+        multipliers: Default::default(),
     }
 }

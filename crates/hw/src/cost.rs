@@ -213,7 +213,7 @@ pub fn fmax_estimate_mhz(design: &Design, layers: &[LayerCost]) -> Option<f64> {
     use crate::pipeline::{adder_levels, ADDER_LEVEL_NS, STAGE_OVERHEAD_NS};
     let f = design.clock_mhz?;
     let mut ns = STAGE_OVERHEAD_NS + adder_levels(f) as f64 * ADDER_LEVEL_NS;
-    if layers.iter().any(|l| l.dsps > 0.0) {
+    if !design.multipliers.instantiated() && layers.iter().any(|l| l.dsps > 0.0) {
         ns = ns.max(DSP_STAGE_NS);
     }
     Some((10000.0 / ns).round() / 10.0)
@@ -253,24 +253,30 @@ pub fn estimate_layer(layer: &Layer) -> LayerCost {
     }
 }
 
-/// The estimate of one layer pipelined for `clock_mhz`: the schedule's latency, and the
+/// The estimate of one layer pipelined as `pipe` says: the schedule's latency, and the
 /// registers that pipelining adds counted bit for bit on top of the unpipelined estimate's
 /// flip-flops (their LUTs are the unpipelined layer's; Yosys maps product registers into DSPs
-/// where it can, so the count is an upper bound).
-pub fn estimate_pipelined_layer(layer: &Layer, clock_mhz: f64) -> LayerCost {
+/// where it can, so the count is an upper bound). With instantiated multipliers, the DSPs are
+/// the instances.
+pub fn estimate_pipelined_layer(layer: &Layer, pipe: &crate::pipeline::Pipelining) -> LayerCost {
     let mut c = estimate_layer(layer);
-    let (_, bits) = crate::pipeline::pipelined_layer(layer, clock_mhz);
+    let rtl = crate::pipeline::pipelined_layer(layer, pipe);
+    let bits = rtl.register_bits;
+    // Instantiated multipliers are counted as written: one DSP each.
+    if pipe.multipliers.instantiated() {
+        c.dsps = rtl.dsps as f64;
+    }
     c.registers_added = bits.saturating_sub(c.register_bits);
     c.register_bits = bits;
     c.ffs += c.registers_added as f64;
-    c.latency_cycles = crate::pipeline::schedule(layer, clock_mhz).latency;
+    c.latency_cycles = crate::pipeline::schedule(layer, pipe).latency;
     c
 }
 
 /// The estimate of a design.
 pub fn estimate(design: &Design) -> DesignCost {
-    let layers: Vec<LayerCost> = match design.clock_mhz {
-        Some(f) => design.layers.iter().map(|l| estimate_pipelined_layer(l, f)).collect(),
+    let layers: Vec<LayerCost> = match design.pipelining() {
+        Some(p) => design.layers.iter().map(|l| estimate_pipelined_layer(l, &p)).collect(),
         None => design.layers.iter().map(estimate_layer).collect(),
     };
     let stages = crate::conv::cost::estimate_stages(design);

@@ -219,6 +219,14 @@ pub struct Design {
     /// first layer's input ([`crate::conv`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<crate::conv::Stage>,
+    /// How the products of a pipelined design are built (`ch emit --multipliers`; doc/hardware.md,
+    /// "Multipliers").
+    #[serde(default, skip_serializing_if = "is_inferred")]
+    pub multipliers: crate::dsp::Multipliers,
+}
+
+fn is_inferred(m: &crate::dsp::Multipliers) -> bool {
+    *m == crate::dsp::Multipliers::Inferred
 }
 
 impl Design {
@@ -280,11 +288,33 @@ impl Design {
         Ok(self)
     }
 
+    /// The pipelined design with its products built by `multipliers`
+    /// (`ch emit --multipliers`). Instantiated multipliers need a pipelined design and operands
+    /// the primitive takes (18 bits signed for a `MULT18X18D`); otherwise an error naming the
+    /// layer.
+    pub fn with_multipliers(mut self, multipliers: crate::dsp::Multipliers) -> crate::Result<Design> {
+        if multipliers.instantiated() {
+            if self.clock_mhz.is_none() {
+                return Err(crate::HwError::Clock {
+                    reason: format!("multipliers {}: needs a pipelined design (a clock_mhz)", multipliers.name()),
+                });
+            }
+            crate::dsp::check_operands(&self, multipliers).map_err(|reason| crate::HwError::Clock { reason })?;
+        }
+        self.multipliers = multipliers;
+        Ok(self)
+    }
+
+    /// How the design is pipelined: its clock and its multipliers; `None` when it is not.
+    pub fn pipelining(&self) -> Option<crate::pipeline::Pipelining> {
+        self.clock_mhz.map(|clock_mhz| crate::pipeline::Pipelining { clock_mhz, multipliers: self.multipliers })
+    }
+
     /// Cycles from accepting a sample to presenting layer `layer`'s result: its schedule at
     /// the design's clock, or one register stage (unrolled) or `R + 1` cycles (folded).
     pub fn layer_latency(&self, layer: &Layer) -> usize {
-        match self.clock_mhz {
-            Some(f) => crate::pipeline::schedule(layer, f).latency,
+        match self.pipelining() {
+            Some(p) => crate::pipeline::schedule(layer, &p).latency,
             None => layer.latency(),
         }
     }

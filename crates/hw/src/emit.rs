@@ -27,6 +27,7 @@ pub fn manifest(d: &Design) -> Value {
         "latency_cycles": d.latency(),
         "initiation_interval": d.initiation_interval(),
         "clock_mhz": d.clock_mhz,
+        "multipliers": d.multipliers.name(),
         "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
         "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
         "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz},
@@ -51,7 +52,7 @@ pub fn manifest(d: &Design) -> Value {
             "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
             "latency_cycles": d.layer_latency(l),
             "initiation_interval": l.initiation_interval(),
-            "pipeline": d.clock_mhz.map(|f| crate::pipeline::schedule(l, f)),
+            "pipeline": d.pipelining().map(|p| crate::pipeline::schedule(l, &p)),
             "register_bits": e.register_bits,
             "registers_added": e.registers_added,
             "estimate": {"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps},
@@ -84,7 +85,7 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
     // The streaming stages of a convolutional network and the collector after them.
     for s in &d.stages {
         let f = format!("{}.v", crate::conv::verilog::stage_module(s));
-        write(&format!("rtl/{f}"), &crate::conv::verilog::stage_verilog(s, d.clock_mhz))?;
+        write(&format!("rtl/{f}"), &crate::conv::verilog::stage_verilog(s, d.pipelining()))?;
         files.push(f);
     }
     if let Some(last) = d.stages.last() {
@@ -95,8 +96,15 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
     }
     for l in &d.layers {
         let f = format!("{}.v", layer_module(l));
-        write(&format!("rtl/{f}"), &layer_verilog(l, d.clock_mhz))?;
+        write(&format!("rtl/{f}"), &layer_verilog(l, d.pipelining()))?;
+        files.push(format!("rtl/{f}"));
+    }
+    if d.multipliers == crate::dsp::Multipliers::Ecp5Dsp {
+        let f = format!("rtl/{}.v", crate::dsp::ECP5_WRAPPER);
+        write(&f, &crate::dsp::ecp5_wrapper())?;
+        write(crate::dsp::ECP5_MODEL_FILE, &crate::dsp::mult18x18d_model())?;
         files.push(f);
+        files.push(crate::dsp::ECP5_MODEL_FILE.to_string());
     }
     let top = if d.stages.is_empty() { top_verilog(d) } else { crate::conv::verilog::top_verilog(d) };
     write(&format!("rtl/{TOP}.v"), &top)?;

@@ -1,6 +1,6 @@
 //! The checksums that tie a design folder together: `ch emit` writes `SHA256SUMS` (the format
 //! of `sha256sum`, so `sha256sum -c SHA256SUMS` checks it too) over `design.json`,
-//! `manifest.json`, every file of `rtl/`, the testbench and the build script. `ch simulate` and
+//! `manifest.json`, every Verilog file of `rtl/` and `sim/`, the testbench and the build script. `ch simulate` and
 //! `ch synth` refuse a folder whose files are missing, edited, truncated or joined by another
 //! Verilog file, with one line naming the file.
 
@@ -11,15 +11,21 @@ use std::path::Path;
 pub const SUMS: &str = "SHA256SUMS";
 
 /// The files of a folder that the checksums cover, relative to it, sorted: `design.json`,
-/// `manifest.json`, `build.sh`, `tb/tb.cpp` and every `.v` file of `rtl/`.
+/// `manifest.json`, `build.sh`, `tb/tb.cpp`, every `.v` file of `rtl/` and, when there is one,
+/// of `sim/` (the simulation models of instantiated primitives).
 fn covered(dir: &Path) -> Result<Vec<String>> {
-    let rtl = dir.join("rtl");
     let mut files = vec!["build.sh".to_string(), "design.json".into(), "manifest.json".into(), "tb/tb.cpp".into()];
-    for e in std::fs::read_dir(&rtl).map_err(|e| file_err(&rtl, e))? {
-        let p = e.map_err(|e| file_err(&rtl, e))?.path();
-        if p.extension().is_some_and(|x| x == "v") {
-            if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
-                files.push(format!("rtl/{name}"));
+    for sub in ["rtl", "sim"] {
+        let folder = dir.join(sub);
+        if sub == "sim" && !folder.is_dir() {
+            continue;
+        }
+        for e in std::fs::read_dir(&folder).map_err(|e| file_err(&folder, e))? {
+            let p = e.map_err(|e| file_err(&folder, e))?.path();
+            if p.extension().is_some_and(|x| x == "v") {
+                if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
+                    files.push(format!("{sub}/{name}"));
+                }
             }
         }
     }

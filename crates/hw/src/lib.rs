@@ -11,6 +11,7 @@ pub mod conv;
 pub mod cost;
 pub mod design;
 mod design_check;
+pub mod dsp;
 pub mod ecp5;
 pub mod emit;
 mod error;
@@ -24,6 +25,7 @@ pub mod verilog;
 
 pub use design::{Design, Layer, Range, Step};
 pub use design_check::check_design;
+pub use dsp::Multipliers;
 pub use emit::{emit, manifest, parse_design, read_design};
 pub use error::{HwError, Result};
 pub use lower::{lower, metadata_reuse, LowerOptions, REUSE_FACTOR};

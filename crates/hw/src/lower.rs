@@ -115,6 +115,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         layers: chain.layers,
         clock_mhz: None,
         stages: chain.stages,
+        multipliers: Default::default(),
     })
 }
 

@@ -9,14 +9,17 @@
 //! 1. **pre**: the steps before the product, in the stages of [`step_plan`];
 //! 2. folded layers only: a **feeder** (the sample's shift register and the cycle counter) and a
 //!    **select** stage registering the `K / R` inputs and the weights of the cycle;
-//! 3. **multiply**: every product into its own register (a DSP's input registers are the
-//!    registers of the stage before, its output register this one);
+//! 3. **multiply**: every product into its own register (with `--multipliers inferred`, a DSP's
+//!    input registers are the registers of the stage before, its output register this one);
+//!    with `--multipliers ecp5-dsp`, four stages: a fabric register, the input and output
+//!    registers of a `MULT18X18D`, and a fabric register again ([`crate::dsp`]);
 //! 4. **adder tree**: `2^L` terms summed per stage, `L` = [`adder_levels`] of the clock;
 //! 5. folded layers only: the **accumulator**, adding one partial sum per cycle;
 //! 6. **post**: the steps after the sums, in the stages of [`step_plan`], the last one being the output
 //!    buffer's register.
 
 use crate::design::{signed_bits, Layer, Range, Step};
+use crate::dsp::{ecp5_product, Multipliers};
 use crate::verilog::{layer_module, lit, part_range, part_wires, requant_shift, Part};
 use serde::Serialize;
 use std::fmt::Write;
@@ -57,6 +60,20 @@ pub fn splits_steps(clock_mhz: f64) -> bool {
     adder_levels(clock_mhz) < RESCALE_LEVELS
 }
 
+/// What a layer is pipelined for: the clock and how its products are built.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pipelining {
+    pub clock_mhz: f64,
+    pub multipliers: Multipliers,
+}
+
+impl Pipelining {
+    /// Pipelining for `clock_mhz` with products in Verilog `*`.
+    pub fn clock(clock_mhz: f64) -> Pipelining {
+        Pipelining { clock_mhz, multipliers: Multipliers::Inferred }
+    }
+}
+
 /// A piece of logic a stage holds: part `part` of step `step`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece {
@@ -70,11 +87,12 @@ pub struct Piece {
 /// consecutive rescales and relus together. Split (a fast clock), a rescale that drops bits is
 /// three stages (the rounding decision, the carry, the clamp when a bound can be passed), one
 /// that does not is one; an affine is two (the product, the sum); a relu, one LUT level, joins
-/// the stage of the piece after it, or, last, the one before.
-pub fn step_plan(steps: &[Step], from: Range, split: bool) -> Vec<Vec<Piece>> {
+/// the stage of the piece after it, or, last, the one before. With instantiated multipliers an
+/// affine is its product and its sum at any clock.
+pub fn step_plan(steps: &[Step], from: Range, p: &Pipelining) -> Vec<Vec<Piece>> {
     let whole = |step| Piece { step, part: Part::Whole };
     let mut stages: Vec<Vec<Piece>> = Vec::new();
-    if !split {
+    if !splits_steps(p.clock_mhz) {
         let mut open: Vec<Piece> = Vec::new();
         for (i, s) in steps.iter().enumerate() {
             match s {
@@ -82,7 +100,12 @@ pub fn step_plan(steps: &[Step], from: Range, split: bool) -> Vec<Vec<Piece>> {
                     if !open.is_empty() {
                         stages.push(std::mem::take(&mut open));
                     }
-                    stages.push(vec![whole(i)]);
+                    if p.multipliers.instantiated() {
+                        stages.push(vec![Piece { step: i, part: Part::Mul }]);
+                        stages.push(vec![Piece { step: i, part: Part::Add }]);
+                    } else {
+                        stages.push(vec![whole(i)]);
+                    }
                 }
                 Step::Requant { .. } | Step::Relu => open.push(whole(i)),
             }
@@ -132,6 +155,18 @@ pub fn step_plan(steps: &[Step], from: Range, split: bool) -> Vec<Vec<Piece>> {
     stages
 }
 
+/// Whether a stage of [`step_plan`] ends in a product that goes to an instantiated multiplier
+/// (an affine's `Mul` part is always the last piece of its stage).
+fn stage_is_product(stage: &[Piece], p: &Pipelining) -> bool {
+    p.multipliers.instantiated() && stage.last().is_some_and(|piece| piece.part == Part::Mul)
+}
+
+/// Register stages of a plan: one per stage, [`Multipliers::product_cycles`] for a stage
+/// ending in an instantiated product.
+fn plan_cycles(plan: &[Vec<Piece>], p: &Pipelining) -> usize {
+    plan.iter().map(|s| if stage_is_product(s, p) { p.multipliers.product_cycles() } else { 1 }).sum()
+}
+
 /// The register stages of a pipelined layer and what they cost.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Schedule {
@@ -139,6 +174,8 @@ pub struct Schedule {
     pub adder_levels: usize,
     /// Stages of the steps before the product.
     pub pre_stages: usize,
+    /// Stages of every product (two in a `MULT18X18D` with its input and output registers).
+    pub product_stages: usize,
     /// Stages of the adder tree.
     pub tree_stages: usize,
     /// Stages of the steps after the sums, the output buffer's register included.
@@ -174,18 +211,25 @@ fn tree_stages(mut n: usize, levels: usize) -> usize {
     stages
 }
 
-/// The schedule of `layer` pipelined for `clock_mhz`.
-pub fn schedule(layer: &Layer, clock_mhz: f64) -> Schedule {
-    let levels = adder_levels(clock_mhz);
+/// The schedule of `layer` pipelined as `p` says.
+pub fn schedule(layer: &Layer, p: &Pipelining) -> Schedule {
+    let levels = adder_levels(p.clock_mhz);
     let n = (0..layer.out_features).map(|j| terms(layer, j)).max().unwrap_or(0);
-    let split = splits_steps(clock_mhz);
-    let (pre, tree) = (step_plan(&layer.pre, layer.input, split).len(), tree_stages(n, levels));
-    let post = step_plan(&layer.post, layer.acc, split).len().max(1);
-    let r = layer.reuse.max(1);
+    let (pre, tree) = (plan_cycles(&step_plan(&layer.pre, layer.input, p), p), tree_stages(n, levels));
+    let post = plan_cycles(&step_plan(&layer.post, layer.acc, p), p).max(1);
+    let (r, mul) = (layer.reuse.max(1), p.multipliers.product_cycles());
     // Unrolled: pre, multiply, tree, post. Folded: pre, the feeder taking the sample, R beats
     // through select, multiply, tree and the accumulator, then post.
-    let latency = if r <= 1 { pre + 1 + tree + post } else { pre + 1 + r + 2 + tree + post };
-    Schedule { adder_levels: levels, pre_stages: pre, tree_stages: tree, post_stages: post, latency, initiation_interval: r }
+    let latency = if r <= 1 { pre + mul + tree + post } else { pre + 1 + r + 1 + mul + tree + post };
+    Schedule {
+        adder_levels: levels,
+        pre_stages: pre,
+        product_stages: mul,
+        tree_stages: tree,
+        post_stages: post,
+        latency,
+        initiation_interval: r,
+    }
 }
 
 /// The range of every partial sum of output `j`'s terms, with or without the bias: each term
@@ -211,9 +255,39 @@ fn running_range(layer: &Layer) -> (i128, i128) {
 struct Module {
     text: String,
     register_bits: usize,
+    /// The copies of the stage enable made so far, when the enable is replicated
+    /// ([`Module::enable`]); `None`: every register uses `en`.
+    copies: Option<Vec<String>>,
+    /// Instantiated multipliers so far.
+    dsps: usize,
 }
 
+/// Where the declarations of the enable's copies go in the module's text.
+const COPIES_MARK: &str = "  // (copies of the stage enable)\n";
+
 impl Module {
+    /// An instantiated product ([`ecp5_product`]), counted with its fabric registers (the
+    /// operands' and the product's; the DSP's own registers are not flip-flops).
+    fn product(&mut self, inst: &str, ce: &str, a: (&str, u32), b: (&str, u32), p: (&str, u32)) {
+        ecp5_product(&mut self.text, inst, ce, a, b, p);
+        self.dsps += 1;
+        self.register_bits += (a.1 + b.1 + p.1) as usize;
+    }
+
+    /// The enable for one group of registers on `en`: `en` itself, or (replicated) a new copy
+    /// of it, a register of its own computing the same value, which the placer can put near
+    /// the group. Any other enable (a folded layer's `pre_en`) is returned as it is.
+    fn enable(&mut self, en: &str) -> String {
+        match &mut self.copies {
+            Some(c) if en == "en" => {
+                let name = format!("en_c{}", c.len());
+                c.push(name.clone());
+                name
+            }
+            _ => en.to_string(),
+        }
+    }
+
     fn line(&mut self, s: impl AsRef<str>) {
         self.text.push_str(s.as_ref());
         self.text.push('\n');
@@ -243,7 +317,8 @@ fn balanced(terms: &[String]) -> String {
 /// Register stages of steps `steps` on the elements `src` (ranges `from`), each stage of
 /// [`step_plan`] advancing on `en`, with valid bits from `valid`; returns the registers, their
 /// ranges and the last valid bit. The last stage is left unregistered when `register_last` is
-/// false (it feeds the output buffer): its wires are returned instead.
+/// false (it feeds the output buffer): its wires are returned instead. A stage ending in an
+/// instantiated product is that many stages ([`plan_cycles`]), its registers the primitive's.
 #[allow(clippy::too_many_arguments)]
 fn step_stages(
     m: &mut Module,
@@ -252,12 +327,12 @@ fn step_stages(
     src: Vec<String>,
     from: Range,
     steps: &[Step],
-    split: bool,
+    pipe: &Pipelining,
     valid: String,
     en: &str,
     register_last: bool,
 ) -> (Vec<String>, Range, String) {
-    let plan = step_plan(steps, from, split);
+    let plan = step_plan(steps, from, pipe);
     // The range at the input of every step.
     let inputs: Vec<Range> = steps
         .iter()
@@ -269,6 +344,10 @@ fn step_stages(
         .collect();
     let (mut cur, mut r, mut v) = (src, from, valid);
     for (g, stage) in plan.iter().enumerate() {
+        if stage_is_product(stage, pipe) {
+            (cur, r, v) = product_stage(m, always, &format!("{prefix}{g}"), &cur, r, stage, (steps, &inputs), pipe, v, en);
+            continue;
+        }
         let mut next = Vec::with_capacity(cur.len());
         let mut to = r;
         for (k, s) in cur.iter().enumerate() {
@@ -291,7 +370,8 @@ fn step_stages(
         for (k, w) in next.iter().enumerate() {
             let name = format!("{prefix}{g}_{k}");
             m.reg(&name, to.width(), true);
-            always.push(format!("    if ({en}) {name} <= {w};"));
+            let e = m.enable(en);
+            always.push(format!("    if ({e}) {name} <= {w};"));
             regs.push(name);
         }
         (cur, r, v) = (regs, to, vreg);
@@ -299,11 +379,96 @@ fn step_stages(
     (cur, r, v)
 }
 
-/// The Verilog of `layer` pipelined for `clock_mhz`, and the bits of its registers.
-pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
-    let sched = schedule(layer, clock_mhz);
-    let split = splits_steps(clock_mhz);
-    let mut m = Module { text: String::new(), register_bits: 0 };
+/// A stage of [`step_plan`] that ends in an affine's product, on the elements `cur` (range `r`):
+/// the pieces before the product as wires, then the product of every element in an instantiated
+/// multiplier whose registers advance on `en`, with a valid bit per register stage. `steps`
+/// comes with the range at the input of every step. Returns the products, their range and the
+/// last valid bit.
+#[allow(clippy::too_many_arguments)]
+fn product_stage(
+    m: &mut Module,
+    always: &mut Vec<String>,
+    name: &str,
+    cur: &[String],
+    r: Range,
+    stage: &[Piece],
+    (steps, inputs): (&[Step], &[Range]),
+    pipe: &Pipelining,
+    valid: String,
+    en: &str,
+) -> (Vec<String>, Range, String) {
+    let (last, before) = match stage.split_last() {
+        Some(x) => x,
+        None => return (cur.to_vec(), r, valid),
+    };
+    let step = &steps[last.step];
+    let to = part_range(step, inputs[last.step], Part::Mul);
+    let mut out = Vec::with_capacity(cur.len());
+    for (k, s) in cur.iter().enumerate() {
+        let (mut w, mut rr) = (s.clone(), r);
+        for (i, p) in before.iter().enumerate() {
+            let dst = format!("{name}_w{k}_p{i}");
+            rr = part_wires(&mut m.text, &w, rr, inputs[p.step], &steps[p.step], k, p.part, &dst);
+            w = dst;
+        }
+        let dst = format!("{name}_{k}");
+        let c = match step {
+            Step::Affine { mul, .. } => mul.get(k % mul.len().max(1)).copied().unwrap_or(0),
+            Step::Requant { .. } | Step::Relu => 0,
+        };
+        if to.lo == to.hi {
+            // A constant product needs no multiplier.
+            m.line(format!("  wire signed [{}:0] {dst} = {};", to.width() - 1, lit(to.lo, to.width())));
+        } else {
+            let cw = signed_bits(c as i128, c as i128) + 1;
+            let e = m.enable(en);
+            m.product(&format!("u_{dst}"), &e, (&w, rr.width()), (&lit(c, cw), cw), (&dst, to.width()));
+        }
+        out.push(dst);
+    }
+    let mut v = valid;
+    for c in 0..pipe.multipliers.product_cycles() {
+        let vreg = format!("{name}_v{c}");
+        m.reg(&vreg, 1, false);
+        always.push(format!("    if (rst) {vreg} <= 1'b0; else if ({en}) {vreg} <= {v};"));
+        v = vreg;
+    }
+    (out, to, v)
+}
+
+/// `n` valid bits in a chain from `from`, named `{prefix}{c}_v` (the last one `{prefix}_v`),
+/// advancing on `en`; returns the last one's name.
+fn valid_chain(m: &mut Module, always: &mut Vec<String>, prefix: &str, n: usize, from: String) -> String {
+    let mut v = from;
+    for c in 0..n {
+        let name = if c + 1 == n { format!("{prefix}_v") } else { format!("{prefix}{c}_v") };
+        m.reg(&name, 1, false);
+        always.push(format!("    if (rst) {name} <= 1'b0; else if (en) {name} <= {v};"));
+        v = name;
+    }
+    v
+}
+
+/// The Verilog of a pipelined layer and what it declares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerRtl {
+    pub text: String,
+    /// Bits of its flip-flop registers (an instantiated multiplier's own registers are the
+    /// primitive's, not counted; the fabric registers around it are).
+    pub register_bits: usize,
+    /// Instantiated multipliers (DSP blocks).
+    pub dsps: usize,
+}
+
+/// The Verilog of `layer` pipelined as `pipe` says.
+pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
+    let clock_mhz = pipe.clock_mhz;
+    let sched = schedule(layer, pipe);
+    // On an ECP5 with instantiated multipliers, the enable is replicated: one copy per
+    // multiplier and per register of the other stages, so that no single net reaches every
+    // DSP and flip-flop of the layer in one clock.
+    let copies = if pipe.multipliers.instantiated() { Some(Vec::new()) } else { None };
+    let mut m = Module { text: String::new(), register_bits: 0, copies, dsps: 0 };
     let mut always: Vec<String> = Vec::new();
     let (iw, ow) = (layer.input.width(), layer.output().width());
     let (n_in, n_out, r) = (layer.in_features, layer.out_features, layer.reuse.max(1));
@@ -322,6 +487,9 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
     m.line(format!("  reg [{}:0] sk_data;", n_out * ow as usize - 1));
     m.register_bits += 1 + n_out * ow as usize;
     m.line("  wire en = !sk_valid;");
+    if m.copies.is_some() {
+        m.text.push_str(COPIES_MARK);
+    }
     let ins: Vec<String> = (0..n_in)
         .map(|k| {
             m.line(format!("  wire signed [{}:0] in_{k} = in_data[{}:{}];", iw - 1, (k + 1) * iw as usize - 1, k * iw as usize));
@@ -337,9 +505,8 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
     type Terms = (String, Vec<Vec<String>>, Option<(String, String)>);
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, split, "in_valid".into(), "en", true);
-        m.reg("mul_v", 1, false);
-        always.push(format!("    if (rst) mul_v <= 1'b0; else if (en) mul_v <= {xv};"));
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), "en", true);
+        let mul_v = valid_chain(&mut m, &mut always, "mul", pipe.multipliers.product_cycles(), xv);
         let mut nodes = Vec::new();
         for j in 0..n_out {
             let mut t = Vec::new();
@@ -353,14 +520,21 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
                 }
                 let (p, q) = (wv as i128 * xr.lo as i128, wv as i128 * xr.hi as i128);
                 let name = format!("mul_{j}_{k}");
-                m.reg(&name, signed_bits(p.min(q), p.max(q)), true);
-                let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
-                always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
+                let pw = signed_bits(p.min(q), p.max(q));
+                if pipe.multipliers.instantiated() {
+                    let cw = signed_bits(wv as i128, wv as i128) + 1;
+                    let e = m.enable("en");
+                    m.product(&format!("u_{name}"), &e, (x, xr.width()), (&lit(wv, cw), cw), (&name, pw));
+                } else {
+                    m.reg(&name, pw, true);
+                    let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
+                    always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
+                }
                 t.push(name);
             }
             nodes.push(t);
         }
-        ("mul_v".into(), nodes, None)
+        (mul_v, nodes, None)
     } else {
         let p = n_in / r;
         let cb = signed_bits(0, r as i128);
@@ -370,15 +544,14 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
         m.line(format!("  wire last = busy && (cnt == {cb}'d{});", r - 1));
         m.line("  wire free = !busy || last;");
         // The pre stages advance while their last stage is empty or handing its sample over.
-        let pre_valid_last =
-            if layer.pre.is_empty() { None } else { Some(format!("pre{}_v", step_plan(&layer.pre, layer.input, split).len() - 1)) };
-        if pre_valid_last.is_some() {
+        let has_pre = !layer.pre.is_empty();
+        if has_pre {
             m.line("  wire pre_en;");
         }
-        let pre_en = if pre_valid_last.is_some() { "pre_en" } else { "en" };
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, split, "in_valid".into(), pre_en, true);
-        if let Some(v) = &pre_valid_last {
-            m.line(format!("  assign pre_en = en && (!{v} || free);"));
+        let pre_en = if has_pre { "pre_en" } else { "en" };
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), pre_en, true);
+        if has_pre {
+            m.line(format!("  assign pre_en = en && (!{xv} || free);"));
         }
         let ready = if layer.pre.is_empty() { "en && free" } else { "pre_en" };
         m.line(format!("  assign in_ready = {ready};"));
@@ -405,10 +578,20 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
             m.reg(&name, xw as u32, true);
             always.push(format!("    if (en) {name} <= xs[{}:{}];", (q + 1) * xw - 1, q * xw));
         }
-        for name in ["mul_v", "mul_f", "mul_l"] {
-            m.reg(name, 1, false);
+        // The valid bit and the first and last beat flags through the product's stages.
+        let mut prev = ("sel_v".to_string(), "sel_f".to_string(), "sel_l".to_string());
+        for c in 0..pipe.multipliers.product_cycles() {
+            let names = (format!("mul{c}_v"), format!("mul{c}_f"), format!("mul{c}_l"));
+            for name in [&names.0, &names.1, &names.2] {
+                m.reg(name, 1, false);
+            }
+            always.push(format!(
+                "    if (rst) {} <= 1'b0; else if (en) begin {} <= {}; {} <= {}; {} <= {}; end",
+                names.0, names.0, prev.0, names.1, prev.1, names.2, prev.2
+            ));
+            prev = names;
         }
-        always.push("    if (rst) mul_v <= 1'b0; else if (en) begin mul_v <= sel_v; mul_f <= sel_f; mul_l <= sel_l; end".into());
+        let (mul_v, mul_f, mul_l) = prev;
         let mut nodes = Vec::new();
         for j in 0..n_out {
             let mut t = Vec::new();
@@ -430,13 +613,19 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
                 let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
                 let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
                 let name = format!("mul_{j}_{q}");
-                m.reg(&name, signed_bits(plo, phi), true);
-                always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
+                let pw = signed_bits(plo, phi);
+                if pipe.multipliers.instantiated() {
+                    let e = m.enable("en");
+                    m.product(&format!("u_{name}"), &e, (&format!("sel_x{q}"), xw as u32), (&sel, ww), (&name, pw));
+                } else {
+                    m.reg(&name, pw, true);
+                    always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
+                }
                 t.push(name);
             }
             nodes.push(t);
         }
-        ("mul_v".into(), nodes, Some(("mul_f".into(), "mul_l".into())))
+        (mul_v, nodes, Some((mul_f, mul_l)))
     };
     // The adder tree: `fan` terms per register per stage, every output through the same stages.
     let (mut tv, mut flags) = (tree_valid, flags);
@@ -457,7 +646,8 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
             for (c, chunk) in t.chunks(fan).enumerate() {
                 let name = format!("tree{s}_{j}_{c}");
                 m.reg(&name, tw, true);
-                always.push(format!("    if (en) {name} <= {};", balanced(chunk)));
+                let e = m.enable("en");
+                always.push(format!("    if ({e}) {name} <= {};", balanced(chunk)));
                 next.push(name);
             }
             *t = next;
@@ -486,7 +676,8 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
                 .map(|(j, t)| {
                     let name = format!("acc_r{j}");
                     m.reg(&name, tw, true);
-                    always.push(format!("    if (en && {tv}) {name} <= ({f} ? {} : {name}) + {};", lit(layer.bias[j], tw), balanced(t)));
+                    let e = m.enable("en");
+                    always.push(format!("    if ({e} && {tv}) {name} <= ({f} ? {} : {name}) + {};", lit(layer.bias[j], tw), balanced(t)));
                     m.line(format!("  wire signed [{}:0] acc_{j} = {name};", aw - 1));
                     format!("acc_{j}")
                 })
@@ -495,7 +686,7 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
         }
     };
     // Post: the steps after the sums; the last group feeds the output buffer.
-    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, split, sum_valid, "en", false);
+    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, pipe, sum_valid, "en", false);
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
     m.line(format!("  wire [{}:0] y = {{{}}};", n_out * ow as usize - 1, packed.join(", ")));
     m.line("  always @(posedge clk) begin");
@@ -514,8 +705,20 @@ pub fn pipelined_layer(layer: &Layer, clock_mhz: f64) -> (String, usize) {
     m.line("      else begin sk_valid <= 1'b1; sk_data <= y; end");
     m.line("    end else if (out_ready) out_valid <= 1'b0;");
     m.line("  end");
+    // Each copy of the enable is the next `!sk_valid`, registered; `keep` stops Yosys from
+    // merging the copies back into one register.
+    if let Some(copies) = m.copies.take() {
+        m.line(format!("  wire sk_next = !rst && (sk_valid ? !out_ready : ({yv} && out_valid && !out_ready));"));
+        let mut decl = String::new();
+        for c in &copies {
+            let _ = writeln!(decl, "  reg {c};");
+            m.line(format!("  (* keep *) always @(posedge clk) {c} <= !sk_next;"));
+        }
+        m.register_bits += copies.len();
+        m.text = m.text.replacen(COPIES_MARK, &decl, 1);
+    }
     m.line("endmodule");
-    (m.text, m.register_bits)
+    LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps }
 }
 
 #[cfg(test)]
@@ -554,24 +757,29 @@ mod tests {
         let a = Step::Affine { mul: vec![1], add: vec![0], frac: 0 };
         let q = Step::Requant { width: 8, frac_width: 4, signed: true };
         let (wide, narrow) = (Range { lo: -1 << 12, hi: 1 << 12, frac: 8 }, Range { lo: -16, hi: 15, frac: 6 });
-        // (steps, input range, split, plan). Slow: an affine alone, rescales and relus
-        // together. Fast: a rescale dropping 4 bits of a range it can leave is round, carry and
-        // clamp; dropping 2 bits of [-16, 15] gives [-4, 4], which needs no clamp; a rescale
-        // appending bits (the affine's 0 fraction bits to 4) is one stage; an affine is its
-        // product and its sum; a relu joins the piece after it, or the one before at the end.
-        let cases: &[(Vec<Step>, Range, bool, &str)] = &[
-            (vec![], wide, false, ""),
-            (vec![Step::Relu], wide, false, "0w"),
-            (vec![a.clone(), Step::Relu, q.clone()], wide, false, "0w | 1w 2w"),
-            (vec![Step::Relu, q.clone(), a.clone()], wide, false, "0w 1w | 2w"),
-            (vec![q.clone(), a.clone(), a.clone()], wide, false, "0w | 1w | 2w"),
-            (vec![Step::Relu], wide, true, "0w"),
-            (vec![Step::Relu, q.clone()], wide, true, "0w 1r | 1c | 1k"),
-            (vec![q.clone(), Step::Relu], narrow, true, "0r | 0c 1w"),
-            (vec![a.clone(), Step::Relu, q.clone()], wide, true, "0m | 0a | 1w 2w"),
+        // (steps, input range, split, plan). Slow (100 MHz): an affine alone, rescales and relus
+        // together. Fast (200 MHz): a rescale dropping 4 bits of a range it can leave is round,
+        // carry and clamp; dropping 2 bits of [-16, 15] gives [-4, 4], which needs no clamp; a
+        // rescale appending bits (the affine's 0 fraction bits to 4) is one stage; an affine is
+        // its product and its sum; a relu joins the piece after it, or the one before at the end.
+        // With instantiated multipliers an affine is its product and its sum at 100 MHz too.
+        let (slow, fast) = (Pipelining::clock(100.0), Pipelining::clock(200.0));
+        let dsp = Pipelining { clock_mhz: 100.0, multipliers: Multipliers::Ecp5Dsp };
+        let cases: &[(Vec<Step>, Range, Pipelining, &str)] = &[
+            (vec![], wide, slow, ""),
+            (vec![Step::Relu], wide, slow, "0w"),
+            (vec![a.clone(), Step::Relu, q.clone()], wide, slow, "0w | 1w 2w"),
+            (vec![Step::Relu, q.clone(), a.clone()], wide, slow, "0w 1w | 2w"),
+            (vec![q.clone(), a.clone(), a.clone()], wide, slow, "0w | 1w | 2w"),
+            (vec![Step::Relu], wide, fast, "0w"),
+            (vec![Step::Relu, q.clone()], wide, fast, "0w 1r | 1c | 1k"),
+            (vec![q.clone(), Step::Relu], narrow, fast, "0r | 0c 1w"),
+            (vec![a.clone(), Step::Relu, q.clone()], wide, fast, "0m | 0a | 1w 2w"),
+            (vec![a.clone(), Step::Relu, q.clone()], wide, dsp, "0m | 0a | 1w 2w"),
+            (vec![Step::Relu, a.clone()], wide, dsp, "0w | 1m | 1a"),
         ];
-        for (steps, from, split, want) in cases {
-            assert_eq!(short(&step_plan(steps, *from, *split)), *want, "{steps:?} split {split}");
+        for (steps, from, p, want) in cases {
+            assert_eq!(short(&step_plan(steps, *from, p)), *want, "{steps:?} {p:?}");
         }
         // 200 MHz splits (one adder level per stage), 100 MHz does not (three).
         assert_eq!((splits_steps(200.0), splits_steps(125.0), splits_steps(100.0)), (true, true, false));
@@ -603,17 +811,31 @@ mod tests {
         // stage. Folded by 4: 4 multipliers per output (the bias enters the accumulator),
         // 4 -> 2 -> 1 at 200 MHz; the pre stage, the feeder taking the sample, 4 beats, the
         // select-to-multiply and accumulator hand-overs (2), the tree (2) and the output buffer:
-        // 1 + 1 + 4 + 2 + 2 + 1. Folded by 16: one multiplier per output, no tree.
-        let cases: &[(Layer, f64, usize, usize)] = &[
-            (layer(16, 4, 1, vec![], vec![]), 200.0, 5, 7),
-            (layer(16, 4, 1, vec![], vec![Step::Relu, q.clone()]), 100.0, 2, 4),
-            (layer(16, 4, 1, vec![q.clone()], vec![]), 100.0, 2, 5),
-            (layer(16, 4, 4, vec![q.clone()], vec![]), 200.0, 2, 11),
-            (layer(16, 4, 16, vec![], vec![]), 200.0, 0, 20),
+        // 1 + 1 + 4 + 2 + 2 + 1. Folded by 16: one multiplier per output, no tree. In a
+        // MULT18X18D (`ecp5-dsp`) every product takes four stages, three more than inferred, and
+        // so does an affine's product: a batch norm before the layer is 6 stages (4 of product,
+        // the sum, the relu with the rescale that needs no rounding).
+        let (i, e) = (Multipliers::Inferred, Multipliers::Ecp5Dsp);
+        let a = Step::Affine { mul: vec![3, -2], add: vec![1, 0], frac: 0 };
+        let cases: &[(Layer, f64, Multipliers, usize, usize)] = &[
+            (layer(16, 4, 1, vec![], vec![]), 200.0, i, 5, 7),
+            (layer(16, 4, 1, vec![], vec![Step::Relu, q.clone()]), 100.0, i, 2, 4),
+            (layer(16, 4, 1, vec![q.clone()], vec![]), 100.0, i, 2, 5),
+            (layer(16, 4, 4, vec![q.clone()], vec![]), 200.0, i, 2, 11),
+            (layer(16, 4, 16, vec![], vec![]), 200.0, i, 0, 20),
+            (layer(16, 4, 1, vec![], vec![]), 200.0, e, 5, 10),
+            (layer(16, 4, 4, vec![q.clone()], vec![]), 200.0, e, 2, 14),
+            (layer(16, 4, 1, vec![a.clone(), Step::Relu, q.clone()], vec![]), 200.0, i, 5, 10),
+            (layer(16, 4, 1, vec![a.clone(), Step::Relu, q.clone()], vec![]), 200.0, e, 5, 16),
         ];
-        for (l, f, tree, latency) in cases {
-            let s = schedule(l, *f);
-            assert_eq!((s.tree_stages, s.latency, s.initiation_interval), (*tree, *latency, l.reuse), "{f} MHz, reuse {}", l.reuse);
+        for (l, f, mult, tree, latency) in cases {
+            let s = schedule(l, &Pipelining { clock_mhz: *f, multipliers: *mult });
+            assert_eq!(
+                (s.tree_stages, s.latency, s.initiation_interval),
+                (*tree, *latency, l.reuse),
+                "{f} MHz, {mult:?}, reuse {}",
+                l.reuse
+            );
         }
     }
 }

@@ -115,7 +115,13 @@ pub fn synth(dir: &Path, target: SynthTarget) -> Result<SynthReport> {
     if !crate::simulate::tool_available("yosys") {
         return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
     }
-    let files = rtl_sources(dir)?;
+    let mut files = rtl_sources(dir)?;
+    // A design with instantiated ECP5 multipliers is synthesized for these targets with the
+    // primitive's behavioural model, which Yosys maps as it maps any product and register.
+    let model = dir.join(crate::dsp::ECP5_MODEL_FILE);
+    if model.is_file() {
+        files.push(model.display().to_string());
+    }
     let name = target.name();
     let (stat, ltp) = (dir.join(format!("synth_{name}_stat.json")), dir.join(format!("synth_{name}_ltp.txt")));
     let script = format!(

@@ -118,10 +118,11 @@ int main(int argc, char** argv) {{
     )
 }
 
-/// The build script: Verilator compiles the RTL and the testbench into `obj_dir/sim`.
-pub fn build_script(layer_files: &[String]) -> String {
+/// The build script: Verilator compiles the RTL and the testbench into `obj_dir/sim`; `files`
+/// are the Verilog files besides the top, relative to the design's folder.
+pub fn build_script(files: &[String]) -> String {
     format!(
         "#!/bin/sh\n# Builds the Verilator simulation of this design into obj_dir/sim (written by `ch emit`).\nset -e\ncd \"$(dirname \"$0\")\"\nverilator --cc --exe --build -O2 -j 2 --top-module {TOP} -Mdir obj_dir -o sim \\\n  {} rtl/{TOP}.v tb/tb.cpp >obj_dir.log 2>&1 || {{ tail -n 20 obj_dir.log >&2; exit 1; }}\n",
-        layer_files.iter().map(|f| format!("rtl/{f}")).collect::<Vec<_>>().join(" ")
+        files.join(" ")
     )
 }

@@ -339,11 +339,11 @@ fn folded_layer(layer: &Layer) -> String {
 }
 
 /// The Verilog of one layer's module: fully unrolled, or folded by its reuse factor; pipelined
-/// for a clock when `clock_mhz` is given ([`crate::pipeline`]).
-pub fn layer_verilog(layer: &Layer, clock_mhz: Option<f64>) -> String {
+/// for a clock when `pipe` is given ([`crate::pipeline`]).
+pub fn layer_verilog(layer: &Layer, pipe: Option<crate::pipeline::Pipelining>) -> String {
     let mut o = String::from("/* verilator lint_off WIDTH */\n");
-    if let Some(f) = clock_mhz {
-        o.push_str(&crate::pipeline::pipelined_layer(layer, f).0);
+    if let Some(p) = pipe {
+        o.push_str(&crate::pipeline::pipelined_layer(layer, &p).text);
     } else if layer.reuse <= 1 {
         o.push_str(&unrolled_layer(layer));
     } else {

@@ -7,7 +7,7 @@
 
 use crate::args::EmitArgs;
 use crate::config::merge_on_cpu;
-use crate::hw_pass::{lower_options, summary_lines, write_design};
+use crate::hw_pass::{lower_options, multipliers_named, summary_lines, write_design};
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, Result};
@@ -35,7 +35,8 @@ pub fn run(args: &EmitArgs) -> Result<()> {
         layers.push((node, r));
     }
     let opts = lower_options(&ck.graph, args.reuse.unwrap_or(1), &layers, "--reuse-layer")?;
-    let (design, manifest) = write_design(&ck, &label, &opts, args.clock_mhz, &dir)?;
+    let multipliers = multipliers_named(args.multipliers.as_deref(), "--multipliers")?;
+    let (design, manifest) = write_design(&ck, &label, &opts, args.clock_mhz, multipliers, &dir)?;
     for line in summary_lines(&design, &manifest) {
         human.line(line);
     }

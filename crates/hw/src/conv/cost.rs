@@ -55,8 +55,8 @@ pub fn estimate_stages(d: &Design) -> Vec<StageCost> {
             let (wl, wf) = window_cost(s.window(), s.buffered());
             match s {
                 Stage::Conv(c) => {
-                    let mvu = match d.clock_mhz {
-                        Some(f) => estimate_pipelined_layer(&c.mvu, f),
+                    let mvu = match d.pipelining() {
+                        Some(p) => estimate_pipelined_layer(&c.mvu, &p),
                         None => estimate_layer(&c.mvu),
                     };
                     StageCost {

@@ -38,13 +38,13 @@ struct Pipe {
 }
 
 impl Unit {
-    fn of_layer(layer: &Layer, clock_mhz: Option<f64>) -> Unit {
+    fn of_layer(layer: &Layer, pipe: Option<crate::pipeline::Pipelining>) -> Unit {
         let r = layer.reuse.max(1);
-        match clock_mhz {
+        match pipe {
             None if r <= 1 => Unit::Reg { out_valid: false },
             None => Unit::Folded { reuse: r, busy: false, cnt: 0, out_valid: false },
-            Some(f) => {
-                let s = crate::pipeline::schedule(layer, f);
+            Some(p) => {
+                let s = crate::pipeline::schedule(layer, &p);
                 let (pre, body, tail) = if r <= 1 {
                     (0, s.pre_stages + 1 + s.tree_stages + s.post_stages - 1, 0)
                 } else {
@@ -248,7 +248,7 @@ fn units(d: &Design) -> Vec<Unit> {
     for s in &d.stages {
         u.push(window(s.window()));
         match s {
-            Stage::Conv(c) => u.push(Unit::of_layer(&c.mvu, d.clock_mhz)),
+            Stage::Conv(c) => u.push(Unit::of_layer(&c.mvu, d.pipelining())),
             Stage::MaxPool(_) => u.push(Unit::Reg { out_valid: false }),
         }
     }
@@ -256,7 +256,7 @@ fn units(d: &Design) -> Vec<Unit> {
         let [h, w] = last.window().out_hw();
         u.push(Unit::Collector { pixels: h * w, full: false, cnt: 0 });
     }
-    u.extend(d.layers.iter().map(|l| Unit::of_layer(l, d.clock_mhz)));
+    u.extend(d.layers.iter().map(|l| Unit::of_layer(l, d.pipelining())));
     u
 }
 

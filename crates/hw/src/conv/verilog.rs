@@ -27,10 +27,10 @@ pub fn stage_module(stage: &Stage) -> String {
 pub const COLLECTOR: &str = "mase_flatten";
 
 /// The Verilog of one stage: its window generator and its computation, one file.
-pub fn stage_verilog(stage: &Stage, clock_mhz: Option<f64>) -> String {
+pub fn stage_verilog(stage: &Stage, pipe: Option<crate::pipeline::Pipelining>) -> String {
     let mut o = window_verilog(stage);
     match stage {
-        Stage::Conv(s) => o.push_str(&layer_verilog(&s.mvu, clock_mhz)),
+        Stage::Conv(s) => o.push_str(&layer_verilog(&s.mvu, pipe)),
         Stage::MaxPool(_) => o.push_str(&pool_verilog(stage)),
     }
     o
