@@ -770,7 +770,9 @@ def _opaque_shapes(gm, records, sample_shape):
         with torch.no_grad():
             ShapeProp(gm).propagate(torch.zeros(2, *sample_shape))
     except Exception as e:  # the user's forward may raise anything
-        raise ValueError(f"MaseGraph: a forward run on a batch of shape {[2, *sample_shape]} failed: {type(e).__name__}: {e}") from None
+        # PyTorch's messages (ShapeProp's) span lines; the refusal is one.
+        line = " ".join(str(e).split())
+        raise ValueError(f"MaseGraph: a forward run on a batch of shape {[2, *sample_shape]} failed: {type(e).__name__}: {line}") from None
     finally:
         for m, mode in modes:
             m.training = mode
