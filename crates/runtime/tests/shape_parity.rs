@@ -12,17 +12,20 @@ use mase_runtime::{ExecOptions, Executor, Mode};
 
 type Fixture = std::collections::HashMap<String, Vec<f32>>;
 
+/// Builds a case's graph from its input node, returning the output value.
+type Build = Box<dyn Fn(&mut Graph, NodeId) -> NodeId>;
+
 fn slice(start: Option<i64>, end: Option<i64>, step: usize) -> IndexItem {
     IndexItem::Slice { start, end, step }
 }
 
 /// One op applied to the input.
-fn op(op: Op) -> Box<dyn Fn(&mut Graph, NodeId) -> NodeId> {
+fn op(op: Op) -> Build {
     Box::new(move |g, x| g.call_function("f", op.clone(), &[x]))
 }
 
 /// `torch.stack` / `torch.cat` of `k` copies of the input.
-fn of_copies(k: usize, op: Op) -> Box<dyn Fn(&mut Graph, NodeId) -> NodeId> {
+fn of_copies(k: usize, op: Op) -> Build {
     Box::new(move |g, x| g.call_function("f", op.clone(), &vec![x; k]))
 }
 
@@ -80,7 +83,7 @@ fn shape_and_indexing_ops_match_pytorch() {
     let full = IndexItem::full;
     let index = |items| op(Op::Index { items });
     let c = DimArg::Const;
-    let cases: Vec<(&str, Box<dyn Fn(&mut Graph, NodeId) -> NodeId>)> = vec![
+    let cases: Vec<(&str, Build)> = vec![
         ("select_1", index(vec![full(), Select(0)])),
         ("slice_step_new_axis", index(vec![Ellipsis, slice(Some(1), None, 2), NewAxis])),
         ("slice_negative", index(vec![full(), slice(Some(-3), Some(-1), 1), slice(None, None, 3)])),
