@@ -15,6 +15,8 @@ use mase_ir::{
 };
 use std::path::Path;
 
+mod indexing;
+
 /// The opset exports use.
 pub const EXPORT_OPSET: i64 = 13;
 
@@ -258,12 +260,18 @@ impl Ex<'_> {
                 };
                 self.add(on("Transpose"), "Transpose", vec![x], out.into(), vec![a_ints("perm", &perm)]);
             }
-            Op::Size { .. } => {
-                if g.users(id).iter().any(|&u| !matches!(g.node(u).op, Op::Reshape { .. })) {
-                    return Err(xerr(name, "a size used other than by a reshape has no ONNX equivalent here"));
+            // Sizes and their arithmetic fold into the shapes of the reshapes and expands that
+            // read them, which the exporter writes from shape inference.
+            Op::Size { .. } | Op::SizeArith { .. } => {
+                if g.users(id).iter().any(|&u| !matches!(g.node(u).op, Op::Reshape { .. } | Op::Expand { .. } | Op::SizeArith { .. })) {
+                    return Err(xerr(name, "a size used other than by a reshape or an expand has no ONNX equivalent here"));
                 }
                 return Ok(Emitted::Folded);
             }
+            Op::Index { items } => self.index(id, x, items, out, key)?,
+            Op::Expand { .. } => self.expand(id, x, out, key)?,
+            Op::Repeat { repeats } => self.repeat(id, x, repeats, out, key)?,
+            Op::Stack { dim } => self.stack(id, ins, *dim, out, key),
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow | Op::MatMul => {
                 let op = match n.op {
                     Op::Add => "Add",

@@ -1,7 +1,7 @@
 //! Families of ops, for the sites that decide per family rather than per op, and one example op
 //! of every variant, for the tests that check each string-keyed op table against [`Op`].
 
-use crate::{ConvSpec, DimArg, NormSpec, Op, PoolSpec, ReduceSpec};
+use crate::{ConvSpec, DimArg, IndexItem, NormSpec, Op, PoolSpec, ReduceSpec, SizeOp};
 
 /// What kind of computation an op is. Sites that treat every op of a family alike (how many
 /// inputs it takes, how its operations are counted, whether it mixes batch rows) match on this
@@ -32,7 +32,7 @@ pub enum OpFamily {
     /// Reductions over dimensions: `mean`, `sum`, `amax`.
     Reduce,
     /// Data movement without arithmetic: `flatten`, `view`, `transpose`, `permute`, `size`, `cat`,
-    /// `pad`.
+    /// `pad`, `getitem`, `expand`, `repeat`, `stack`; and arithmetic on sizes (`size_arith`).
     Shape,
     /// A PyTorch module kept whole, which only PyTorch runs (`Op::Opaque`).
     Opaque,
@@ -78,6 +78,7 @@ impl Op {
             Op::Opaque { .. } => OpFamily::Opaque,
             Op::LayerNorm { .. } | Op::GroupNorm { .. } => OpFamily::Norm,
             Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => OpFamily::AdaptivePool,
+            Op::Index { .. } | Op::Expand { .. } | Op::Repeat { .. } | Op::Stack { .. } | Op::SizeArith { .. } => OpFamily::Shape,
         }
     }
 }
@@ -171,6 +172,11 @@ examples! {
     Op::GroupNorm { .. } => Op::GroupNorm { num_groups: 2, num_channels: 4, eps: 1e-5, affine: true, bias: true },
     Op::AdaptiveMaxPool1d { .. } => Op::AdaptiveMaxPool1d { output_size: 1 },
     Op::AdaptiveMaxPool2d { .. } => Op::AdaptiveMaxPool2d { output_size: [1, 1] },
+    Op::Index { .. } => Op::Index { items: vec![IndexItem::full(), IndexItem::Select(0)] },
+    Op::Expand { .. } => Op::Expand { shape: vec![DimArg::Const(2), DimArg::Const(-1)] },
+    Op::Repeat { .. } => Op::Repeat { repeats: vec![1, 2] },
+    Op::Stack { .. } => Op::Stack { dim: 1 },
+    Op::SizeArith { .. } => Op::SizeArith { arith: SizeOp::FloorDiv, args: [DimArg::Input(0), DimArg::Const(2)] },
 }
 
 #[cfg(test)]
@@ -215,7 +221,7 @@ mod tests {
             (OpFamily::Binary, "add sub mul div pow"),
             (OpFamily::MatMul, "matmul"),
             (OpFamily::Reduce, "mean sum amax"),
-            (OpFamily::Shape, "flatten view transpose permute size cat pad"),
+            (OpFamily::Shape, "flatten view transpose permute size cat pad getitem expand repeat stack size_arith"),
         ];
         for (family, want) in table {
             assert_eq!(names(family), want, "{family:?}");

@@ -9,6 +9,7 @@
 mod error;
 mod family;
 mod graph;
+mod index;
 mod meta;
 mod naming;
 mod op;
@@ -23,6 +24,7 @@ mod validate;
 pub use error::{IrError, Result};
 pub use family::OpFamily;
 pub use graph::{Graph, Node, NodeId, NodeKind};
+pub use index::{expand_shape, items_at, repeat_shape, resolve_index, IndexItem, Indexed, ReadDim, SizeOp};
 pub use meta::{ArgMeta, CommonMeta, GraphMeta, NodeMeta, TensorMeta};
 pub use naming::{snake_case, Namer};
 pub use op::{ConvSpec, DepthMode, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpec, ReduceSpec};

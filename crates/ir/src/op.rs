@@ -1,6 +1,7 @@
 //! What a node computes. One enum variant per operator the runtime implements; the fx kind and
 //! target of the node say how torch.fx would have spelled it (module, function or method).
 
+use crate::index::{IndexItem, SizeOp};
 use crate::shape::{self, ValueInfo};
 use crate::{IrError, OpFamily, Result};
 use serde::{Deserialize, Serialize};
@@ -358,6 +359,31 @@ pub enum Op {
     AdaptiveMaxPool2d {
         output_size: [usize; 2],
     },
+    /// `x[items]` on a tensor (`operator.getitem`): slices with steps, integers, `None` and
+    /// `...`. A piece of `chunk`, `split` or `unbind` is one of these too: the tracer lowers
+    /// each piece a graph reads to its own node, so every node stays one tensor.
+    Index {
+        items: Vec<IndexItem>,
+    },
+    /// `x.expand(sizes)`: entries as `view`'s (constants or integer inputs), `-1` keeping the
+    /// input's size.
+    Expand {
+        shape: Vec<DimArg>,
+    },
+    /// `x.repeat(repeats)`.
+    Repeat {
+        repeats: Vec<usize>,
+    },
+    /// `torch.stack(inputs, dim)` of any number of inputs of one shape.
+    Stack {
+        dim: i64,
+    },
+    /// Integer arithmetic on sizes (`c // groups`, `h * w`), each operand a constant or an
+    /// integer input: an integer, as `size` gives, known when a plan is built.
+    SizeArith {
+        arith: SizeOp,
+        args: [DimArg; 2],
+    },
     /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
     /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
     /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
@@ -425,7 +451,17 @@ impl Op {
             Op::GroupNorm { .. } => "group_norm",
             Op::AdaptiveMaxPool1d { .. } => "adaptive_max_pool1d",
             Op::AdaptiveMaxPool2d { .. } => "adaptive_max_pool2d",
+            Op::Index { .. } => "getitem",
+            Op::Expand { .. } => "expand",
+            Op::Repeat { .. } => "repeat",
+            Op::Stack { .. } => "stack",
+            Op::SizeArith { .. } => "size_arith",
         }
+    }
+
+    /// Whether the op's value is an integer (a size) rather than a tensor.
+    pub fn gives_int(&self) -> bool {
+        matches!(self, Op::Size { .. } | Op::SizeArith { .. })
     }
 
     /// The PyTorch module class that implements this op, for ops that are modules.
@@ -639,6 +675,9 @@ impl Op {
         match self {
             Op::Input | Op::Constant => Some(0),
             Op::Reshape { .. } | Op::Concat { .. } | Op::Opaque { .. } => None,
+            // The input and the integer inputs its sizes read; any number of tensors; the integer
+            // operands (none to two).
+            Op::Expand { .. } | Op::Stack { .. } | Op::SizeArith { .. } => None,
             // The input, then the weight and bias when a function call passes them.
             Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
             other => match other.family() {

@@ -182,6 +182,36 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             shaped(group_norm(tensor_in(0)?, *num_groups, *num_channels, *affine, &extra))
         }
         Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => shaped(reduce(tensor_in(0)?, r)),
+        Op::Index { items } => shaped(crate::index::resolve_index(items, tensor_in(0)?).map(|r| r.shape())),
+        Op::Expand { shape } => {
+            let x = tensor_in(0)?;
+            shaped(reshape_dims(shape, inputs).and_then(|dims| crate::index::expand_shape(x, &dims)))
+        }
+        Op::Repeat { repeats } => shaped(crate::index::repeat_shape(tensor_in(0)?, repeats)),
+        Op::Stack { dim } => {
+            if inputs.is_empty() {
+                return Err(err("stack needs at least one tensor".into()));
+            }
+            let first = tensor_in(0)?;
+            for i in 1..inputs.len() {
+                if tensor_in(i)? != first {
+                    return Err(err(format!("input {i} has another shape than input 0; stack needs tensors of one shape")));
+                }
+            }
+            let d = norm_dim(*dim, first.len() + 1).ok_or_else(|| err(format!("dim {dim} out of range for rank {}", first.len() + 1)))?;
+            let mut s = first.to_vec();
+            s.insert(d, inputs.len());
+            Ok(ValueInfo::Tensor(s))
+        }
+        Op::SizeArith { arith, args } => {
+            if let Some(i) = inputs.iter().position(|v| v.is_tensor()) {
+                return Err(err(format!("input {i} is a tensor; size arithmetic takes integers")));
+            }
+            let [a, b] = reshape_dims(args, inputs).map_err(err)?[..] else {
+                return Err(err("size arithmetic takes two operands".into()));
+            };
+            arith.apply(a, b).map(ValueInfo::Int).map_err(err)
+        }
     }
 }
 

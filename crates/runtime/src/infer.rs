@@ -16,7 +16,7 @@
 use crate::executor::{ExecOptions, Executor, Mode};
 use crate::slots::store_from_slots;
 use crate::Result;
-use mase_ir::{Graph, Op, OpFamily, QuantFormat, ValueInfo};
+use mase_ir::{Graph, IndexItem, Op, OpFamily, QuantFormat, ValueInfo};
 use mase_quant::Reach;
 use rayon::prelude::*;
 
@@ -118,6 +118,13 @@ fn row_wise(op: &Op, rank: usize) -> bool {
         Op::Permute { dims } => dims.first().is_some_and(|&d| touches_batch(d)),
         Op::Flatten { start_dim, .. } => !touches_batch(*start_dim) || rank == 1,
         Op::Concat { dim } => !touches_batch(*dim),
+        // Stacking adds a dimension: the batch stays first unless the new one goes before it.
+        Op::Stack { dim } => *dim != 0 && *dim + rank as i64 + 1 != 0,
+        Op::Index { items } => index_keeps_batch(items, rank),
+        // Without new leading dimensions, an expanded row comes from its own input row (or from
+        // the only row of a batch-free input).
+        Op::Expand { shape } => shape.len() == rank,
+        Op::Repeat { repeats } => repeats.len() == rank && repeats.first() == Some(&1),
         // A reduction of every element (empty `dims`) mixes the batch; otherwise it is row-wise
         // when none of its dims is the batch's.
         Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => !r.dims.is_empty() && !r.dims.iter().any(|&d| touches_batch(d)),
@@ -134,6 +141,15 @@ fn row_wise(op: &Op, rank: usize) -> bool {
             // Never run by the executor (`Plan::build` refuses it).
             OpFamily::Opaque => false,
         },
+    }
+}
+
+/// Whether a subscript reads the batch dimension (the first) whole and keeps it first.
+fn index_keeps_batch(items: &[IndexItem], rank: usize) -> bool {
+    match items.first() {
+        None => true,
+        Some(IndexItem::Ellipsis) => items.iter().filter(|i| !matches!(i, IndexItem::Ellipsis | IndexItem::NewAxis)).count() < rank,
+        Some(first) => *first == IndexItem::full(),
     }
 }
 

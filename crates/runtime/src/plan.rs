@@ -6,6 +6,7 @@ use crate::kernels::activation::{ActKind, Activation};
 use crate::kernels::conv::{Conv, ConvGeom};
 use crate::kernels::dropout::{Dropout, StochasticDepth};
 use crate::kernels::elementwise::{BinOp, Binary};
+use crate::kernels::indexing::Gather;
 use crate::kernels::layer_norm::{Affine, RowLayout, RowNorm};
 use crate::kernels::linear::Linear;
 use crate::kernels::matmul::MatMul;
@@ -101,7 +102,7 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
     let act = |k| NodeKernel::Act(Activation::new(k));
     let pool_geom = |p| PoolGeom::new(p, x, out);
     match &node.op {
-        Op::Input | Op::Output | Op::Flatten { .. } | Op::Reshape { .. } | Op::Size { .. } => NodeKernel::Nop,
+        Op::Input | Op::Output | Op::Flatten { .. } | Op::Reshape { .. } | Op::Size { .. } | Op::SizeArith { .. } => NodeKernel::Nop,
         Op::Constant => NodeKernel::Constant(Constant::new(slots[0])),
         Op::Linear { in_features, out_features, bias } => {
             NodeKernel::Linear(Linear::new(numel(x), *in_features, *out_features, slots[0], bias.then(|| slots[1])))
@@ -167,6 +168,16 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::GroupNorm { num_groups, eps, .. } => {
             let (w, b) = affine_sources(ins.len(), slots);
             NodeKernel::RowNorm(RowNorm::new(RowLayout::group(x, *num_groups), *eps, w, b))
+        }
+        // Shape inference resolved the same items for this shape before the plan compiles.
+        Op::Index { items } => mase_ir::resolve_index(items, x).map_or(NodeKernel::Nop, |ix| NodeKernel::Gather(Gather::index(x, &ix))),
+        Op::Expand { .. } => NodeKernel::Gather(Gather::expand(x, out)),
+        Op::Repeat { repeats } => NodeKernel::Gather(Gather::repeat(x, repeats)),
+        Op::Stack { dim: d } => {
+            // A stack is a concatenation of the inputs, each with a dimension of 1 at `dim`.
+            let d = dim(*d, out.len());
+            let unsqueezed: Vec<Vec<usize>> = ins.iter().map(|s| [&s[..d], &[1], &s[d..]].concat()).collect();
+            NodeKernel::Concat(Concat::new(&unsqueezed.iter().map(Vec::as_slice).collect::<Vec<_>>(), out, d))
         }
     }
 }

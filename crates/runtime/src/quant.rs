@@ -63,7 +63,7 @@ impl ExecQuant {
         for (i, node) in graph.nodes().iter().enumerate() {
             let mut list = Vec::new();
             if let Some(q) = active(node) {
-                if is_alias(&node.op) || matches!(node.op, Op::Input | Op::Size { .. } | Op::Constant) {
+                if is_alias(&node.op) || node.op.gives_int() || matches!(node.op, Op::Input | Op::Constant) {
                     return Err(RuntimeError::QuantUnsupported {
                         node: node.name.clone(),
                         op: node.op.mase_op().into(),

@@ -58,7 +58,7 @@ impl Topo {
                 NodeKind::GetAttr => vec![slot(&node.target)?],
                 _ => node.params().iter().map(|(name, _)| slot(name)).collect::<Result<_, _>>()?,
             });
-            is_tensor.push(!matches!(node.op, Op::Size { .. }));
+            is_tensor.push(!node.op.gives_int());
         }
         Ok(Topo { input: inputs[0].0, output, storage, ins, slots, is_tensor })
     }
@@ -93,7 +93,7 @@ impl GradPlan {
         for (i, node) in nodes.iter().enumerate() {
             requires[i] = match node.op {
                 Op::Input => keep_input_grad,
-                Op::Size { .. } => false,
+                Op::Size { .. } | Op::SizeArith { .. } => false,
                 _ => topo.slots[i].iter().any(|&s| params[s].trainable) || node.inputs.iter().any(|u| requires[u.0]),
             };
         }
@@ -104,7 +104,7 @@ impl GradPlan {
         let mut plan = vec![NodeGrad::default(); nodes.len()];
         for i in (0..nodes.len()).rev() {
             let node = &nodes[i];
-            if is_alias(&node.op) || matches!(node.op, Op::Input | Op::Size { .. }) || !requires[i] || !seen[i] {
+            if is_alias(&node.op) || matches!(node.op, Op::Input) || node.op.gives_int() || !requires[i] || !seen[i] {
                 continue;
             }
             let g = &mut plan[i];

@@ -9,7 +9,7 @@
 
 mod common;
 
-use mase_ir::{ConvSpec, DimArg, Graph, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Rng, Tensor};
+use mase_ir::{items_at, ConvSpec, DimArg, Graph, IndexItem, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Rng, SizeOp, Tensor};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode};
 
 const OPTS: ExecOptions = ExecOptions { threads: 1, seed: 11 };
@@ -383,6 +383,74 @@ fn shape_ops() {
         custom("flatten then linear", &[2, 2, 3], &[], |g, x| {
             let f = g.call_method("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[x]);
             g.call_module("fc", Op::Linear { in_features: 6, out_features: 2, bias: true }, &[f])
+        }),
+    ];
+    cases.iter().for_each(check);
+}
+
+/// `x.size(d)` as a node.
+fn size(g: &mut Graph, x: NodeId, dim: i64) -> NodeId {
+    g.call_method("size", Op::Size { dim }, &[x])
+}
+
+fn index(g: &mut Graph, x: NodeId, items: Vec<IndexItem>) -> NodeId {
+    g.call_function("operator.getitem", Op::Index { items }, &[x])
+}
+
+fn slice(start: Option<i64>, end: Option<i64>, step: usize) -> IndexItem {
+    IndexItem::Slice { start, end, step }
+}
+
+#[test]
+fn indexing_expand_repeat_stack() {
+    use IndexItem::{Chunk, Ellipsis, NewAxis, Select};
+    let full = IndexItem::full;
+    let cases = [
+        function("x[:, 0]", Op::Index { items: vec![full(), Select(0)] }, &[2, 3, 4]),
+        function("x[..., 1::2, None]", Op::Index { items: vec![Ellipsis, slice(Some(1), None, 2), NewAxis] }, &[2, 3, 5]),
+        function("x[:, -3:-1, ::3]", Op::Index { items: vec![full(), slice(Some(-3), Some(-1), 1), slice(None, None, 3)] }, &[2, 4, 7]),
+        function("unbind(x, -1)[2]", Op::Index { items: items_at(-1, Select(2)) }, &[2, 3, 4]),
+        // Both pieces of one chunk read the same input: their gradients meet in one buffer.
+        custom("cat(chunk(x, 2, 1)[1], relu(chunk(x, 2, 1)[0]))", &[2, 5, 2], &[], |g, x| {
+            let a = index(g, x, items_at(1, Chunk { chunks: 2, index: 0 }));
+            let b = index(g, x, items_at(1, Chunk { chunks: 2, index: 1 }));
+            let r = g.call_function("torch.relu", Op::Relu, &[a]);
+            g.call_function("torch.cat", Op::Concat { dim: 1 }, &[b, r])
+        }),
+        function(
+            "expand [3,1,2] to (2, 3, 4, 2)",
+            Op::Expand { shape: vec![DimArg::Const(2), DimArg::Const(-1), DimArg::Const(4), DimArg::Const(-1)] },
+            &[3, 1, 2],
+        ),
+        // ViT's class token: a trainable [1, 1, 4] expanded to the batch and put before x.
+        custom("cat([c.expand(x.size(0), -1, -1), x], 1)", &[2, 3, 4], &[("c", vec![1, 1, 4])], |g, x| {
+            let c = g.get_attr("c");
+            let n = size(g, x, 0);
+            let shape = vec![DimArg::Input(1), DimArg::Const(-1), DimArg::Const(-1)];
+            let e = g.call_method("expand", Op::Expand { shape }, &[c, n]);
+            g.call_function("torch.cat", Op::Concat { dim: 1 }, &[e, x])
+        }),
+        function("repeat(2, 1, 3)", Op::Repeat { repeats: vec![2, 1, 3] }, &[2, 3]),
+        function("repeat(1, 2, 1, 2)", Op::Repeat { repeats: vec![1, 2, 1, 2] }, &[2, 3, 2]),
+        custom("stack([x, relu(x)], -1)", &[2, 3], &[], |g, x| {
+            let r = g.call_function("torch.relu", Op::Relu, &[x]);
+            g.call_function("torch.stack", Op::Stack { dim: -1 }, &[x, r])
+        }),
+        custom("stack([x, x, x], 1)", &[2, 3], &[], |g, x| g.call_function("torch.stack", Op::Stack { dim: 1 }, &[x, x, x])),
+        // shufflenet's channel shuffle: view(n, 2, c // 2, h, w), transpose(1, 2), view(n, c, h, w).
+        custom("channel shuffle", &[2, 4, 2, 3], &[], |g, x| {
+            let [n, c, h, w] = [0, 1, 2, 3].map(|d| size(g, x, d));
+            let half = g.call_function(
+                "operator.floordiv",
+                Op::SizeArith { arith: SizeOp::FloorDiv, args: [DimArg::Input(0), DimArg::Const(2)] },
+                &[c],
+            );
+            let dims = |ks: &[usize]| ks.iter().map(|&k| DimArg::Input(k)).collect::<Vec<_>>();
+            let mut five = dims(&[1, 2, 3, 4]);
+            five.insert(1, DimArg::Const(2));
+            let v = g.call_method("view", Op::Reshape { shape: five }, &[x, n, half, h, w]);
+            let t = g.call_function("torch.transpose", Op::Transpose { dim0: 1, dim1: 2 }, &[v]);
+            g.call_method("view", Op::Reshape { shape: dims(&[1, 2, 3, 4]) }, &[t, n, c, h, w])
         }),
     ];
     cases.iter().for_each(check);

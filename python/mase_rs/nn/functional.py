@@ -64,6 +64,42 @@ def _affine(inputs):
     return (inputs[1] if len(inputs) > 1 else None), (inputs[2] if len(inputs) > 2 else None)
 
 
+def _subscript(items, shape):
+    """The Python subscript of mase-rs index items for a tensor of `shape` (a `chunk` piece is
+    the slice PyTorch's `chunk` would cut)."""
+    consumed = sum(1 for i in items if i not in ("new_axis", "ellipsis"))
+    out, d = [], 0
+    for item in items:
+        if item == "new_axis":
+            out.append(None)
+        elif item == "ellipsis":
+            out.append(Ellipsis)
+            d += len(shape) - consumed
+        elif "select" in item:
+            out.append(item["select"])
+            d += 1
+        elif "slice" in item:
+            v = item["slice"]
+            out.append(slice(v["start"], v["end"], v["step"]))
+            d += 1
+        else:
+            chunks, k = item["chunk"]["chunks"], item["chunk"]["index"]
+            piece = max(-(-int(shape[d]) // chunks), 1)
+            if k * piece >= int(shape[d]) and not (k == 0 and int(shape[d]) == 0):
+                raise IndexError(f"chunk({chunks}) of a dimension of size {int(shape[d])} has no piece {k}")
+            out.append(slice(k * piece, (k + 1) * piece))
+            d += 1
+    return tuple(out)
+
+
+def index(x, items):
+    """`x[items]` for mase-rs index items (`Op::Index`)."""
+    return x[_subscript(items, x.shape)]
+
+
+_SIZE_ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floor_div": operator.floordiv}
+
+
 def implementation(op, inputs):
     """`(kind, target, args, kwargs)` of the fx node that runs `op` (an IR op as JSON) on the fx
     nodes `inputs`. Raises `ValueError` for an op that only a module can run."""
@@ -120,9 +156,17 @@ def implementation(op, inputs):
         "adaptive_max_pool2d": lambda: (F.adaptive_max_pool2d, (x, tuple(op["output_size"]))),
         "layer_norm": lambda: (F.layer_norm, (x, tuple(op["normalized_shape"]), *_affine(inputs), _f32(op["eps"]))),
         "group_norm": lambda: (F.group_norm, (x, op["num_groups"], *_affine(inputs), _f32(op["eps"]))),
+        "index": lambda: (index, (x, op["items"])),
+        "stack": lambda: (torch.stack, (list(inputs), op["dim"])),
     }
     if name == "size":
         return "call_method", "size", (x, op["dim"]), {}
+    if name == "size_arith":
+        a, b = (d["const"] if "const" in d else inputs[d["input"]] for d in op["args"])
+        return "call_function", _SIZE_ARITH[op["arith"]], (a, b), {}
+    if name in ("expand", "repeat"):
+        sizes = _shape(op, inputs) if name == "expand" else tuple(op["repeats"])
+        return "call_method", name, (x, *sizes), {}
     if name not in table:
         raise ValueError(f"mase-rs op `{name}` has no PyTorch function; it runs as a module")
     target, args, *kwargs = table[name]()

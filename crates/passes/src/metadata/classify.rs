@@ -53,6 +53,9 @@ fn mase_type(op: &Op, call: Call) -> &'static str {
         Op::Add | Op::Sub | Op::Mul | Op::MatMul if !module => "builtin_func",
         Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } | Op::Size { .. } | Op::Dropout { .. } if !module => "implicit_func",
         Op::Softmax { .. } | Op::LogSoftmax { .. } if !module => "implicit_func",
+        // MASE lists `getitem` and `stack` among its implicit functions; expand, repeat and
+        // arithmetic on sizes are bookkeeping of the same kind.
+        Op::Index { .. } | Op::Stack { .. } | Op::Expand { .. } | Op::Repeat { .. } | Op::SizeArith { .. } if !module => "implicit_func",
         // Layers, activations that MASE has no pattern for, and the ops above called the other
         // way (a graph built by hand may call any op as a module), of every family.
         _ => "module_related_func",

@@ -181,6 +181,9 @@ fn config_entries(node: &Node, values: &[ValueInfo]) -> Vec<(String, Value)> {
             let dim = if r.dims.is_empty() { Value::Null } else { json!(r.dims) };
             vec![e("dim", dim), e("keepdim", r.keepdim.into())]
         }
+        Op::Index { items } => vec![e("items", json!(items))],
+        Op::Repeat { repeats } => vec![e("repeats", json!(repeats))],
+        Op::Stack { dim } => vec![e("dim", (*dim).into())],
         _ => Vec::new(),
     }
 }

@@ -159,6 +159,8 @@ fn output_format(
         }
         Op::Amax(_) => data_in.first().cloned(),
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Permute { .. } => data_in.first().cloned(),
+        // Indexing, expanding and repeating move values without changing them.
+        Op::Index { .. } | Op::Expand { .. } | Op::Repeat { .. } => data_in.first().cloned(),
         // The output node passes its input on, whatever op a hand-made graph gave it.
         _ if node.kind == NodeKind::Output => data_in.first().cloned(),
         // Ops whose integer output format is not derived from their inputs' (yet): the edge is
@@ -192,6 +194,8 @@ fn output_format(
         | Op::Sqrt
         | Op::Clip { .. }
         | Op::Concat { .. }
+        | Op::Stack { .. }
+        | Op::SizeArith { .. }
         | Op::Pad { .. }
         | Op::Opaque { .. } => None,
         // Normalisations divide by a data-dependent deviation: float unless quant names a format.

@@ -9,6 +9,7 @@ pub(crate) mod activation;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
+pub(crate) mod indexing;
 pub(crate) mod layer_norm;
 pub(crate) mod linear;
 pub(crate) mod matmul;
@@ -184,4 +185,5 @@ kernels! {
     Reduce(reduce::Reduce),
     RowNorm(layer_norm::RowNorm),
     AdaptiveMaxPool(pool::AdaptiveMaxPool),
+    Gather(indexing::Gather),
 }

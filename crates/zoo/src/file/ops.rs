@@ -96,6 +96,11 @@ pub(crate) const NOT_IN_MODEL_FILES: &[(&str, &str)] = &[
     ("cat", "arrives by ONNX (Concat) or torch.fx import"),
     ("pad", "arrives by ONNX (Pad) or torch.fx import"),
     ("opaque", "a PyTorch module kept whole arrives only by tracing a module in Python"),
+    ("getitem", "subscripts and pieces of chunk/split/unbind arrive by torch.fx import"),
+    ("expand", "arrives by torch.fx import"),
+    ("repeat", "arrives by torch.fx import"),
+    ("stack", "arrives by torch.fx import"),
+    ("size_arith", "arithmetic on sizes arrives by torch.fx import, where a forward computes shapes"),
 ];
 
 /// Why model files do not name the op `mase_op`, for the ops of [`NOT_IN_MODEL_FILES`].

@@ -299,6 +299,8 @@ def _scalar(v, op):
 def _binary(name):
     def op(call):
         a, b = call.get(0, "input"), call.get(1, "other")
+        if name in _SIZE_OPS and (_is_int_node(a) or _is_int_node(b)):
+            return _size_arith(_SIZE_OPS[name], a, b)
         if name in ("add", "sub") and call.get(2, "alpha", 1) != 1:
             raise _NoOp("alpha other than 1 is not supported")
         if name == "div" and call.get(2, "rounding_mode") is not None:
@@ -420,6 +422,200 @@ def _fn_pool(kind, dims):
     return op
 
 
+# Shapes and indexing. Sizes (`x.size()`, `x.shape`) and the tuples of `chunk`, `split` and
+# `unbind` are no values of the graph: each entry a forward reads (`n, c, h, w = x.size()`,
+# `x1, x2 = x.chunk(2, dim=1)`) becomes its own node, a `size` or an `index` of the tensor,
+# so every node stays one tensor or one integer.
+
+_SIZE_OPS = {"add": "add", "sub": "sub", "mul": "mul"}
+_FULL = {"slice": {"start": None, "end": None, "step": 1}}
+
+
+def _is_method(n, name):
+    return _is_node(n) and n.op == "call_method" and n.target == name
+
+
+def _is_function(n, *fns):
+    return _is_node(n) and n.op == "call_function" and any(n.target is f for f in fns)
+
+
+def _sizes_of(n):
+    """The fx node of the tensor whose sizes the fx node `n` is (`x.size()`, `x.shape`), or None."""
+    if _is_method(n, "size") and len(n.args) == 1 and n.kwargs.get("dim") is None:
+        return n.args[0]
+    if _is_function(n, getattr) and len(n.args) == 2 and n.args[1] == "shape":
+        return n.args[0]
+    return None
+
+
+def _is_int_node(n):
+    """Whether the fx node `n` is an integer the graph computes from sizes: `x.size(d)`, an
+    entry of `x.size()` or `x.shape`, or arithmetic on those."""
+    if not _is_node(n):
+        return False
+    if _is_method(n, "size") and (len(n.args) > 1 or n.kwargs.get("dim") is not None):
+        return True
+    if _is_function(n, operator.getitem):
+        return _sizes_of(n.args[0]) is not None
+    if _is_function(n, operator.add, operator.sub, operator.mul, operator.floordiv):
+        return any(_is_int_node(a) for a in n.args)
+    return False
+
+
+def _size_operand(v, ins):
+    if _is_node(v):
+        if not _is_int_node(v):
+            raise _NoOp(f"operand `{v.name}` is a tensor in arithmetic on sizes")
+        ins.append(v)
+        return {"input": len(ins) - 1}
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _NoOp(f"operand {v!r} of arithmetic on sizes is not an int")
+    return {"const": v}
+
+
+def _size_arith(arith, a, b):
+    ins = []
+    args = [_size_operand(a, ins), _size_operand(b, ins)]
+    return {"op": "size_arith", "arith": arith, "args": args}, ins
+
+
+def _floordiv(call):
+    a, b = call.get(0, "input"), call.get(1, "other")
+    if not (_is_int_node(a) or _is_int_node(b)):
+        raise _NoOp("floor division of tensors is not supported")
+    return _size_arith("floor_div", a, b)
+
+
+def _read_by_getitem(call, what):
+    """Checks that every user of the call's node reads one entry of it (`t[0]`)."""
+    bad = [u.name for u in call.node.users if not (_is_function(u, operator.getitem) and isinstance(u.args[1], int))]
+    if bad:
+        raise _NoOp(f"{what} is used whole by {', '.join(bad)}; mase-rs reads its entries one by one (`{what}[0]`)")
+
+
+def _size(call):
+    dim = call.get(1, "dim")
+    if dim is None:
+        _read_by_getitem(call, "x.size()")
+        return _ALIAS, [call.args[0]]
+    return {"op": "size", "dim": int(dim)}, [call.args[0]]
+
+
+def _getattr(call):
+    if call.args[1] != "shape":
+        raise _NoOp(f"attribute `{call.args[1]}` of a tensor")
+    _read_by_getitem(call, "x.shape")
+    return _ALIAS, [call.args[0]]
+
+
+def _items_at(dim, item):
+    """Full slices up to dimension `dim`, then `item` (after an ellipsis when `dim` is negative)."""
+    dim = int(dim)
+    return [_FULL] * dim + [item] if dim >= 0 else ["ellipsis", item] + [_FULL] * (-dim - 1)
+
+
+def _split_args(n):
+    """`(tensor, kind, arg, dim)` of an fx node that splits a tensor into a tuple
+    (`chunk`, `split`, `unbind`, as methods or torch functions), or None."""
+    import torch
+
+    for kind in ("chunk", "split", "unbind"):
+        fn = getattr(torch, kind)
+        if _is_method(n, kind) or _is_function(n, fn):
+            c = _Call(n)
+            x = c.get(0, "input", c.kwargs.get("tensor"))
+            if kind == "unbind":
+                return x, kind, None, c.get(1, "dim", 0)
+            arg = c.get(1, "chunks" if kind == "chunk" else "split_size_or_sections", c.kwargs.get("split_size"))
+            return x, kind, arg, c.get(2, "dim", 0)
+    return None
+
+
+def _piece(kind, arg, dim, k):
+    """The items of piece `k` of a `chunk`, `split` or `unbind` along `dim`."""
+    if _is_node(dim) or _is_node(arg):
+        raise _NoOp(f"{kind} with computed arguments")
+    if kind == "unbind":
+        return _items_at(dim, {"select": k})
+    if kind == "chunk":
+        return _items_at(dim, {"chunk": {"chunks": int(arg), "index": k}})
+    if isinstance(arg, int):
+        return _items_at(dim, {"slice": {"start": k * arg, "end": (k + 1) * arg, "step": 1}})
+    sizes = [int(v) for v in arg]
+    if not 0 <= k < len(sizes):
+        raise _NoOp(f"piece {k} of a split into {len(sizes)}")
+    start = sum(sizes[:k])
+    return _items_at(dim, {"slice": {"start": start, "end": start + sizes[k], "step": 1}})
+
+
+def _split(call):
+    _read_by_getitem(call, f"{call.node.target if isinstance(call.node.target, str) else call.node.target.__name__}(...)")
+    return _ALIAS, [call.get(0, "input", call.kwargs.get("tensor"))]
+
+
+def _index_item(v):
+    if v is None:
+        return "new_axis"
+    if v is Ellipsis:
+        return "ellipsis"
+    if isinstance(v, bool) or _is_node(v):
+        raise _NoOp(f"subscript {v!r} (mase-rs takes ints, slices, None and ...)")
+    if isinstance(v, int):
+        return {"select": v}
+    if isinstance(v, slice):
+        parts = (v.start, v.stop, v.step)
+        if any(p is not None and (isinstance(p, bool) or not isinstance(p, int)) for p in parts):
+            raise _NoOp(f"slice {v!r} with bounds other than ints")
+        if v.step is not None and v.step <= 0:
+            raise _NoOp(f"slice {v!r}: the step must be positive")
+        return {"slice": {"start": v.start, "end": v.stop, "step": 1 if v.step is None else v.step}}
+    raise _NoOp(f"subscript {v!r} (mase-rs takes ints, slices, None and ...)")
+
+
+def _getitem(call):
+    """`t[k]`: an entry of a size tuple (a `size` node), a piece of a split tensor (an `index`
+    node of the tensor), or a subscript of a tensor."""
+    src, idx = call.args[0], call.args[1]
+    sized = _sizes_of(src)
+    if sized is not None:
+        if not isinstance(idx, int) or isinstance(idx, bool):
+            raise _NoOp(f"size entries {idx!r} (mase-rs reads them one int at a time)")
+        return {"op": "size", "dim": idx}, [sized]
+    split = _split_args(src)
+    if split is not None:
+        x, kind, arg, dim = split
+        return {"op": "index", "items": _piece(kind, arg, dim, idx)}, [x]
+    if not _is_node(src):
+        raise _NoOp("subscript of something other than a tensor")
+    items = [_index_item(v) for v in (idx if isinstance(idx, tuple) else (idx,))]
+    return {"op": "index", "items": items}, [src]
+
+
+def _unsqueeze(call):
+    dim = int(call.get(1, "dim"))
+    items = [_FULL] * dim + ["new_axis"] if dim >= 0 else ["ellipsis", "new_axis"] + [_FULL] * (-dim - 1)
+    return {"op": "index", "items": items}, [call.get(0, "input")]
+
+
+def _expand(call):
+    dims, extra = _shape_args(call, 1)
+    return {"op": "expand", "shape": dims}, [call.args[0], *extra]
+
+
+def _repeat(call):
+    dims, extra = _shape_args(call, 1)
+    if extra:
+        raise _NoOp("repeat with computed counts")
+    return {"op": "repeat", "repeats": [d["const"] for d in dims]}, [call.args[0]]
+
+
+def _stack(call):
+    tensors = call.get(0, "tensors")
+    if not isinstance(tensors, (tuple, list)) or not all(_is_node(t) for t in tensors):
+        raise _NoOp("stack of anything but a list of tensors")
+    return {"op": "stack", "dim": int(call.get(1, "dim", 0))}, list(tensors)
+
+
 def _function_table(torch):
     """fx `call_function` target -> function of the call giving `(op, input nodes)`."""
     F = torch.nn.functional
@@ -486,6 +682,15 @@ def _function_table(torch):
         F.adaptive_max_pool2d: lambda c: (_adaptive(2, c.get(1, "output_size"), "max", c.get(2, "return_indices", False)), [c.get(0, "input")]),
         F.layer_norm: _fn_layer_norm,
         F.group_norm: _fn_group_norm,
+        # Shapes and indexing.
+        getattr: _getattr,
+        operator.getitem: _getitem,
+        operator.floordiv: _floordiv,
+        torch.chunk: _split,
+        torch.split: _split,
+        torch.unbind: _split,
+        torch.stack: _stack,
+        torch.unsqueeze: _unsqueeze,
     }
     # torchvision's `stochastic_depth(input, p, mode, training)` (fx-wrapped, so a call of its
     # own), when the model came with torchvision.
@@ -507,7 +712,7 @@ _METHODS = {
     "reshape": _view,
     "permute": _permute,
     "transpose": lambda c: ({"op": "transpose", "dim0": int(c.get(1, "dim0")), "dim1": int(c.get(2, "dim1"))}, [c.args[0]]),
-    "size": lambda c: ({"op": "size", "dim": _dim(c.get(1, "dim"), "size()")}, [c.args[0]]),
+    "size": _size,
     "add": _binary("add"),
     "sub": _binary("sub"),
     "mul": _binary("mul"),
@@ -520,6 +725,14 @@ _METHODS = {
     "mean": _reduce("mean"),
     "sum": _reduce("sum"),
     "amax": _reduce("amax"),
+    # Shapes and indexing.
+    "chunk": _split,
+    "split": _split,
+    "unbind": _split,
+    "expand": _expand,
+    "repeat": _repeat,
+    "unsqueeze": _unsqueeze,
+    "floor_divide": _floordiv,
 }
 
 
@@ -558,7 +771,9 @@ def _opaque_shapes(gm, records, sample_shape):
         with torch.no_grad():
             ShapeProp(gm).propagate(torch.zeros(2, *sample_shape))
     except Exception as e:  # the user's forward may raise anything
-        raise ValueError(f"MaseGraph: a forward run on a batch of shape {[2, *sample_shape]} failed: {type(e).__name__}: {e}") from None
+        # PyTorch's messages (ShapeProp's) span lines; the refusal is one.
+        line = " ".join(str(e).split())
+        raise ValueError(f"MaseGraph: a forward run on a batch of shape {[2, *sample_shape]} failed: {type(e).__name__}: {line}") from None
     finally:
         for m, mode in modes:
             m.training = mode

@@ -8,6 +8,7 @@ use super::Importer;
 use crate::onnx::proto::NodeProto;
 use crate::Result;
 
+mod indexing;
 mod math;
 mod nn;
 mod quant;
@@ -17,7 +18,7 @@ mod shape;
 pub(crate) type Lower = fn(&mut Importer, &NodeProto) -> Result<Val>;
 
 /// Every family's table.
-const FAMILIES: [&[(&str, Lower)]; 3] = [math::OPS, nn::OPS, shape::OPS];
+const FAMILIES: [&[(&str, Lower)]; 4] = [math::OPS, nn::OPS, shape::OPS, indexing::OPS];
 
 /// The lowering of a standard ONNX operator, if the importer has one.
 pub(crate) fn lowering(op_type: &str) -> Option<Lower> {
