@@ -182,6 +182,18 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             shaped(group_norm(tensor_in(0)?, *num_groups, *num_channels, *affine, &extra))
         }
         Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => shaped(reduce(tensor_in(0)?, r)),
+        Op::Einsum { equation } => {
+            let c = crate::Contraction::parse(equation).map_err(err)?;
+            shaped(c.output_shape([tensor_in(0)?, tensor_in(1)?]))
+        }
+        Op::ScaledDotProductAttention { mask, is_causal, .. } => {
+            let all = (0..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(crate::attention::attention(&all, *mask, *is_causal))
+        }
+        Op::Embedding { num_embeddings, embedding_dim, functional, .. } => {
+            let all = (0..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(crate::attention::embedding(&all, *num_embeddings, *embedding_dim, *functional))
+        }
     }
 }
 

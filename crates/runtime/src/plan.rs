@@ -3,6 +3,7 @@
 
 use crate::executor::ConvAlgo;
 use crate::kernels::activation::{ActKind, Activation};
+use crate::kernels::attention::{Attention, Einsum, Embedding};
 use crate::kernels::conv::{Conv, ConvGeom};
 use crate::kernels::dropout::{Dropout, StochasticDepth};
 use crate::kernels::elementwise::{BinOp, Binary};
@@ -167,6 +168,11 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::GroupNorm { num_groups, eps, .. } => {
             let (w, b) = affine_sources(ins.len(), slots);
             NodeKernel::RowNorm(RowNorm::new(RowLayout::group(x, *num_groups), *eps, w, b))
+        }
+        Op::Einsum { equation } => NodeKernel::Einsum(Einsum::new(equation, ins[0], ins[1], out)),
+        Op::ScaledDotProductAttention { mask, is_causal, scale } => NodeKernel::Attention(Attention::new(ins, *mask, *is_causal, *scale)),
+        Op::Embedding { num_embeddings, embedding_dim, padding_idx, functional } => {
+            NodeKernel::Embedding(Embedding::new(*num_embeddings, *embedding_dim, *padding_idx, (!functional).then(|| slots[0])))
         }
     }
 }
