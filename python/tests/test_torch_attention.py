@@ -1,7 +1,6 @@
 """Attention and embeddings traced from PyTorch: `nn.Embedding` (with a padding row),
 `torch.einsum`, `torch.bmm` and `F.scaled_dot_product_attention` (bool and float masks held as
-attributes, `is_causal`, `scale`). The traced graph equals PyTorch forward and in a training
-step's gradients on both engines, its ONNX export runs in onnxruntime with PyTorch's outputs,
+attributes, `is_causal`, `scale`). The traced graph equals PyTorch forward on the executor, its ONNX export runs in onnxruntime with PyTorch's outputs,
 and what mase-rs refuses is refused in one line."""
 
 import copy
@@ -48,13 +47,6 @@ def batch(n=6, seed=0):
     return torch.randint(0, VOCAB, (n, SEQ), generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
-def grads_of(model, x, y):
-    model.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
-
-
 @pytest.fixture(autouse=True)
 def rust_backend():
     mase_rs.set_backend("rust")
@@ -72,36 +64,23 @@ def test_the_encoder_traces_to_the_mase_ops():
     assert masks == ["None", "additive", "bool"]
 
 
-def test_forward_and_training_gradients_equal_pytorch_on_both_engines():
+def test_forward_equals_pytorch_on_the_executor():
+    # Gradients are checked against PyTorch in crates/runtime/tests/attention.rs; here the traced
+    # graph runs on the executor (numpy in, numpy out), whose values are floats: whole-number ids.
     torch.manual_seed(0)
-    user = Encoder()
-    ids, y = batch()
-    user.eval()
-    want = user(ids)
-    loss_t, grads_t = grads_of(user, ids, y)
-    assert float(grads_t["tok.weight"][0].abs().sum()) == 0.0, "the padding row gets no gradient"
-    for backend in ("rust", "torch"):
-        mg = MaseGraph(model=copy.deepcopy(user))
-        mase_rs.set_backend(backend)
-        # The graph holds values as floats: the ids arrive as whole-number floats.
-        x = ids.float()
-        torch.testing.assert_close(mg.model(x), want, rtol=1e-5, atol=1e-5, msg=backend)
-        loss, grads = grads_of(mg.model, x, y)
-        assert abs(loss - loss_t) <= 1e-5 * max(1.0, abs(loss_t)), backend
-        assert grads.keys() == grads_t.keys()
-        for name in grads:
-            torch.testing.assert_close(grads[name], grads_t[name], rtol=1e-5, atol=1e-5, msg=f"{backend}: {name}")
-        mase_rs.set_backend("rust")
+    user = Encoder().eval()
+    ids, _ = batch()
+    mg = MaseGraph(model=copy.deepcopy(user))
+    mg.model.eval()
+    np.testing.assert_allclose(mg(ids.float().numpy()), user(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", ["rust", "torch"])
-def test_ids_that_are_not_rows_are_refused(backend):
+def test_ids_that_are_not_rows_are_refused():
     mg = MaseGraph(model=Encoder())
-    mase_rs.set_backend(backend)
     ids = batch()[0].float()
     ids[1, 2] = 2.5
     with pytest.raises(ValueError, match=r"embedding.*id 2\.5 at index 7 .*not a whole number in 0\.\.10"):
-        mg.model(ids)
+        mg(ids.numpy())
 
 
 def test_onnx_export_runs_in_onnxruntime_with_pytorchs_outputs(tmp_path):
