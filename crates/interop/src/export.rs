@@ -11,7 +11,8 @@ use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
 use crate::{InteropError, Result};
 use mase_ir::{
-    ArgMeta, ConvSpec, Graph, Node, NodeId, NodeKind, NodeQuant, NormSpec, Op, ParamStore, QuantFormat, ReduceSpec, Tensor, ValueInfo,
+    ArgMeta, AttnMask, ConvSpec, Graph, Node, NodeId, NodeKind, NodeQuant, NormSpec, Op, ParamStore, QuantFormat, ReduceSpec, Tensor,
+    ValueInfo,
 };
 use std::path::Path;
 
@@ -57,6 +58,10 @@ fn a_int(name: &str, v: i64) -> AttributeProto {
 
 fn a_float(name: &str, v: f32) -> AttributeProto {
     AttributeProto { name: name.into(), f: v, r#type: 1, ..Default::default() }
+}
+
+fn a_string(name: &str, v: &str) -> AttributeProto {
+    AttributeProto { name: name.into(), s: v.as_bytes().to_vec(), r#type: 3, ..Default::default() }
 }
 
 fn a_ints(name: &str, v: &[usize]) -> AttributeProto {
@@ -305,10 +310,69 @@ impl Ex<'_> {
                 let (w, b) = self.norm_affine(n, q, ins, own, &[*num_channels])?;
                 self.group_norm(id, x, (*num_groups, *eps), (w, b), out, key);
             }
+            Op::Einsum { equation } => self.add(on("Einsum"), "Einsum", ins.to_vec(), out.into(), vec![a_string("equation", equation)]),
+            Op::ScaledDotProductAttention { mask, is_causal, scale } => self.attention(id, ins, (*mask, *is_causal, *scale), out, key),
+            Op::Embedding { functional, .. } => {
+                let w = if *functional { ins[1].clone() } else { self.quantized_param(n, "weight", q.and_then(|q| q.weight.as_ref()))? };
+                let ids = format!("/{name}/ids");
+                // ONNX's Gather reads integer indices (7: INT64); the graph's ids are whole floats.
+                self.add(on("Cast"), "Cast", vec![x], ids.clone(), vec![a_int("to", 7)]);
+                self.add(on("Gather"), "Gather", vec![w, ids], out.into(), vec![a_int("axis", 0)]);
+            }
             // GELU's tanh approximation has no ONNX operator before opset 20.
             other @ Op::Gelu { tanh: true } => return Err(xerr(name, format!("op `{}` has no ONNX export", other.mase_op()))),
         }
         Ok(Emitted::Value)
+    }
+
+    /// Attention as torch.onnx writes it before opset 23: `MatMul` of the query and the
+    /// transposed key, `Mul` by the scale, the mask (`Where` of a bool mask, `Add` of a float
+    /// one or of the causal mask as a constant), `Softmax` and `MatMul` by the value. ONNX's
+    /// softmax gives NaN where PyTorch gives 0: on a row whose every position is masked.
+    fn attention(
+        &mut self,
+        id: NodeId,
+        ins: &[String],
+        (mask, causal, scale): (Option<AttnMask>, bool, Option<f32>),
+        out: &str,
+        key: &str,
+    ) {
+        let g = self.g;
+        let n = g.node(id);
+        let name = n.name.clone();
+        let (q, k) = (self.shapes[n.inputs[0].0][0].clone(), self.shapes[n.inputs[1].0][0].clone());
+        let r = q.len();
+        let (l, e, s) = (q[r - 2], q[r - 1], k[r - 2]);
+        let v = |s: &str| format!("/{name}/{s}");
+        let on = |op: &str| onnx_name(key, op);
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.add(on("Transpose"), "Transpose", vec![ins[1].clone()], v("key_t"), vec![a_ints("perm", &perm)]);
+        self.add(on("MatMul"), "MatMul", vec![ins[0].clone(), v("key_t")], v("scores"), vec![]);
+        let sc = self.init(&format!("{name}.scale"), &Tensor::scalar(scale.unwrap_or(1.0 / (e as f32).sqrt())));
+        self.add(on("Mul"), "Mul", vec![v("scores"), sc], v("scaled"), vec![]);
+        let masked = match (mask, causal) {
+            (Some(AttnMask::Bool), _) => {
+                let zero = self.init(&format!("{name}.zero"), &Tensor::scalar(0.0));
+                let ninf = self.init(&format!("{name}.neg_inf"), &Tensor::scalar(f32::NEG_INFINITY));
+                self.add(on("Equal"), "Equal", vec![ins[3].clone(), zero], v("masked_out"), vec![]);
+                self.add(on("Where"), "Where", vec![v("masked_out"), ninf, v("scaled")], v("masked"), vec![]);
+                v("masked")
+            }
+            (Some(AttnMask::Additive), _) => {
+                self.add(on("Add"), "Add", vec![v("scaled"), ins[3].clone()], v("masked"), vec![]);
+                v("masked")
+            }
+            (None, true) => {
+                let tri: Vec<f32> = (0..l * s).map(|i| if i % s > i / s { f32::NEG_INFINITY } else { 0.0 }).collect();
+                let m = self.init(&format!("{name}.causal_mask"), &Tensor { shape: vec![l, s], data: tri });
+                self.add(on("Add"), "Add", vec![v("scaled"), m], v("masked"), vec![]);
+                v("masked")
+            }
+            (None, false) => v("scaled"),
+        };
+        self.add(on("Softmax"), "Softmax", vec![masked], v("probs"), vec![a_int("axis", -1)]);
+        self.add(on("MatMul_1"), "MatMul", vec![v("probs"), ins[2].clone()], out.into(), vec![]);
     }
 
     /// `Gemm` for a 2-D input; `Transpose` of the weight, `MatMul` and `Add` for higher ranks.

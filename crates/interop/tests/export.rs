@@ -127,6 +127,37 @@ fn activations_and_reductions_round_trip() {
     assert!(d <= 1e-5, "largest difference {d} at {at}");
 }
 
+/// An embedding (`Cast` and `Gather`), einsum (`Einsum`) and causal attention (its `MatMul`,
+/// `Softmax` form) export and import back to the same values.
+#[test]
+fn embedding_einsum_and_attention_round_trip() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let e = g.call_module("tok", Op::Embedding { num_embeddings: 10, embedding_dim: 8, padding_idx: None, functional: false }, &[x]);
+    let s = g.call_function("torch.functional.einsum", Op::Einsum { equation: "bqd,bkd->bqk".into() }, &[e, e]);
+    let p = g.call_function("torch.softmax", Op::Softmax { dim: -1 }, &[s]);
+    let c = g.call_function("torch.functional.einsum", Op::Einsum { equation: "bqk,bkd->bqd".into() }, &[p, e]);
+    let sdpa = Op::ScaledDotProductAttention { mask: None, is_causal: true, scale: None };
+    let a = g.call_function("torch.nn.functional.scaled_dot_product_attention", sdpa, &[e, e, c]);
+    let y = g.call_function("operator.add", Op::Add, &[a, c]);
+    g.output(y);
+    let params = init_params(&g, &mut Rng::new(1));
+    let bytes = export_bytes(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![6]) }).unwrap();
+    let proto = mase_interop::onnx::decode_model(&bytes).unwrap();
+    let types: Vec<&str> = proto.graph.as_ref().unwrap().node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(types.join(" "), "Cast Gather Einsum Softmax Einsum Transpose MatMul Mul Add Softmax MatMul Add");
+    let m = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+    let ops: Vec<&str> = m.graph.nodes().iter().map(|n| n.op.mase_op()).collect();
+    assert_eq!(
+        ops.join(" "),
+        "placeholder embedding einsum softmax einsum permute matmul constant mul constant add softmax matmul add output"
+    );
+    let ids: Vec<f32> = (0..4 * 6).map(|i| ((i * 7) % 10) as f32).collect();
+    let x = Tensor::new(vec![4, 6], ids).unwrap();
+    let (d, at) = max_diff(&run(&g, &params, &x), &run(&m.graph, &m.params, &x));
+    assert!(d <= 1e-5, "largest difference {d} at {at}");
+}
+
 #[test]
 fn softplus_below_threshold_20_is_refused_by_export() {
     let mut g = Graph::new();

@@ -27,8 +27,12 @@ pub enum OpFamily {
     AdaptivePool,
     /// Element-wise functions of two tensors with broadcasting: `add`, `sub`, `mul`, `div`, `pow`.
     Binary,
-    /// Matrix products.
+    /// Matrix products: `matmul`, `einsum`.
     MatMul,
+    /// `scaled_dot_product_attention`: two matrix products around a softmax.
+    Attention,
+    /// Table lookups: `embedding`.
+    Embedding,
     /// Reductions over dimensions: `mean`, `sum`, `amax`.
     Reduce,
     /// Data movement without arithmetic: `flatten`, `view`, `transpose`, `permute`, `size`, `cat`,
@@ -79,6 +83,9 @@ impl Op {
             Op::LayerNorm { .. } | Op::GroupNorm { .. } => OpFamily::Norm,
             Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => OpFamily::AdaptivePool,
             Op::Index { .. } | Op::Expand { .. } | Op::Repeat { .. } | Op::Stack { .. } | Op::SizeArith { .. } => OpFamily::Shape,
+            Op::Einsum { .. } => OpFamily::MatMul,
+            Op::ScaledDotProductAttention { .. } => OpFamily::Attention,
+            Op::Embedding { .. } => OpFamily::Embedding,
         }
     }
 }
@@ -177,6 +184,9 @@ examples! {
     Op::Repeat { .. } => Op::Repeat { repeats: vec![1, 2] },
     Op::Stack { .. } => Op::Stack { dim: 1 },
     Op::SizeArith { .. } => Op::SizeArith { arith: SizeOp::FloorDiv, args: [DimArg::Input(0), DimArg::Const(2)] },
+    Op::Einsum { .. } => Op::Einsum { equation: "bqd,bkd->bqk".into() },
+    Op::ScaledDotProductAttention { .. } => Op::ScaledDotProductAttention { mask: None, is_causal: false, scale: None },
+    Op::Embedding { .. } => Op::Embedding { num_embeddings: 10, embedding_dim: 4, padding_idx: None, functional: false },
 }
 
 #[cfg(test)]
@@ -219,7 +229,9 @@ mod tests {
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
             (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d"),
             (OpFamily::Binary, "add sub mul div pow"),
-            (OpFamily::MatMul, "matmul"),
+            (OpFamily::MatMul, "matmul einsum"),
+            (OpFamily::Attention, "scaled_dot_product_attention"),
+            (OpFamily::Embedding, "embedding"),
             (OpFamily::Reduce, "mean sum amax"),
             (OpFamily::Shape, "flatten view transpose permute size cat pad getitem expand repeat stack size_arith"),
         ];

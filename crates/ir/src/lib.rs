@@ -6,6 +6,7 @@
 //! buffers live beside the graph in a [`ParamStore`] keyed by PyTorch state-dict names
 //! (`seq_blocks.2.weight`), so checkpoints and configs written for MASE map one to one.
 
+mod attention;
 mod error;
 mod family;
 mod graph;
@@ -21,6 +22,7 @@ mod shape;
 mod tensor;
 mod validate;
 
+pub use attention::{size_of, AttnMask, Contraction};
 pub use error::{IrError, Result};
 pub use family::OpFamily;
 pub use graph::{Graph, Node, NodeId, NodeKind};

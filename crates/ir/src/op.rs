@@ -3,7 +3,7 @@
 
 use crate::index::{IndexItem, SizeOp};
 use crate::shape::{self, ValueInfo};
-use crate::{IrError, OpFamily, Result};
+use crate::{AttnMask, IrError, OpFamily, Result};
 use serde::{Deserialize, Serialize};
 
 /// Geometry of a 1-D or 2-D convolution. Vectors have one entry per spatial dimension.
@@ -198,6 +198,10 @@ pub enum Init {
     },
     Ones,
     Zeros,
+    /// N(0, 1), with row `zero_row` of a matrix set to zero (`nn.Embedding`'s `padding_idx`).
+    Normal {
+        zero_row: Option<usize>,
+    },
 }
 
 /// A parameter or buffer that an op owns, named relative to its module (`weight`, `running_mean`).
@@ -384,6 +388,36 @@ pub enum Op {
         arith: SizeOp,
         args: [DimArg; 2],
     },
+    /// `torch.einsum(equation, a, b)` of two operands whose letters make a batched matrix
+    /// product ([`crate::Contraction`]); other equations are refused when the graph is checked.
+    Einsum {
+        equation: String,
+    },
+    /// `F.scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale)`:
+    /// `softmax(q k^T * scale + mask) v`, with `scale` `1 / sqrt(E)` when absent. Inputs are
+    /// query, key, value and, when `mask` is set, the mask. Dropout is not part of the op: a
+    /// trace with `dropout_p` other than 0 is refused.
+    ScaledDotProductAttention {
+        #[serde(default)]
+        mask: Option<AttnMask>,
+        #[serde(default)]
+        is_causal: bool,
+        #[serde(default)]
+        scale: Option<f32>,
+    },
+    /// `nn.Embedding` / `F.embedding`: row `id` of a `[num_embeddings, embedding_dim]` weight for
+    /// each id of its first input, a float tensor of whole numbers in `0..num_embeddings`
+    /// (anything else stops the run with an error naming the node). The row `padding_idx` gets
+    /// no gradient. As a module it owns `weight`; called as a function (`functional`) it reads
+    /// the weight as input 1.
+    Embedding {
+        num_embeddings: usize,
+        embedding_dim: usize,
+        #[serde(default)]
+        padding_idx: Option<usize>,
+        #[serde(default)]
+        functional: bool,
+    },
     /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
     /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
     /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
@@ -456,6 +490,9 @@ impl Op {
             Op::Repeat { .. } => "repeat",
             Op::Stack { .. } => "stack",
             Op::SizeArith { .. } => "size_arith",
+            Op::Einsum { .. } => "einsum",
+            Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
+            Op::Embedding { .. } => "embedding",
         }
     }
 
@@ -499,6 +536,7 @@ impl Op {
             Op::GroupNorm { .. } => "GroupNorm",
             Op::AdaptiveMaxPool1d { .. } => "AdaptiveMaxPool1d",
             Op::AdaptiveMaxPool2d { .. } => "AdaptiveMaxPool2d",
+            Op::Embedding { functional: false, .. } => "Embedding",
             // Functions, methods and graph plumbing: no module class.
             _ => return None,
         })
@@ -581,6 +619,10 @@ impl Op {
                 py_bool(*affine),
                 py_bool(*affine && *bias)
             ),
+            Op::Embedding { num_embeddings, embedding_dim, padding_idx, .. } => match padding_idx {
+                Some(p) => format!("Embedding({num_embeddings}, {embedding_dim}, padding_idx={p})"),
+                None => format!("Embedding({num_embeddings}, {embedding_dim})"),
+            },
             // Ops without a module class returned above.
             _ => return None,
         })
@@ -640,6 +682,9 @@ impl Op {
                 }
                 v
             }
+            Op::Embedding { num_embeddings, embedding_dim, padding_idx, functional: false } => {
+                vec![p("weight", vec![*num_embeddings, *embedding_dim], true, Init::Normal { zero_row: *padding_idx })]
+            }
             // Stateless ops. A `get_attr` constant's tensor is the importer's, not drawn here.
             _ => Vec::new(),
         }
@@ -665,6 +710,11 @@ impl Op {
             Op::GroupNorm { num_groups, num_channels, .. } if *num_groups == 0 || num_channels % num_groups != 0 => {
                 Err(format!("num_groups = {num_groups} must be at least 1 and divide num_channels = {num_channels}"))
             }
+            Op::Einsum { equation } => crate::Contraction::parse(equation).map(|_| ()),
+            Op::Embedding { num_embeddings, padding_idx: Some(p), .. } if p >= num_embeddings => {
+                Err(format!("padding_idx = {p} must be below num_embeddings = {num_embeddings}"))
+            }
+            Op::ScaledDotProductAttention { scale: Some(s), .. } if !s.is_finite() => Err(format!("scale = {s} must be finite")),
             // No geometry; shapes are checked by shape inference.
             _ => Ok(()),
         }
@@ -680,11 +730,16 @@ impl Op {
             Op::Expand { .. } | Op::Stack { .. } | Op::SizeArith { .. } => None,
             // The input, then the weight and bias when a function call passes them.
             Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
+            // Query, key, value and the mask when there is one.
+            Op::ScaledDotProductAttention { mask, .. } => Some(3 + usize::from(mask.is_some())),
+            Op::Embedding { functional, .. } => Some(1 + usize::from(*functional)),
             other => match other.family() {
                 OpFamily::Binary | OpFamily::MatMul => Some(2),
                 OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),
                 OpFamily::Softmax | OpFamily::Pool | OpFamily::AdaptivePool | OpFamily::Shape | OpFamily::Opaque => Some(1),
                 OpFamily::Reduce => Some(1),
+                // Decided per op above.
+                OpFamily::Attention | OpFamily::Embedding => None,
             },
         }
     }

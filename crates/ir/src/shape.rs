@@ -212,6 +212,18 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             };
             arith.apply(a, b).map(ValueInfo::Int).map_err(err)
         }
+        Op::Einsum { equation } => {
+            let c = crate::Contraction::parse(equation).map_err(err)?;
+            shaped(c.output_shape([tensor_in(0)?, tensor_in(1)?]))
+        }
+        Op::ScaledDotProductAttention { mask, is_causal, .. } => {
+            let all = (0..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(crate::attention::attention(&all, *mask, *is_causal))
+        }
+        Op::Embedding { num_embeddings, embedding_dim, functional, .. } => {
+            let all = (0..inputs.len()).map(tensor_in).collect::<Result<Vec<_>>>()?;
+            shaped(crate::attention::embedding(&all, *num_embeddings, *embedding_dim, *functional))
+        }
     }
 }
 

@@ -59,7 +59,6 @@ pub const OTHER_TYPES: &[&str] = &[
     "conv3d",
     "batch_norm",
     "hardtanh",
-    "embedding",
     "attention",
 ];
 

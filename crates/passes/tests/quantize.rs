@@ -162,6 +162,58 @@ fn functions_and_operand_roles() {
     assert_eq!(row("relu")["changed"], false);
 }
 
+/// einsum takes matmul's groups, attention a data_in format on its query, key and value, and an
+/// embedding a weight format on its table, where a type key names them; the executor then runs
+/// the attention on the quantized operands.
+#[test]
+fn attention_ops_quantize_by_type() {
+    use mase_runtime::{ExecOptions, Executor, Mode};
+    let attention = || Op::ScaledDotProductAttention { mask: None, is_causal: false, scale: None };
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let e = g.call_function("torch.functional.einsum", Op::Einsum { equation: "bqd,bkd->bqk".into() }, &[x, x]);
+    let a = g.call_function("torch.nn.functional.scaled_dot_product_attention", attention(), &[x, x, x]);
+    let w = g.get_attr("table");
+    let emb = Op::Embedding { num_embeddings: 5, embedding_dim: 3, padding_idx: None, functional: true };
+    // Two lookups whose values nothing reads: only their formats are checked.
+    g.call_function("torch.nn.functional.embedding", emb, &[x, w]);
+    g.call_module("tok", Op::Embedding { num_embeddings: 5, embedding_dim: 3, padding_idx: None, functional: false }, &[x]);
+    let y = g.call_function("operator.add", Op::Add, &[e, a]);
+    g.output(y);
+    let cfg = json!({"name": "integer", "data_in_width": 8, "data_in_frac_width": 3, "weight_width": 6, "weight_frac_width": 2});
+    let types = ["einsum", "scaled_dot_product_attention", "embedding"];
+    let args: Value = types.iter().fold(json!({"by": "type"}), |mut a, t| {
+        a[t] = json!({"config": cfg});
+        a
+    });
+    mase_passes::quantize::quantize_json(&mut g, &args).unwrap();
+    assert_eq!(quant(&g, "einsum").unwrap().data_in, vec![int(8, 3), int(6, 2)], "the right operand uses weight");
+    assert_eq!(quant(&g, "scaled_dot_product_attention").unwrap().data_in, vec![int(8, 3); 3]);
+    assert_eq!(quant(&g, "embedding").unwrap().data_in, vec![None, int(6, 2)], "a function call's table is input 1");
+    let tok = quant(&g, "tok").unwrap();
+    assert_eq!((tok.data_in.clone(), tok.weight.clone()), (vec![], int(6, 2)), "the module quantizes its table only");
+    assert!(quant(&g, "add").is_none(), "a default-free type config leaves other ops alone");
+
+    // The attention of the quantized graph is the float attention of the input rounded to 8/3
+    // (multiples of 1/8, well inside [-16, 15.875]).
+    let mut rng = mase_ir::Rng::new(3);
+    let input: Vec<f32> = (0..2 * 4 * 3).map(|_| rng.normal() as f32).collect();
+    let rounded: Vec<f32> = input.iter().map(|v| (v * 8.0).round() / 8.0).collect();
+    let mut only = Graph::new();
+    let x = only.placeholder("x");
+    let a = only.call_function("torch.nn.functional.scaled_dot_product_attention", attention(), &[x, x, x]);
+    only.output(a);
+    let mut quantized = only.clone();
+    quantized.node_mut(quantized.require("scaled_dot_product_attention").unwrap()).quant =
+        quant(&g, "scaled_dot_product_attention").cloned();
+    let run = |g: &Graph, x: &[f32]| {
+        let mut exec = Executor::new(g, &mase_ir::ParamStore::new(), ExecOptions { threads: 1, seed: 0 }).unwrap();
+        exec.forward(x, &[2, 4, 3], Mode::Eval).unwrap().to_vec()
+    };
+    assert_eq!(run(&quantized, &input), run(&only, &rounded));
+    assert_ne!(run(&quantized, &input), run(&only, &input));
+}
+
 #[test]
 fn summary_of_the_lab_config_on_jsc_tiny() {
     let (mut g, mut ctx) = jsc_tiny();

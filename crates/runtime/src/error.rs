@@ -63,6 +63,9 @@ pub enum RuntimeError {
     /// A NaN or infinite value reached the integer executor, where it has no integer code.
     #[error("integer execution of node `{node}`: {operand} holds {value} at index {index}; a NaN or infinite value has no integer code")]
     NonFiniteCode { node: String, operand: String, index: usize, value: f32 },
+    /// An embedding id that is not a row of the table: the run stops rather than give a wrong answer.
+    #[error("node `{node}` (embedding): id {value} at index {index} of its input is not a whole number in 0..{num_embeddings}")]
+    EmbeddingId { node: String, index: usize, value: f32, num_embeddings: usize },
 }
 
 /// `Result` with [`RuntimeError`].

@@ -149,7 +149,7 @@ impl Executor {
     /// and the activations are kept for backward.
     pub fn forward(&mut self, x: &[f32], x_shape: &[usize], mode: Mode) -> Result<&[f32]> {
         let p = self.prepare(x_shape, x.len(), mode)?;
-        self.run_forward(p, x, mode);
+        self.run_forward(p, x, mode)?;
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
 
@@ -190,7 +190,7 @@ impl Executor {
     pub fn accumulate_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], weight: f32) -> Result<StepStats> {
         let p = self.prepare(x_shape, x.len(), Mode::Train)?;
         let classes = self.check_labels(p, labels)?;
-        self.run_forward(p, x, Mode::Train);
+        self.run_forward(p, x, Mode::Train)?;
         let out = self.topo.storage[self.topo.output];
         let plan = &mut self.plans[p];
         plan.ensure_grads();
@@ -452,7 +452,7 @@ impl Executor {
         Ok(classes)
     }
 
-    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode) {
+    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode) -> Result<()> {
         let Plan { vals, kerns, trained, ins, quant, .. } = &mut self.plans[p];
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let train = mode == Mode::Train;
@@ -470,6 +470,10 @@ impl Executor {
             self.quant.swap_out(i, &mut self.params);
             quant[i].output(vals, &mut y, &mut self.quant.rng);
             vals[i] = y;
+            if let Some(bad) = kern.take_bad_id() {
+                self.current = None;
+                return Err(bad_id_error(&self.graph, i, bad));
+            }
         }
         *trained = train;
         self.current = Some(p);
@@ -477,6 +481,7 @@ impl Executor {
             // Batch norm has updated its running statistics.
             self.generation += 1;
         }
+        Ok(())
     }
 
     /// Evaluation forward of plan `p`: cut into slices run by the replicas when the pool, the
@@ -485,8 +490,7 @@ impl Executor {
         let threads = self.pool.as_ref().map_or(1, |pool| pool.current_num_threads());
         let rows = if threads > 1 { self.work_per_row(p).and_then(|w| infer::slices(self.plans[p].x_shape[0], threads, w)) } else { None };
         let (Some(rows), Some(pool)) = (rows, &self.pool) else {
-            self.run_forward(p, x, Mode::Eval);
-            return Ok(());
+            return self.run_forward(p, x, Mode::Eval);
         };
         let source = ReplicaSource {
             graph: &self.graph,
@@ -554,4 +558,10 @@ impl Executor {
             self.quant.swap_out(i, &mut self.params);
         }
     }
+}
+
+/// The error of an embedding id that is not a row of node `i`'s table.
+pub(crate) fn bad_id_error(graph: &Graph, i: usize, bad: crate::kernels::attention::BadId) -> RuntimeError {
+    let node = graph.node(NodeId(i)).name.clone();
+    RuntimeError::EmbeddingId { node, index: bad.index, value: bad.value, num_embeddings: bad.num_embeddings }
 }

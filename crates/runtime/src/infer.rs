@@ -128,6 +128,16 @@ fn row_wise(op: &Op, rank: usize) -> bool {
         // A reduction of every element (empty `dims`) mixes the batch; otherwise it is row-wise
         // when none of its dims is the batch's.
         Op::Mean(r) | Op::Sum(r) | Op::Amax(r) => !r.dims.is_empty() && !r.dims.iter().any(|&d| touches_batch(d)),
+        // Row-wise when both operands and the output start with the same (batch) letter.
+        Op::Einsum { equation } => mase_ir::Contraction::parse(equation).is_ok_and(|c| {
+            let first = c.output.first();
+            first.is_some() && c.operands.iter().all(|o| o.first() == first)
+        }),
+        // Query, key and value share their batch dimension (a mask, when there is one, mixes
+        // no rows: the batch check of `batch_local` has seen its shape).
+        Op::ScaledDotProductAttention { .. } => rank > 2,
+        // Each id's row comes from the table alone.
+        Op::Embedding { .. } => true,
         other => match other.family() {
             // Element-wise ops and per-sample layers (batch norm uses its running statistics in
             // evaluation, dropout is off).
@@ -140,6 +150,8 @@ fn row_wise(op: &Op, rank: usize) -> bool {
             OpFamily::Reduce => false,
             // Never run by the executor (`Plan::build` refuses it).
             OpFamily::Opaque => false,
+            // Decided per op above.
+            OpFamily::Attention | OpFamily::Embedding => false,
         },
     }
 }
@@ -159,6 +171,8 @@ fn inner_dim(op: &Op, x: Option<&[usize]>) -> usize {
         Op::Linear { in_features, .. } => *in_features,
         Op::Conv1d(c) | Op::Conv2d(c) => c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>(),
         Op::MatMul => x.and_then(|s| s.last().copied()).unwrap_or(1),
+        // Two products over the head size and the key length.
+        Op::ScaledDotProductAttention { .. } => x.and_then(|s| s.last().copied()).unwrap_or(1) * 2,
         // An estimate only: a pooling window or a norm counts as one operation per value.
         _ => 1,
     }

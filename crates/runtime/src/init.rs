@@ -6,7 +6,7 @@ use mase_ir::{Graph, Init, ParamSpec, ParamStore, Rng, Tensor};
 /// drawn from `rng` in state-dict order, so the same seed gives the same model.
 /// `Uniform { fan_in }` draws from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` (PyTorch's
 /// `kaiming_uniform_(a=sqrt(5))` for weights and its bias rule, which agree); `Ones`/`Zeros`
-/// fill. Constants read by `get_attr` nodes are not created here.
+/// fill; `Normal` draws N(0, 1) (`nn.Embedding`). Constants read by `get_attr` nodes are not created here.
 pub fn init_params(graph: &Graph, rng: &mut Rng) -> ParamStore {
     let mut store = ParamStore::new();
     for (name, spec) in graph.param_specs() {
@@ -32,6 +32,14 @@ pub fn init_tensor(spec: &ParamSpec, rng: &mut Rng) -> Tensor {
         }
         Init::Ones => vec![1.0; n],
         Init::Zeros => vec![0.0; n],
+        Init::Normal { zero_row } => {
+            let mut v: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+            // A matrix's row `zero_row` (an embedding's padding row) is zero, as PyTorch sets it.
+            if let (Some(r), Some(&cols)) = (zero_row, spec.shape.last()) {
+                v.iter_mut().skip(r * cols).take(cols).for_each(|x| *x = 0.0);
+            }
+            v
+        }
     };
     Tensor { shape: spec.shape.clone(), data }
 }

@@ -3,6 +3,7 @@
 
 use crate::executor::ConvAlgo;
 use crate::kernels::activation::{ActKind, Activation};
+use crate::kernels::attention::{Attention, Einsum, Embedding};
 use crate::kernels::conv::{Conv, ConvGeom};
 use crate::kernels::dropout::{Dropout, StochasticDepth};
 use crate::kernels::elementwise::{BinOp, Binary};
@@ -178,6 +179,11 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
             let d = dim(*d, out.len());
             let unsqueezed: Vec<Vec<usize>> = ins.iter().map(|s| [&s[..d], &[1], &s[d..]].concat()).collect();
             NodeKernel::Concat(Concat::new(&unsqueezed.iter().map(Vec::as_slice).collect::<Vec<_>>(), out, d))
+        }
+        Op::Einsum { equation } => NodeKernel::Einsum(Einsum::new(equation, ins[0], ins[1], out)),
+        Op::ScaledDotProductAttention { mask, is_causal, scale } => NodeKernel::Attention(Attention::new(ins, *mask, *is_causal, *scale)),
+        Op::Embedding { num_embeddings, embedding_dim, padding_idx, functional } => {
+            NodeKernel::Embedding(Embedding::new(*num_embeddings, *embedding_dim, *padding_idx, (!functional).then(|| slots[0])))
         }
     }
 }

@@ -287,9 +287,26 @@ fn init_follows_pytorch_defaults_deterministically() {
             }
             Init::Ones => assert!(t.data.iter().all(|&v| v == 1.0)),
             Init::Zeros => assert!(t.data.iter().all(|&v| v == 0.0)),
+            Init::Normal { .. } => unreachable!("the small CNN has no embedding"),
         }
     }
     assert_eq!(a.trainable_count(), 3 * 16 * 9 + 16 + 32 + 16 * 32 * 9 + 32 + 1280 + 10);
+}
+
+/// `nn.Embedding`'s weight is N(0, 1) with its padding row zero.
+#[test]
+fn embedding_weights_are_standard_normal_with_a_zero_padding_row() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let e = g.call_module("emb", Op::Embedding { num_embeddings: 400, embedding_dim: 50, padding_idx: Some(3), functional: false }, &[x]);
+    g.output(e);
+    let store = init_params(&g, &mut Rng::new(7));
+    let w = &store.get("emb.weight").unwrap().data;
+    assert!(w[150..200].iter().all(|&v| v == 0.0));
+    let n = w.len() as f64 - 50.0;
+    let mean = w.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = w.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    assert!(mean.abs() < 0.02 && (var - 1.0).abs() < 0.03, "mean {mean} variance {var}");
 }
 
 #[test]

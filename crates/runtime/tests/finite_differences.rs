@@ -9,7 +9,9 @@
 
 mod common;
 
-use mase_ir::{items_at, ConvSpec, DimArg, Graph, IndexItem, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Rng, SizeOp, Tensor};
+use mase_ir::{
+    items_at, AttnMask, ConvSpec, DimArg, Graph, IndexItem, NodeId, NormSpec, Op, ParamStore, PoolSpec, ReduceSpec, Rng, SizeOp, Tensor,
+};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode};
 
 const OPTS: ExecOptions = ExecOptions { threads: 1, seed: 11 };
@@ -498,6 +500,55 @@ fn broadcasting_elementwise_and_matmul() {
             let t = g.call_function("torch.tanh", Op::Tanh, &[a]);
             g.call_module("fc", Op::Linear { in_features: 4, out_features: 4, bias: true }, &[t])
         }),
+    ];
+    cases.iter().for_each(check);
+}
+
+#[test]
+fn einsum_attention_and_embedding() {
+    let einsum = |eq: &str| Op::Einsum { equation: eq.into() };
+    let sdpa = |mask, is_causal, scale| Op::ScaledDotProductAttention { mask, is_causal, scale };
+    // Query, key, value (and mask) as constants beside the input.
+    let attention = |name: &str, x: &[usize], k: &[usize], v: &[usize], mask: Option<(AttnMask, Vec<usize>)>, causal: bool| {
+        let mut consts = vec![("k", k.to_vec()), ("v", v.to_vec())];
+        if let Some((_, m)) = &mask {
+            consts.push(("m", m.clone()));
+        }
+        let kind = mask.as_ref().map(|(k, _)| *k);
+        custom(name, x, &consts, |g, x| {
+            let mut ins = vec![x, g.get_attr("k"), g.get_attr("v")];
+            if kind.is_some() {
+                ins.push(g.get_attr("m"));
+            }
+            g.call_function("torch.nn.functional.scaled_dot_product_attention", sdpa(kind, causal, None), &ins)
+        })
+    };
+    let cases = vec![
+        with_const("einsum bhqd,bhkd->bhqk", einsum("bhqd,bhkd->bhqk"), &[2, 2, 3, 4], &[2, 2, 5, 4], false),
+        with_const("einsum bhqk,bhkd->bhqd", einsum("bhqk,bhkd->bhqd"), &[2, 2, 3, 5], &[2, 2, 5, 4], false),
+        with_const("einsum kd,bqd->bkq (constant first)", einsum("kd,bqd->bkq"), &[2, 3, 4], &[5, 4], true),
+        custom("einsum bqd,bkd->bqk of x with itself", &[2, 3, 4], &[], |g, x| {
+            g.call_function("torch.functional.einsum", einsum("bqd,bkd->bqk"), &[x, x])
+        }),
+        attention("sdpa", &[2, 2, 3, 4], &[2, 2, 5, 4], &[2, 2, 5, 3], None, false),
+        attention("sdpa causal", &[2, 4, 4], &[2, 4, 4], &[2, 4, 3], None, true),
+        attention("sdpa float mask [3,5]", &[2, 3, 4], &[2, 5, 4], &[2, 5, 2], Some((AttnMask::Additive, vec![3, 5])), false),
+        custom("sdpa self-attention of x", &[2, 4, 3], &[], |g, x| {
+            g.call_function("torch.nn.functional.scaled_dot_product_attention", sdpa(None, false, Some(0.7)), &[x, x, x])
+        }),
+        {
+            // The ids are a frozen constant of whole numbers (a step of EPS would make them invalid).
+            // No padding row: PyTorch gives it no gradient although the forward reads it, which
+            // finite differences would see (tests/attention.rs checks that rule against PyTorch).
+            let emb = Op::Embedding { num_embeddings: 5, embedding_dim: 4, padding_idx: None, functional: true };
+            let mut case = custom("embedding(ids, w) * x", &[2, 3, 4], &[("ids", vec![2, 3]), ("w", vec![5, 4])], |g, x| {
+                let (ids, w) = (g.get_attr("ids"), g.get_attr("w"));
+                let e = g.call_function("torch.nn.functional.embedding", emb, &[ids, w]);
+                g.call_function("operator.mul", Op::Mul, &[e, x])
+            });
+            case.params.insert("ids", Tensor::new(vec![2, 3], vec![0.0, 2.0, 4.0, 2.0, 1.0, 0.0]).unwrap(), false);
+            case
+        },
     ];
     cases.iter().for_each(check);
 }

@@ -265,6 +265,26 @@ op = "group_norm"           # [2, 3]; 3 + 3 params
 num_groups = 3
 eps = 1e-3
 [[layers]]
+name = "tok"
+op = "embedding"            # [2, 3, 2]; 4*2 = 8 params (shapes only: the ids here are not whole numbers)
+num_embeddings = 4
+embedding_dim = 2
+padding_idx = 0
+[[layers]]
+name = "scores"
+op = "einsum"               # [2, 3, 3]
+equation = "bqd,bkd->bqk"
+inputs = ["tok", "tok"]
+[[layers]]
+name = "attn"
+op = "scaled_dot_product_attention"  # [2, 3, 3]
+inputs = ["scores", "scores", "scores"]
+is_causal = true
+[[layers]]
+name = "pooled"
+op = "mean"                 # [2, 3]
+dim = -1
+[[layers]]
 name = "probs"
 op = "softmax"
 "#;
@@ -273,8 +293,8 @@ op = "softmax"
 fn every_op_builds_with_hand_computed_shapes() {
     let c = ModelContext::new([3, 8, 8], 3);
     let g = parse_model_file(EVERY_OP, "every-op.toml", &c).unwrap_or_else(|e| panic!("{e}"));
-    // 112 + 8 + 48 + 16 + 195 + 6 + 6
-    assert_eq!(trainable_params(&g), 391);
+    // 112 + 8 + 48 + 16 + 195 + 6 + 6 + 8
+    assert_eq!(trainable_params(&g), 399);
     let shapes = g.infer_shapes(&[c.batch_shape(2)], &|_| None).unwrap();
     let shape_of = |n: &str| shapes[g.require(n).unwrap().0].shape().to_vec();
     let cases: &[(&str, &[usize])] = &[
@@ -301,6 +321,10 @@ fn every_op_builds_with_hand_computed_shapes() {
         ("seq_blocks_37", &[2, 3]),
         ("ln", &[2, 3]),
         ("gn", &[2, 3]),
+        ("tok", &[2, 3, 2]),
+        ("einsum", &[2, 3, 3]),
+        ("scaled_dot_product_attention", &[2, 3, 3]),
+        ("mean_1", &[2, 3]),
         ("probs", &[2, 3]),
     ];
     for &(node, want) in cases {
@@ -328,6 +352,14 @@ fn bad_files_give_errors_naming_layer_and_key() {
     const BN: &str = "[[layers]]\nop = \"batch_norm1d\"\nname = \"bn\"\n";
     // (file text, substrings the message must contain)
     let cases: &[(String, &[&str])] = &[
+        (
+            "[[layers]]\nop = \"einsum\"\nequation = \"ii,ij->j\"\ninputs = [\"x\", \"x\"]\n".into(),
+            &["bad.toml: layer 0 (op `einsum`)", "key `equation`", "einsum equation \"ii,ij->j\": letter 'i' is repeated in \"ii\""],
+        ),
+        (
+            "[[layers]]\nop = \"embedding\"\nnum_embeddings = 4\nembedding_dim = 2\npadding_idx = 4\n".into(),
+            &["bad.toml: layer 0 (op `embedding`)", "key `padding_idx`", "4 must be below num_embeddings = 4"],
+        ),
         (
             "[[layers]]\nop = \"linear\"\nout_features = 4\nbais = true\n".into(),
             &["bad.toml: layer 0 (op `linear`)", "key `bais`", "unknown key", "out_features, bias"],

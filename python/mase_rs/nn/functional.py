@@ -100,6 +100,21 @@ def index(x, items):
 _SIZE_ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floor_div": operator.floordiv}
 
 
+def scaled_dot_product_attention(q, k, v, mask=None, mask_kind=None, is_causal=False, scale=None):
+    """`F.scaled_dot_product_attention` with mase-rs's mask: a bool mask is held as 0.0 / 1.0."""
+    if mask is not None and mask_kind == "bool":
+        mask = mask != 0
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+
+
+def embedding(ids, weight, padding_idx=None):
+    """`F.embedding` of ids held as floats (mase-rs's graph values): each must be a whole number
+    in `0..num_embeddings`, which is checked rather than truncated."""
+    from mase_rs.nn.embedding import as_indices
+
+    return F.embedding(as_indices(ids, weight.shape[0]), weight, padding_idx)
+
+
 def implementation(op, inputs):
     """`(kind, target, args, kwargs)` of the fx node that runs `op` (an IR op as JSON) on the fx
     nodes `inputs`. Raises `ValueError` for an op that only a module can run."""
@@ -158,6 +173,13 @@ def implementation(op, inputs):
         "group_norm": lambda: (F.group_norm, (x, op["num_groups"], *_affine(inputs), _f32(op["eps"]))),
         "index": lambda: (index, (x, op["items"])),
         "stack": lambda: (torch.stack, (list(inputs), op["dim"])),
+        "einsum": lambda: (torch.einsum, (op["equation"], *inputs[:2])),
+        "scaled_dot_product_attention": lambda: (
+            scaled_dot_product_attention,
+            tuple(inputs[:4]),
+            {"mask_kind": op.get("mask"), "is_causal": bool(op.get("is_causal", False)), "scale": op.get("scale")},
+        ),
+        "embedding": lambda: (embedding, (x, inputs[1], op.get("padding_idx"))),
     }
     if name == "size":
         return "call_method", "size", (x, op["dim"]), {}

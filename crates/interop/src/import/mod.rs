@@ -160,6 +160,8 @@ pub(crate) struct Importer {
     pub uses: HashMap<String, usize>,
     /// How many ONNX nodes read each value, a node reading it twice counting once.
     pub readers: HashMap<String, usize>,
+    /// How many times each value is read as the indices (input 1) of a `Gather`.
+    pub index_uses: HashMap<String, usize>,
     /// IR nodes that are bias-less linear layers made from a `MatMul`, which a following `Add`
     /// of a constant may complete.
     pub fusable: HashSet<NodeId>,
@@ -187,6 +189,7 @@ impl Importer {
             const_nodes: HashMap::new(),
             uses: HashMap::new(),
             readers: HashMap::new(),
+            index_uses: HashMap::new(),
             fusable: HashSet::new(),
             opset,
             hard_batch: None,
@@ -208,6 +211,9 @@ impl Importer {
             }
             for i in n.input.iter().filter(|i| !i.is_empty()).collect::<HashSet<_>>() {
                 *self.readers.entry(i.clone()).or_default() += 1;
+            }
+            if let ("Gather", Some(i)) = (n.op_type.as_str(), n.input.get(1)) {
+                *self.index_uses.entry(i.clone()).or_default() += 1;
             }
         }
         for o in &graph.output {

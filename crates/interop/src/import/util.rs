@@ -45,6 +45,7 @@ pub(crate) fn fx_target(op: &Op) -> Option<(NodeKind, &'static str)> {
         Op::Div => (NodeKind::CallFunction, "operator.truediv"),
         Op::Pow => (NodeKind::CallFunction, "operator.pow"),
         Op::MatMul => (NodeKind::CallFunction, "torch.matmul"),
+        Op::Einsum { .. } => (NodeKind::CallFunction, "torch.functional.einsum"),
         Op::Sqrt => (NodeKind::CallFunction, "torch.sqrt"),
         Op::Clip { .. } => (NodeKind::CallFunction, "torch.clamp"),
         Op::Concat { .. } => (NodeKind::CallFunction, "torch.cat"),

@@ -15,15 +15,18 @@
 //! | sqrt, clamp | `numel` | |
 //! | add, sub, mul, div, pow | `out.numel` | |
 //! | matmul, bmm | `batch * m * n * k` | |
+//! | einsum | the product of every letter's size (one multiply-accumulate each) | |
+//! | scaled_dot_product_attention | `batch * L * S * (E + Ev)` multiply-accumulates and `3 * batch * L * S` for the softmax | |
+//! | embedding | 0 (a table lookup) | weight |
 //! | dropout, flatten, view, transpose, permute, size, cat, pad, placeholder, get_attr, output | 0 | |
 //!
-//! Backward FLOPs are twice the forward ones for linear, conv and matmul (gradients of the input
+//! Backward FLOPs are twice the forward ones for linear, conv, matmul, einsum and attention (gradients of the input
 //! and of the weight) and equal to them otherwise. MASE's estimator covers only some modules and
 //! `add`; the rules for the other ops are mase-rs's.
 //!
 //! BitOPs weigh each operation by the widths of its operands, read from `node.quant` (32 for a
 //! float operand): `MACs * bits(data_in_0) * bits(weight)` for linear and conv,
-//! `MACs * bits(data_in_0) * bits(data_in_1)` for matmul, `FLOPs * bits(data_in_0)` for the rest.
+//! `MACs * bits(data_in_0) * bits(data_in_1)` for matmul and einsum, `FLOPs * bits(data_in_0)` for the rest.
 
 use crate::metadata::precision::active_quant;
 use mase_ir::{Node, NodeKind, Op, OpFamily, QuantFormat, ValueInfo};
@@ -65,6 +68,10 @@ enum Rule {
     Conv { window: usize },
     /// `k` multiply-accumulates per output value, `k` the left operand's last dimension.
     MatMul,
+    /// One multiply-accumulate per combination of the letters' indices.
+    Einsum,
+    /// `q k^T` and `P v` multiply-accumulates, plus three operations per score for the softmax.
+    Attention,
     /// This many operations per input value.
     PerInput(u64),
     /// This many operations per output value.
@@ -85,6 +92,7 @@ fn rule(op: &Op) -> Rule {
         Op::Dropout { .. } | Op::StochasticDepth { .. } => Rule::Free,
         // MASE's estimator counts LayerNorm as 5 operations per input value.
         Op::LayerNorm { .. } | Op::GroupNorm { .. } => Rule::PerInput(5),
+        Op::Einsum { .. } => Rule::Einsum,
         other => match other.family() {
             OpFamily::Norm => Rule::PerInput(4),
             OpFamily::Softmax => Rule::PerInput(3),
@@ -98,6 +106,9 @@ fn rule(op: &Op) -> Rule {
             // Linear, conv and pools have their rules above, from their sizes; a new op of these
             // families counts one operation per input value until it gets its own.
             OpFamily::Linear | OpFamily::Conv | OpFamily::Pool => Rule::PerInput(1),
+            OpFamily::Attention => Rule::Attention,
+            // A lookup copies rows: no arithmetic.
+            OpFamily::Embedding => Rule::Free,
         },
     }
 }
@@ -119,24 +130,48 @@ pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost
             (Some(a), Some(_)) if !a.is_empty() => out * *a.last().unwrap_or(&0) as u64,
             _ => 0,
         },
+        Rule::Einsum => match (&node.op, ins.first(), ins.get(1)) {
+            (Op::Einsum { equation }, Some(a), Some(b)) => {
+                mase_ir::Contraction::parse(equation).ok().and_then(|c| c.macs([a, b])).unwrap_or(0) as u64
+            }
+            _ => 0,
+        },
+        // q [.., L, E] and k [.., S, E] give the scores, v [.., S, Ev] the output [.., L, Ev].
+        Rule::Attention => match (ins.first(), ins.get(1)) {
+            (Some(q), Some(k)) if q.len() >= 2 && k.len() >= 2 => {
+                let scores = numel(&q[..q.len() - 1]) * k[k.len() - 2] as u64;
+                let ev = if q.is_empty() { 0 } else { out / numel(&q[..q.len() - 1]).max(1) };
+                scores * (*q.last().unwrap_or(&0) as u64 + ev)
+            }
+            _ => 0,
+        },
         Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => 0,
     };
+    // The attention scores, for its softmax.
+    let scores = match (&node.op, ins.first(), ins.get(1)) {
+        (Op::ScaledDotProductAttention { .. }, Some(q), Some(k)) if q.len() >= 2 && k.len() >= 2 => {
+            numel(&q[..q.len() - 1]) * k[k.len() - 2] as u64
+        }
+        _ => 0,
+    };
     let flops = match rule(&node.op) {
-        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul => macs,
+        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul | Rule::Einsum => macs,
+        Rule::Attention => macs + 3 * scores,
         Rule::PerInput(k) => k * in0,
         Rule::PerOutput(k) => k * out,
         Rule::Window { size } => out * size as u64,
         Rule::Free => 0,
     };
     let backward_flops = match rule(&node.op) {
-        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul => 2 * flops,
+        Rule::Linear { .. } | Rule::Conv { .. } | Rule::MatMul | Rule::Einsum | Rule::Attention => 2 * flops,
         Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => flops,
     };
     let din = |k: usize| bits(q.and_then(|q| q.data_in.get(k)).and_then(Option::as_ref));
     let weight_width = q.and_then(|q| q.weight.as_ref()).map(QuantFormat::bits).unwrap_or(32.0);
     let bitops = match rule(&node.op) {
         Rule::Linear { .. } | Rule::Conv { .. } => macs as f64 * din(0) * weight_width,
-        Rule::MatMul => macs as f64 * din(0) * din(1),
+        Rule::MatMul | Rule::Einsum => macs as f64 * din(0) * din(1),
+        Rule::Attention => macs as f64 * din(0) * din(1) + 3.0 * scores as f64 * 32.0,
         Rule::PerInput(_) | Rule::PerOutput(_) | Rule::Window { .. } | Rule::Free => flops as f64 * din(0),
     };
     let (mut params, mut buffers, mut param_bits) = (0u64, 0u64, 0f64);
@@ -160,7 +195,7 @@ pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost
     let input_bits: f64 = ins.iter().enumerate().map(|(k, s)| numel(s) as f64 * din(k)).sum();
     let output_bits = out as f64 * bits(q.and_then(|q| q.data_out.as_ref()));
     // Layers that multiply by a weight (MASE's average-width pass looks at these only).
-    let has_weight = matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul);
+    let has_weight = matches!(node.op, Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::MatMul | Op::Einsum { .. });
     NodeCost {
         flops,
         backward_flops,
@@ -173,6 +208,6 @@ pub fn node_cost(node: &Node, values: &[ValueInfo], own: &ValueInfo) -> NodeCost
         output_bits,
         param_bits,
         data_in_width: din(0),
-        weight_width: has_weight.then(|| if matches!(node.op, Op::MatMul) { din(1) } else { weight_width }),
+        weight_width: has_weight.then(|| if matches!(node.op, Op::MatMul | Op::Einsum { .. }) { din(1) } else { weight_width }),
     }
 }

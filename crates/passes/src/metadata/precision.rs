@@ -123,6 +123,13 @@ fn output_format(
             Op::Linear { in_features, .. } => Some(*in_features),
             Op::Conv1d(c) | Op::Conv2d(c) => Some(c.in_channels / c.groups.max(1) * c.kernel.iter().product::<usize>()),
             Op::MatMul => values.get(*tensor_inputs.first()?)?.shape().last().copied(),
+            // The product of the contracted letters' sizes.
+            Op::Einsum { equation } => {
+                let c = mase_ir::Contraction::parse(equation).ok()?;
+                let shape = |k: usize| Some(values.get(*tensor_inputs.get(k)?)?.shape());
+                let sizes = c.sizes([shape(0)?, shape(1)?]).ok()?;
+                Some(c.contracted.iter().map(|&l| mase_ir::size_of(&sizes, l)).product())
+            }
             // Only the sums below ask for a fan-in.
             _ => None,
         }
@@ -140,7 +147,7 @@ fn output_format(
                 }
             }
         }
-        Op::MatMul => {
+        Op::MatMul | Op::Einsum { .. } => {
             let ((xw, xf), (yw, yf)) = (int_in(0)?, int_in(1)?);
             Some(EdgeFormat::integer(xw + yw + clog2(fan_in()?), xf + yf))
         }
@@ -198,6 +205,11 @@ fn output_format(
         | Op::SizeArith { .. }
         | Op::Pad { .. }
         | Op::Opaque { .. } => None,
+        // A softmax sits between the two products: float unless quant names a format.
+        Op::ScaledDotProductAttention { .. } => None,
+        // A lookup passes the table's values on: the weight's format (input 1 as a function).
+        Op::Embedding { functional: false, .. } => weight.cloned(),
+        Op::Embedding { functional: true, .. } => data_in.get(1).cloned(),
         // Normalisations divide by a data-dependent deviation: float unless quant names a format.
         Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
         // The largest value of a window keeps its input's format, as a max pool's does.

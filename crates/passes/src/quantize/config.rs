@@ -7,7 +7,9 @@
 //! | op | required | optional |
 //! |---|---|---|
 //! | add, sub, mul, relu | data_in | |
-//! | matmul, bmm | data_in (left operand), weight (right operand) | |
+//! | matmul, bmm, einsum | data_in (left operand), weight (right operand) | |
+//! | scaled_dot_product_attention | data_in (query, key and value; a mask stays float) | |
+//! | embedding | weight (the table: the module's own, or a function call's input 1) | |
 //! | linear, conv1d, conv2d | data_in, weight | bias, data_out |
 //!
 //! Rules, with MASE's where they work and fixes where it fails:
@@ -38,9 +40,24 @@ pub const QUANTIZABLE_OPS: [&str; 9] = ["add", "bmm", "conv1d", "conv2d", "matmu
 /// Ops that `quantize` changes only where a key names them (by type or by name), never through
 /// `default` or a `regex_name` pattern: batch norms, which MASE does not quantize, get formats for the integer affine
 /// `fold_batch_norm` leaves (doc/hardware.md, section Batch norms); the activations and reductions
-/// MASE's list lacks get a `data_in` format (their input quantized, the op run in float).
-pub const QUANTIZABLE_BY_KEY: [&str; 10] =
-    ["batch_norm1d", "batch_norm2d", "silu", "hardswish", "hardsigmoid", "softplus", "mish", "mean", "sum", "amax"];
+/// MASE's list lacks get a `data_in` format (their input quantized, the op run in float); einsum
+/// takes matmul's groups, attention a `data_in` format for its query, key and value, and an
+/// embedding a `weight` format for its table.
+pub const QUANTIZABLE_BY_KEY: [&str; 13] = [
+    "batch_norm1d",
+    "batch_norm2d",
+    "silu",
+    "hardswish",
+    "hardsigmoid",
+    "softplus",
+    "mish",
+    "mean",
+    "sum",
+    "amax",
+    "einsum",
+    "scaled_dot_product_attention",
+    "embedding",
+];
 
 /// The format names a config may give, with the fields of each group.
 pub const FORMATS: &[(&str, &[&str])] = &[
@@ -71,7 +88,9 @@ pub fn op_groups(op: &str) -> Option<(&'static [&'static str], &'static [&'stati
     Some(match op {
         "add" | "sub" | "mul" | "relu" => (&["data_in"], &[]),
         "silu" | "hardswish" | "hardsigmoid" | "softplus" | "mish" | "mean" | "sum" | "amax" => (&["data_in"], &[]),
-        "matmul" | "bmm" => (&["data_in", "weight"], &[]),
+        "matmul" | "bmm" | "einsum" => (&["data_in", "weight"], &[]),
+        "scaled_dot_product_attention" => (&["data_in"], &[]),
+        "embedding" => (&["weight"], &[]),
         "linear" | "conv1d" | "conv2d" => (&["data_in", "weight"], &["bias", "data_out"]),
         // Without weight or bias groups, `quantize` derives them from the values (see
         // `derive_batch_norm_formats`).
@@ -143,7 +162,7 @@ pub fn node_quant(node: &Node, mase_op: &str, cfg: &Map<String, Value>, stats: S
         };
         let entry = match *g {
             "data_in" => "data_in_0",
-            "weight" if matches!(mase_op, "matmul" | "bmm") => "data_in_1",
+            "weight" if matches!(mase_op, "matmul" | "bmm" | "einsum") => "data_in_1",
             other => other,
         };
         formats.push((g, group_format(&name, g, cfg, signed, skip, &|stat: &str| stats(entry, stat))?));
@@ -155,7 +174,11 @@ pub fn node_quant(node: &Node, mase_op: &str, cfg: &Map<String, Value>, stats: S
     match mase_op {
         "add" | "sub" | "mul" => q.data_in = vec![data_in.clone(), data_in],
         "relu" => q.data_in = vec![data_in],
-        "matmul" | "bmm" => q.data_in = vec![data_in, get("weight")],
+        "matmul" | "bmm" | "einsum" => q.data_in = vec![data_in, get("weight")],
+        "scaled_dot_product_attention" => q.data_in = vec![data_in.clone(), data_in.clone(), data_in],
+        // A function call reads its table as input 1.
+        "embedding" if matches!(node.op, Op::Embedding { functional: true, .. }) => q.data_in = vec![None, get("weight")],
+        "embedding" => q.weight = get("weight"),
         _ => {
             q.data_in = vec![if weight_only { None } else { data_in }];
             q.weight = get("weight");

@@ -307,6 +307,10 @@ impl Executor {
                     self.quant.swap_out(i, &mut self.params);
                     quant[i].output(vals, &mut y, &mut self.quant.rng);
                     vals[i] = y;
+                    if let Some(bad) = kern.take_bad_id() {
+                        self.current = None;
+                        return Err(crate::executor::bad_id_error(&self.graph, i, bad));
+                    }
                 }
             }
             report.nodes.push(entry);

@@ -6,6 +6,7 @@
 //! [`NodeKernel`] dispatches to them with one `match` per node per step.
 
 pub(crate) mod activation;
+pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
@@ -178,6 +179,9 @@ kernels! {
     Permute(shape_ops::Permute),
     Binary(elementwise::Binary),
     MatMul(matmul::MatMul),
+    Einsum(attention::Einsum),
+    Attention(attention::Attention),
+    Embedding(attention::Embedding),
     Dropout(dropout::Dropout),
     StochasticDepth(dropout::StochasticDepth),
     Concat(shape_ops::Concat),
@@ -186,4 +190,16 @@ kernels! {
     RowNorm(layer_norm::RowNorm),
     AdaptiveMaxPool(pool::AdaptiveMaxPool),
     Gather(indexing::Gather),
+}
+
+impl NodeKernel {
+    /// Takes what made the last forward run of this kernel invalid (an embedding id that is not
+    /// a row of its table), which stops the run.
+    pub fn take_bad_id(&mut self) -> Option<attention::BadId> {
+        match self {
+            NodeKernel::Embedding(k) => k.bad.take(),
+            // Other kernels accept every value (non-finite ones propagate).
+            _ => None,
+        }
+    }
 }

@@ -80,6 +80,9 @@ pub(crate) const LAYERS: &[LayerEntry] = &[
     entry("group_norm", &["num_groups", "eps", "affine", "bias"], 1),
     entry("adaptive_max_pool1d", &["output_size"], 1),
     entry("adaptive_max_pool2d", &["output_size"], 1),
+    entry("einsum", &["equation"], 2),
+    entry("scaled_dot_product_attention", &["is_causal", "scale"], 3),
+    entry("embedding", &["num_embeddings", "embedding_dim", "padding_idx"], 1),
 ];
 
 /// The ops (by `mase_op`) that model files do not name, each with the reason. Every op of the IR
@@ -277,6 +280,27 @@ pub(crate) fn layer_op(op: &str, keys: &Keys, inputs: &[Vec<usize>], ctx: &Model
             let affine = keys.opt("affine", true, &boolean)?;
             let bias = keys.opt("bias", true, &boolean)?;
             module(Op::GroupNorm { num_groups, num_channels, eps, affine, bias })
+        }
+        "einsum" => {
+            let equation = keys
+                .req("equation", &|v: &toml::Value| v.as_str().map(str::to_string).ok_or_else(|| format!("expected a string, got {v}")))?;
+            mase_ir::Contraction::parse(&equation).map_err(|e| keys.at().err("equation", e))?;
+            Ok((Op::Einsum { equation }, Call::Function("torch.functional.einsum")))
+        }
+        "scaled_dot_product_attention" => {
+            let is_causal = keys.opt("is_causal", false, &boolean)?;
+            let scale = keys.opt("scale", None, &|v: &toml::Value| float_in(f64::MIN_POSITIVE, f64::from(f32::MAX))(v).map(Some))?;
+            let op = Op::ScaledDotProductAttention { mask: None, is_causal, scale };
+            Ok((op, Call::Function("torch.nn.functional.scaled_dot_product_attention")))
+        }
+        "embedding" => {
+            let num_embeddings = keys.req("num_embeddings", &uint(1))?;
+            let embedding_dim = keys.req("embedding_dim", &uint(1))?;
+            let padding_idx = keys.opt("padding_idx", None, &|v: &toml::Value| uint(0)(v).map(Some))?;
+            if let Some(p) = padding_idx.filter(|&p| p >= num_embeddings) {
+                return Err(keys.at().err("padding_idx", format!("{p} must be below num_embeddings = {num_embeddings}")));
+            }
+            module(Op::Embedding { num_embeddings, embedding_dim, padding_idx, functional: false })
         }
         other => Err(keys.at().err("op", format!("unknown op `{other}`; known ops: {}", op_names().join(", ")))),
     }

@@ -259,6 +259,7 @@ def _module_table(nn):
         nn.LayerNorm: _layer_norm,
         nn.GroupNorm: _group_norm,
         mase_nn.StochasticDepth: depth,
+        nn.Embedding: _embedding,
     }
     # torchvision's own module, when the model came with torchvision (never imported here).
     tv_ops = sys.modules.get("torchvision.ops")
@@ -616,6 +617,82 @@ def _stack(call):
     return {"op": "stack", "dim": int(call.get(1, "dim", 0))}, list(tensors)
 
 
+def _embedding(m):
+    """`nn.Embedding`; `max_norm` (which rewrites the table in forward) and
+    `scale_grad_by_freq` have no mase-rs op."""
+    if m.max_norm is not None:
+        raise _NoOp("Embedding with max_norm (it renormalises rows of the table in forward) is not supported")
+    if m.scale_grad_by_freq:
+        raise _NoOp("Embedding with scale_grad_by_freq is not supported")
+    return {
+        "op": "embedding",
+        "num_embeddings": int(m.num_embeddings),
+        "embedding_dim": int(m.embedding_dim),
+        "padding_idx": None if m.padding_idx is None else int(m.padding_idx),
+        "functional": False,
+    }
+
+
+def _fn_embedding(call):
+    """`F.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)`."""
+    ids, w = call.get(0, "input"), call.get(1, "weight")
+    if call.get(3, "max_norm") is not None:
+        raise _NoOp("embedding with max_norm (it renormalises rows of the table in forward) is not supported")
+    if call.get(5, "scale_grad_by_freq", False):
+        raise _NoOp("embedding with scale_grad_by_freq is not supported")
+    # The table's size comes from the weight (a `get_attr` tensor), as the trace has no shapes.
+    if not _is_node(w) or w.op != "get_attr":
+        raise _NoOp("embedding whose weight is not a tensor attribute (its size is unknown before a forward run)")
+    num, dim = (int(d) for d in _attribute(w.graph.owning_module, w.target).shape)
+    padding_idx = call.get(2, "padding_idx")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += num
+    op = {"op": "embedding", "num_embeddings": num, "embedding_dim": dim, "padding_idx": padding_idx, "functional": True}
+    return op, [ids, w]
+
+
+def _einsum(call):
+    """`torch.einsum(equation, a, b)` (or with the operands as one list) of two operands; the
+    graph checks the equation and names it when it is no matrix product."""
+    equation, operands = call.args[0], list(call.args[1:])
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    if not isinstance(equation, str):
+        raise _NoOp("einsum's equation is not a string")
+    if len(operands) != 2 or not all(_is_node(o) for o in operands):
+        raise _NoOp(f'einsum "{equation}" of {len(operands)} operands: only products of two tensors are supported')
+    return {"op": "einsum", "equation": equation}, operands
+
+
+def _sdpa(call):
+    """`F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)`.
+    The mask must be a tensor attribute, whose dtype says whether it is a bool or an additive mask."""
+    q, k, v = call.get(0, "query"), call.get(1, "key"), call.get(2, "value")
+    p = call.get(4, "dropout_p", 0.0)
+    if p != 0.0:
+        raise _NoOp(f"scaled_dot_product_attention with dropout_p = {p}: only 0 is supported")
+    if call.get(7, "enable_gqa", False):
+        raise _NoOp("scaled_dot_product_attention with enable_gqa = True is not supported")
+    scale = call.get(6, "scale")
+    op = {
+        "op": "scaled_dot_product_attention",
+        "mask": None,
+        "is_causal": bool(call.get(5, "is_causal", False)),
+        "scale": None if scale is None else float(scale),
+    }
+    ins = [q, k, v]
+    mask = call.get(3, "attn_mask")
+    if mask is not None:
+        if not _is_node(mask) or mask.op != "get_attr":
+            raise _NoOp("scaled_dot_product_attention's attn_mask must be a tensor attribute of the module (its dtype says bool or additive)")
+        import torch
+
+        value = _attribute(mask.graph.owning_module, mask.target)
+        op["mask"] = "bool" if value.dtype == torch.bool else "additive"
+        ins.append(mask)
+    return op, ins
+
+
 def _function_table(torch):
     """fx `call_function` target -> function of the call giving `(op, input nodes)`."""
     F = torch.nn.functional
@@ -630,6 +707,10 @@ def _function_table(torch):
         torch.div: _binary("div"),
         operator.matmul: _binary("mat_mul"),
         torch.matmul: _binary("mat_mul"),
+        torch.bmm: _binary("mat_mul"),
+        torch.einsum: _einsum,
+        F.scaled_dot_product_attention: _sdpa,
+        F.embedding: _fn_embedding,
         operator.pow: _binary("pow"),
         torch.pow: _binary("pow"),
         torch.sqrt: _unary({"op": "sqrt"}),
@@ -718,6 +799,7 @@ _METHODS = {
     "mul": _binary("mul"),
     "div": _binary("div"),
     "matmul": _binary("mat_mul"),
+    "bmm": _binary("mat_mul"),
     "pow": _binary("pow"),
     "clamp": _clamp,
     "clip": _clamp,
@@ -1082,6 +1164,12 @@ def _stochastic_depth_module(op):
     return StochasticDepth(op["p"], op["mode"])
 
 
+def _embedding_module(op):
+    from mase_rs.nn.embedding import Embedding
+
+    return Embedding(op["num_embeddings"], op["embedding_dim"], op.get("padding_idx"))
+
+
 def module_from_op(op, weights):
     """A new `torch.nn` module for a mase-rs module op (`{"op": "linear", ...}`, as
     `node.module` holds it) with `weights` (its own state-dict entries, `weight`, `bias`, ...).
@@ -1153,6 +1241,7 @@ def module_from_op(op, weights):
         "layer_norm": lambda: nn.LayerNorm(op["normalized_shape"], op["eps"], op["elementwise_affine"], **no_bias),
         "group_norm": lambda: nn.GroupNorm(op["num_groups"], op["num_channels"], op["eps"], op["affine"], **no_bias),
         "stochastic_depth": lambda: _stochastic_depth_module(op),
+        "embedding": lambda: _embedding_module(op),
     }
     if kind not in makers:
         raise ValueError(f"module_from_op: mase-rs op `{kind}` is not a torch.nn module")

@@ -1,4 +1,4 @@
-//! Layers: MatMul, Gemm, Conv, pools (global ones too), BatchNormalization, LayerNormalization,
+//! Layers: MatMul, Einsum, Gemm, Conv, pools (global ones too), BatchNormalization, LayerNormalization,
 //! InstanceNormalization, Dropout.
 
 use super::super::fold::{self};
@@ -16,6 +16,7 @@ use mase_ir::{ConvSpec, NodeId, NodeKind, NodeQuant, NormSpec, Op, PoolSpec, Qua
 /// The ONNX operators of this family and their lowering.
 pub(super) const OPS: &[(&str, Lower)] = &[
     ("MatMul", Importer::matmul),
+    ("Einsum", Importer::einsum),
     ("Gemm", Importer::gemm),
     ("Conv", Importer::conv),
     ("MaxPool", |im, n| im.pool(n, true)),
@@ -69,7 +70,7 @@ impl Importer {
 
     /// Stores a module's `weight` and `bias` under `target` (see [`Importer::maybe_fold`]) and
     /// records their QONNX formats on the node `id`.
-    fn module_params(
+    pub(crate) fn module_params(
         &mut self,
         n: &NodeProto,
         id: NodeId,
@@ -119,6 +120,20 @@ impl Importer {
             (Val::Const(_), Val::Const(_)) => Err(err(n, "MatMul of two constants is not supported")),
             _ => Ok(Val::Computed(self.call(n, Op::MatMul, vec![a, b])?)),
         }
+    }
+
+    /// `Einsum` of two operands that form a batched matrix product (`mase_ir::Contraction`).
+    pub(crate) fn einsum(&mut self, n: &NodeProto) -> Result<Val> {
+        let equation = Attrs::new(n).string("equation", "")?;
+        mase_ir::Contraction::parse(&equation).map_err(|e| err(n, e))?;
+        if n.input.len() != 2 {
+            return Err(err(n, format!("Einsum of {} operands: only two are supported", n.input.len())));
+        }
+        let (a, b) = (self.req(n, 0)?, self.req(n, 1)?);
+        if let (Val::Const(_), Val::Const(_)) = (&a, &b) {
+            return Err(err(n, "Einsum of two constants is not supported"));
+        }
+        Ok(Val::Computed(self.call(n, Op::Einsum { equation }, vec![a, b])?))
     }
 
     pub(crate) fn gemm(&mut self, n: &NodeProto) -> Result<Val> {

@@ -1,5 +1,5 @@
 //! Shapes, constants and data movement: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat,
-//! Shape, Gather, Constant, Identity, Cast, Pad.
+//! Shape, Gather (an embedding where its indices are computed), Constant, Identity, Cast, Pad.
 
 use super::super::fold::{self};
 use super::super::util::{axis, err, flatten_axis, product, MAX_WINDOW};
@@ -303,6 +303,9 @@ impl Importer {
 
     pub(crate) fn gather(&mut self, n: &NodeProto) -> Result<Val> {
         let a = Attrs::new(n).int("axis", 0)?;
+        if let Val::Computed(ids) = self.req(n, 1)? {
+            return self.embedding(n, a, ids);
+        }
         let idx = self.req_const(n, 1, "indices")?;
         match self.req(n, 0)? {
             Val::Const(c) => {
@@ -324,6 +327,24 @@ impl Importer {
             }
             v => Err(err(n, format!("Gather on {} is not supported (only on shapes and constants)", v.kind()))),
         }
+    }
+
+    /// `Gather(table, ids, axis=0)` of a constant matrix at computed ids: an embedding module
+    /// owning the table as its weight.
+    fn embedding(&mut self, n: &NodeProto, axis: i64, ids: Computed) -> Result<Val> {
+        let table = match self.req(n, 0)? {
+            Val::Const(c) if c.shape.len() == 2 => c,
+            v => return Err(err(n, format!("Gather at computed indices needs a constant matrix (an embedding table), got {}", v.kind()))),
+        };
+        if axis != 0 {
+            return Err(err(n, format!("Gather at computed indices along axis {axis}: only axis 0 (an embedding) is supported")));
+        }
+        let (num_embeddings, embedding_dim) = (table.shape[0], table.shape[1]);
+        let target = self.module_target(n, &[table.origin.as_deref()]);
+        let op = Op::Embedding { num_embeddings, embedding_dim, padding_idx: None, functional: false };
+        let id = self.emit(n, &target, mase_ir::NodeKind::CallModule, &target, op, &[ids.id], vec![None])?;
+        self.module_params(n, id, &target, (table.tensor(), None), None)?;
+        Ok(Val::Computed(self.dyn_of(id)?))
     }
 
     pub(crate) fn constant(&mut self, n: &NodeProto) -> Result<Val> {
@@ -364,8 +385,19 @@ impl Importer {
             Val::Const(c) if int => Ok(Val::Const(Const::ints(c.shape.clone(), c.i64s()))),
             v @ Val::Shape { .. } if int => Ok(v),
             v @ (Val::Computed(_) | Val::QuantConst(..)) if float => Ok(v),
+            // Ids cast to integers for a Gather, which looks them up as an embedding (refusing,
+            // at run time, any that is not a whole number in range, where a cast would truncate).
+            v @ Val::Computed(_) if int && self.only_gather_indices(n) => Ok(v),
             v => Err(err(n, format!("cast of {} to type {to} is not supported", v.kind()))),
         }
+    }
+
+    /// Whether every reader of `n`'s output reads it as a Gather's indices.
+    fn only_gather_indices(&self, n: &NodeProto) -> bool {
+        n.output.first().is_some_and(|o| {
+            let uses = self.uses.get(o).copied().unwrap_or(0);
+            uses > 0 && self.index_uses.get(o).copied().unwrap_or(0) == uses
+        })
     }
 
     pub(crate) fn pad(&mut self, n: &NodeProto) -> Result<Val> {
