@@ -83,6 +83,7 @@ pub fn run_case(case: &Case, opts: RunOptions) -> Result<Measurement> {
         batch,
         threads,
         conv,
+        fusion,
         params: trainable_params(&graph),
         train_step_us: median(&train_us),
         eval_batch_us: median(&eval_us),

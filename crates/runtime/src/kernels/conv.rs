@@ -200,7 +200,8 @@ impl WinoConv {
         let f = WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow };
         let pays = |wg: &WinoGeom| algo == ConvAlgo::Winograd || winograd::pays(wg);
         let fwd = (f.supported() && pays(&f)).then_some(f);
-        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f.input_grad_of())).then(|| f.input_grad_of());
+        // The threshold is the layer's (symmetric in the channel counts), for every pass.
+        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f)).then(|| f.input_grad_of());
         let dw = (f.supported() && f.weight_grad_supported() && pays(&f)).then_some(f);
         if fwd.is_none() && bwd.is_none() && dw.is_none() {
             return None;
