@@ -125,7 +125,7 @@ fn run(c: &Case, fusion: Fusion, threads: usize) -> Outcome {
     for name in ["bn.running_mean", "bn.running_var", "bn.weight", "bn.bias"] {
         if let Some(t) = params.get_mut(name) {
             for v in &mut t.data {
-                *v = if name.ends_with("var") { 0.5 + rng.uniform() as f32 } else { rng.normal() as f32 };
+                *v = if name.ends_with("var") { 0.5 + rng.uniform() } else { rng.normal() as f32 };
             }
         }
     }

@@ -383,7 +383,7 @@ impl Kernel for Conv {
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.fwd.filter(|_| winograd::transformable(x) && winograd::transformable(w)) {
                 winograd::transform_weights(&wg, w, false, &mut wc.u);
-                winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws, epilogue.as_deref());
+                winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws, epilogue);
                 return;
             }
         }
