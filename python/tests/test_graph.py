@@ -109,7 +109,9 @@ def test_checkpoint_round_trip(jsc_tiny, jsc_batch, tmp_path):
 
 
 def test_conv_algo_selects_how_the_executor_convolves():
-    info = mase_rs.get_dataset_info("cifar10")
+    from mase_rs.dataset import DatasetInfo
+
+    info = DatasetInfo(name="cifar-shaped", num_classes=10, sample_shape=(3, 32, 32))
     mg = mase_rs.MaseGraph(mase_rs.get_model("vgg7", "cls", info, seed=1), conv_algo="exact")
     mg.model.eval()
     x = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)

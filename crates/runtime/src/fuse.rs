@@ -126,6 +126,10 @@ fn only_reader(graph: &Graph, topo: &Topo, i: usize) -> Option<usize> {
 /// The batch norm node's slots and epsilon, when `op` is one.
 fn norm_of(op: &Op, slots: &[usize]) -> Option<(NormSlots, f32)> {
     let (Op::BatchNorm1d(n) | Op::BatchNorm2d(n)) = op else { return None };
+    // A norm without its own parameter slots (none in today's graphs) is not fused.
+    if slots.len() < if n.affine { 4 } else { 2 } {
+        return None;
+    }
     let s = if n.affine {
         NormSlots { weight: Some(slots[0]), bias: Some(slots[1]), running_mean: slots[2], running_var: slots[3] }
     } else {

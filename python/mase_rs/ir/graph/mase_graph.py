@@ -228,8 +228,10 @@ class MaseGraph:
         rounding only, within the error bound of a direct float32 sum; it is the same setting
         as `ch train --conv-algo`. Also a keyword of the constructor.
 
-        >>> from mase_rs import MaseGraph, get_model, get_dataset_info
-        >>> mg = MaseGraph(get_model("vgg7", "cls", get_dataset_info("cifar10")), conv_algo="exact")
+        >>> from mase_rs import MaseGraph, get_model
+        >>> from mase_rs.dataset import DatasetInfo
+        >>> cifar = DatasetInfo(name="cifar-shaped", num_classes=10, sample_shape=(3, 32, 32))
+        >>> mg = MaseGraph(get_model("vgg7", "cls", cifar), conv_algo="exact")
         >>> mg.conv_algo
         'exact'
         >>> mg.conv_algo = "winograd"
