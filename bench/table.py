@@ -53,9 +53,9 @@ def rate(r, key):
 def main():
     lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
     machines = [l["machine"] for l in lines if "machine" in l]
-    # mase-bench --conv exact|winograd lines are A/B measurements of the convolution algorithm;
-    # the tables compare the default (fast) with PyTorch.
-    rows = [l for l in lines if "framework" in l and l.get("conv", "fast") == "fast"]
+    # mase-bench --conv exact|winograd and --fusion off lines are A/B measurements of the
+    # convolution algorithm and the fused epilogues; the tables compare the defaults with PyTorch.
+    rows = [l for l in lines if "framework" in l and l.get("conv", "fast") == "fast" and l.get("fusion", "on") == "on"]
     best, runs, order = {}, {}, []
     for r in rows:
         case = (r["threads"], r["model"], r["batch"])

@@ -106,3 +106,23 @@ def test_checkpoint_round_trip(jsc_tiny, jsc_batch, tmp_path):
     back.model.eval()
     np.testing.assert_array_equal(back(jsc_batch), jsc_tiny(jsc_batch))
     assert [n.name for n in back.nodes] == [n.name for n in jsc_tiny.nodes]
+
+
+def test_conv_algo_selects_how_the_executor_convolves():
+    from mase_rs.dataset import DatasetInfo
+
+    info = DatasetInfo(name="cifar-shaped", num_classes=10, sample_shape=(3, 32, 32))
+    mg = mase_rs.MaseGraph(mase_rs.get_model("vgg7", "cls", info, seed=1), conv_algo="exact")
+    mg.model.eval()
+    x = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)
+    assert mg.conv_algo == "exact"
+    exact = np.asarray(mg(x))
+    mg.conv_algo = "winograd"
+    assert mg.conv_algo == "winograd"
+    winograd = np.asarray(mg(x))
+    # Winograd ran (other roundings) and agrees with the direct sums to float32 rounding.
+    assert not np.array_equal(exact, winograd)
+    np.testing.assert_allclose(winograd, exact, rtol=1e-4, atol=1e-5)
+    # A copy keeps the setting; the default is "fast".
+    assert mase_rs.MaseGraph(mg).conv_algo == "winograd"
+    assert mase_rs.MaseGraph(mase_rs.get_model("vgg7", "cls", info, seed=1)).conv_algo == "fast"

@@ -9,13 +9,15 @@
 //! compare like with like; the table gives GFLOP/s and the fraction of the peak.
 //!
 //! Each layer runs with the direct path (`ConvAlgo::Exact`) and with the default
-//! (`ConvAlgo::Fast`: Winograd where it applies), back to back; `speedup` is direct time over
-//! fast time. `err/bound` is the largest difference between the two paths' outputs (forward) and
+//! (`ConvAlgo::Fast`: Winograd where `winograd::pays`), or with `--algo winograd` with Winograd
+//! wherever it applies (`ConvAlgo::Winograd`, to measure the shapes the default leaves direct),
+//! back to back; `speedup` is direct time over the other's. `err/bound` is the largest difference between the two paths' outputs (forward) and
 //! input gradients, as a fraction of the float32 error bound of a direct sum of the same length,
 //! `gamma_n * sum |terms|` with `n = C_in * 9` (forward) or `C_out * 9` (input gradient).
 //!
 //! usage: cargo run --release -p mase-bench --example conv_layers -- [--batch N] [--threads T] [--repeat R]
 //!        [--layers CIN:COUT:SIDE,...] (3x3, padding 1; vgg7's six layers by default)
+//!        [--algo fast|winograd] (the algorithm compared with the direct path; fast by default)
 
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
@@ -122,8 +124,19 @@ fn err_over_bound(a: &[f32], b: &[f32], s: &[f32], terms: usize) -> f64 {
     a.iter().zip(b).zip(s).map(|((&a, &b), &s)| (a as f64 - b as f64).abs() / (gamma * s as f64).max(f64::MIN_POSITIVE)).fold(0.0, f64::max)
 }
 
+/// The algorithm of `--algo` (`fast` by default).
+fn algo() -> ConvAlgo {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--algo").and_then(|i| args.get(i + 1)).map(String::as_str) {
+        None | Some("fast") => ConvAlgo::Fast,
+        Some("winograd") => ConvAlgo::Winograd,
+        Some(other) => panic!("--algo: expected fast or winograd, got {other}"),
+    }
+}
+
 fn main() {
     let (batch, threads, repeat) = (arg("--batch", 128), arg("--threads", 1), arg("--repeat", 3));
+    let other = algo();
     let mut rng = Rng::new(1);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
     // The peak: the best rate of square products of a few sizes, each the best of `repeat` runs.
@@ -155,12 +168,12 @@ fn main() {
         let xs = random(batch * cin * side * side, &mut rng);
         let dy = random(batch * cout * side * side, &mut rng);
         let exact = measure(&g, &params, ConvAlgo::Exact, (threads, repeat), (&xs, &shape, &dy));
-        let fast = measure(&g, &params, ConvAlgo::Fast, (threads, repeat), (&xs, &shape, &dy));
+        let fast = measure(&g, &params, other, (threads, repeat), (&xs, &shape, &dy));
         let (sy, sdx) = abs_sums(&g, &params, &xs, &shape, &dy);
         let flops = 2.0 * (batch * cout * cin * 9 * side * side) as f64;
         flops_total += flops;
         let name = format!("{cin}->{cout}@{side}");
-        for (i, (algo, m)) in [("exact", &exact), ("fast", &fast)].into_iter().enumerate() {
+        for (i, (algo, m)) in [("exact", &exact), (other.name(), &fast)].into_iter().enumerate() {
             let err = if i == 1 {
                 format!(
                     "{:>7.3} {:>7.3}",
@@ -179,7 +192,7 @@ fn main() {
         let sp: Vec<String> = (0..3).map(|k| format!("{:.2}x", exact.secs[k] / fast.secs[k])).collect();
         println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "", "speed", sp[0], sp[1], sp[2]);
     }
-    for (i, algo) in ["exact", "fast"].into_iter().enumerate() {
+    for (i, algo) in ["exact", other.name()].into_iter().enumerate() {
         let c: Vec<String> = totals[i].iter().map(|&s| cell(s, flops_total)).collect();
         println!("{:>14} {:>5} {:>22} {:>22} {:>22}", "all", algo, c[0], c[1], c[2]);
     }

@@ -14,5 +14,5 @@ pub mod report;
 pub use cases::{cases, BenchConfig, Case, Phase, MODELS};
 pub use data::{cifar_synthetic, jsc_synthetic, mnist_synthetic, Dataset};
 pub use error::{BenchError, Result};
-pub use protocol::{run_case, torch_default_adam};
+pub use protocol::{run_case, torch_default_adam, RunOptions};
 pub use report::{median, Measurement};

@@ -1,8 +1,8 @@
 //! `mase-bench`: training and eval throughput of mase-rs on the zoo's models.
 
 use clap::Parser;
-use mase_bench::{cases, run_case, BenchConfig, Phase, MODELS};
-use mase_runtime::ConvAlgo;
+use mase_bench::{cases, run_case, BenchConfig, Phase, RunOptions, MODELS};
+use mase_runtime::{ConvAlgo, Fusion};
 use std::process::ExitCode;
 
 /// Times training steps and eval batches of the zoo's models on synthetic data.
@@ -37,6 +37,17 @@ struct Args {
     /// GEMM everywhere) or winograd (wherever it applies).
     #[arg(long, value_enum, default_value_t = Conv::Fast)]
     conv: Conv,
+    /// Fused epilogues (a convolution's or linear layer's batch norm and ReLU in its output
+    /// pass, and ReLU backward inside batch norm): on, or off for comparison.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    fusion: OnOff,
+}
+
+/// The `--fusion` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum OnOff {
+    On,
+    Off,
 }
 
 /// The `--conv` values.
@@ -58,7 +69,11 @@ fn main() -> ExitCode {
                 Conv::Exact => ConvAlgo::Exact,
                 Conv::Winograd => ConvAlgo::Winograd,
             };
-            let m = run_case(&case, a.threads.max(1), cfg.seed, conv)?;
+            let fusion = match a.fusion {
+                OnOff::On => Fusion::On,
+                OnOff::Off => Fusion::Off,
+            };
+            let m = run_case(&case, RunOptions { threads: a.threads.max(1), seed: cfg.seed, conv, fusion })?;
             if a.json {
                 println!("{}", m.to_json());
             } else {

@@ -6,7 +6,7 @@ use crate::cases::Case;
 use crate::error::{BenchError, Result};
 use crate::report::{median, Measurement};
 use mase_ir::Rng;
-use mase_runtime::{init_params, ConvAlgo, ExecOptions, Executor, Optimizer, OptimizerKind};
+use mase_runtime::{init_params, ConvAlgo, ExecOptions, Executor, Fusion, Optimizer, OptimizerKind};
 use mase_zoo::{trainable_params, ModelContext};
 use std::hint::black_box;
 use std::time::Instant;
@@ -16,9 +16,29 @@ pub fn torch_default_adam() -> Optimizer {
     Optimizer::new(OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }, 1e-3)
 }
 
-/// Builds the case's model from the zoo, initialises it from `seed`, and measures it with
-/// `threads` worker threads and the convolution algorithm `conv`.
-pub fn run_case(case: &Case, threads: usize, seed: u64, conv: ConvAlgo) -> Result<Measurement> {
+/// How a case runs.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Worker threads of the executor.
+    pub threads: usize,
+    /// Seed of the initial parameters (and dropout).
+    pub seed: u64,
+    /// The convolution algorithm.
+    pub conv: ConvAlgo,
+    /// Whether the executor fuses epilogues.
+    pub fusion: Fusion,
+}
+
+impl RunOptions {
+    /// One thread, seed 0, the executor's defaults.
+    pub fn single_thread() -> RunOptions {
+        RunOptions { threads: 1, seed: 0, conv: ConvAlgo::default(), fusion: Fusion::default() }
+    }
+}
+
+/// Builds the case's model from the zoo, initialises it from `opts.seed`, and measures it.
+pub fn run_case(case: &Case, opts: RunOptions) -> Result<Measurement> {
+    let RunOptions { threads, seed, conv, fusion } = opts;
     let (model, batch) = (case.model, case.batch);
     let run_err = |source| BenchError::Run { model: model.to_string(), batch, source: Box::new(source) };
     let ctx = ModelContext::new(case.data.sample_shape.clone(), case.data.num_classes);
@@ -26,6 +46,7 @@ pub fn run_case(case: &Case, threads: usize, seed: u64, conv: ConvAlgo) -> Resul
     let params = init_params(&graph, &mut Rng::new(seed));
     let mut exec = Executor::new(&graph, &params, ExecOptions { threads, seed }).map_err(run_err)?;
     exec.set_conv_algo(conv);
+    exec.set_fusion(fusion);
     let mut opt = torch_default_adam();
     let shape = case.data.batch_shape(batch);
     let rows =
@@ -62,6 +83,7 @@ pub fn run_case(case: &Case, threads: usize, seed: u64, conv: ConvAlgo) -> Resul
         batch,
         threads,
         conv,
+        fusion,
         params: trainable_params(&graph),
         train_step_us: median(&train_us),
         eval_batch_us: median(&eval_us),
@@ -78,7 +100,7 @@ mod tests {
     #[test]
     fn run_case_measures_real_steps_of_jsc_tiny() {
         let case = Case { model: "jsc-tiny", data: jsc_synthetic(1024, 3), batch: 256, warmup: 2, steps: 5, phase: Phase::Both };
-        let m = run_case(&case, 1, 0, ConvAlgo::Fast).expect("jsc-tiny runs");
+        let m = run_case(&case, RunOptions::single_thread()).expect("jsc-tiny runs");
         assert_eq!((m.model.as_str(), m.batch, m.threads, m.params), ("jsc-tiny", 256, 1, 117));
         assert!(m.train_step_us > 0.0 && m.eval_batch_us > 0.0, "{m:?}");
         // Cross-entropy over 5 classes of ReLU'd logits starts near ln 5 = 1.61 and cannot go
@@ -89,7 +111,7 @@ mod tests {
     #[test]
     fn the_quantized_case_trains_with_fake_quantization() {
         let case = Case { model: "jsc-toy-q", data: jsc_synthetic(1024, 3), batch: 256, warmup: 2, steps: 5, phase: Phase::Train };
-        let m = run_case(&case, 1, 0, ConvAlgo::Fast).expect("jsc-toy-q runs");
+        let m = run_case(&case, RunOptions::single_thread()).expect("jsc-toy-q runs");
         assert_eq!((m.model.as_str(), m.params), ("jsc-toy-q", 327));
         assert!(m.last_loss.is_finite(), "{m:?}");
     }
@@ -97,9 +119,9 @@ mod tests {
     #[test]
     fn a_phase_alone_leaves_the_other_unmeasured() {
         let case = |phase| Case { model: "jsc-tiny", data: jsc_synthetic(512, 3), batch: 256, warmup: 1, steps: 2, phase };
-        let t = run_case(&case(Phase::Train), 1, 0, ConvAlgo::Fast).expect("train only");
+        let t = run_case(&case(Phase::Train), RunOptions::single_thread()).expect("train only");
         assert!(t.train_step_us > 0.0 && t.eval_batch_us.is_nan() && t.last_loss.is_finite(), "{t:?}");
-        let e = run_case(&case(Phase::Eval), 1, 0, ConvAlgo::Fast).expect("eval only");
+        let e = run_case(&case(Phase::Eval), RunOptions::single_thread()).expect("eval only");
         assert!(e.train_step_us.is_nan() && e.eval_batch_us > 0.0 && e.last_loss.is_nan(), "{e:?}");
     }
 }

@@ -10,6 +10,8 @@ pub struct Measurement {
     pub threads: usize,
     /// The convolution algorithm of the executor.
     pub conv: mase_runtime::ConvAlgo,
+    /// Whether the executor fused epilogues.
+    pub fusion: mase_runtime::Fusion,
     /// Trainable scalars of the model.
     pub params: usize,
     /// Median time of one training step (forward, cross-entropy, backward, Adam), microseconds.
@@ -39,6 +41,7 @@ impl Measurement {
             "batch": self.batch,
             "threads": self.threads,
             "conv": format!("{:?}", self.conv).to_lowercase(),
+            "fusion": format!("{:?}", self.fusion).to_lowercase(),
             "params": self.params,
             "train_step_us": self.train_step_us,
             "eval_batch_us": self.eval_batch_us,
@@ -106,6 +109,7 @@ mod tests {
             batch: 256,
             threads: 2,
             conv: mase_runtime::ConvAlgo::Exact,
+            fusion: mase_runtime::Fusion::Off,
             params: 327,
             train_step_us: 128.0,
             eval_batch_us: 16.0,
@@ -119,6 +123,7 @@ mod tests {
         assert_eq!(j["eval_samples_per_s"].as_f64(), Some(16_000_000.0));
         assert_eq!(j["framework"], "mase-rs");
         assert_eq!(j["conv"], "exact");
+        assert_eq!(j["fusion"], "off");
         assert!(serde_json::to_string(&j).expect("serialisable").starts_with("{\"framework\":\"mase-rs\",\"model\":\"jsc-toy\""));
     }
 }

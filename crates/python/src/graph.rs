@@ -5,7 +5,7 @@
 use crate::errors::{guarded, raise, to_py, ErrorClass};
 use mase_ir::{Graph, NodeKind, ParamStore, Rng, Tensor};
 use mase_passes::{InputSource, PassContext};
-use mase_runtime::{ExecOptions, Executor, Mode};
+use mase_runtime::{ConvAlgo, ExecOptions, Executor, Mode};
 use mase_zoo::ModelContext;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
@@ -39,6 +39,8 @@ pub struct NativeGraph {
     ctx: PassContext,
     /// Built on the first forward after a change; dropped by every change.
     exec: Option<Box<Executor>>,
+    /// How the executor computes convolutions (`MaseGraph.conv_algo`).
+    conv_algo: ConvAlgo,
     /// The model's label: the zoo name or the file's stem.
     #[pyo3(get)]
     pub(crate) label: String,
@@ -50,7 +52,7 @@ impl NativeGraph {
         if let Some(sample_shape) = sample_shape {
             ctx.inputs = InputSource::Random { sample_shape };
         }
-        NativeGraph { graph, ctx, exec: None, label }
+        NativeGraph { graph, ctx, exec: None, conv_algo: ConvAlgo::default(), label }
     }
 
     fn changed(&mut self) {
@@ -61,7 +63,9 @@ impl NativeGraph {
     fn executor(&mut self) -> PyResult<&mut Executor> {
         if self.exec.is_none() {
             let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
-            self.exec = Some(Box::new(Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?));
+            let mut exec = Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?;
+            exec.set_conv_algo(self.conv_algo);
+            self.exec = Some(Box::new(exec));
         }
         Ok(self.exec.as_mut().expect("the executor was just built"))
     }
@@ -69,7 +73,7 @@ impl NativeGraph {
     /// A graph over a pass context that Rust code hands to Python (a `ch transform` pipeline's
     /// graph for a Python pass, a search candidate for a Python runner).
     pub(crate) fn from_parts(graph: Graph, ctx: PassContext, label: String) -> NativeGraph {
-        NativeGraph { graph, ctx, exec: None, label }
+        NativeGraph { graph, ctx, exec: None, conv_algo: ConvAlgo::default(), label }
     }
 
     /// Moves the graph and its pass context out (back to the Rust code that lent them), leaving
@@ -418,6 +422,7 @@ impl NativeGraph {
             py.allow_threads(|| {
                 let opts = ExecOptions { threads: self.ctx.threads, seed: self.ctx.seed };
                 let mut exec = Executor::new(&self.graph, &self.ctx.params, opts).map_err(|e| to_py(&e))?;
+                exec.set_conv_algo(self.conv_algo);
                 exec.forward(xs, &shape, Mode::Eval).map_err(|e| to_py(&e))?;
                 let mut times = Vec::with_capacity(repeats);
                 for _ in 0..repeats {
@@ -479,7 +484,7 @@ impl NativeGraph {
 
     /// An independent copy (graph, metadata, parameters).
     fn clone_graph(&self) -> NativeGraph {
-        NativeGraph { graph: self.graph.clone(), ctx: self.ctx.clone(), exec: None, label: self.label.clone() }
+        NativeGraph { graph: self.graph.clone(), ctx: self.ctx.clone(), exec: None, conv_algo: self.conv_algo, label: self.label.clone() }
     }
 
     /// Runs the registry's pass `name` with JSON arguments; returns the report as JSON
@@ -519,6 +524,26 @@ impl NativeGraph {
         if matches!(self.ctx.inputs, InputSource::None) {
             self.ctx.inputs = InputSource::Random { sample_shape };
         }
+    }
+
+    /// The convolution algorithm of the executor: `fast`, `exact` or `winograd`.
+    #[getter]
+    fn conv_algo(&self) -> &'static str {
+        self.conv_algo.name()
+    }
+
+    /// Selects the convolution algorithm of the executor by name; any other name is a
+    /// `ValueError` naming the three.
+    fn set_conv_algo(&mut self, name: &str) -> PyResult<()> {
+        let algo = ConvAlgo::from_name(name).ok_or_else(|| {
+            let names: Vec<String> = ConvAlgo::NAMES.iter().map(|(n, _)| format!("'{n}'")).collect();
+            raise(ErrorClass::Value, &format!("conv_algo: expected one of {}, got '{name}'", names.join(", ")))
+        })?;
+        self.conv_algo = algo;
+        if let Some(exec) = self.exec.as_mut() {
+            exec.set_conv_algo(algo);
+        }
+        Ok(())
     }
 
     /// Batch size, seed and kernel threads of what passes run.

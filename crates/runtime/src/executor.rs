@@ -51,6 +51,44 @@ pub enum ConvAlgo {
     Winograd,
 }
 
+impl ConvAlgo {
+    /// Every algorithm with its name (`ch --conv-algo`, TOML `conv_algo`, Python `conv_algo`).
+    pub const NAMES: [(&'static str, ConvAlgo); 3] =
+        [("fast", ConvAlgo::Fast), ("exact", ConvAlgo::Exact), ("winograd", ConvAlgo::Winograd)];
+
+    /// The algorithm of a name in [`ConvAlgo::NAMES`].
+    pub fn from_name(name: &str) -> Option<ConvAlgo> {
+        ConvAlgo::NAMES.iter().find(|(n, _)| *n == name).map(|&(_, a)| a)
+    }
+
+    /// The algorithm's name in [`ConvAlgo::NAMES`].
+    pub fn name(self) -> &'static str {
+        ConvAlgo::NAMES.iter().find(|(_, a)| *a == self).map_or("fast", |&(n, _)| n)
+    }
+}
+
+/// Whether the executor fuses the epilogues of convolutions and linear layers (see `README.md`,
+/// "Fused epilogues"). Both settings give the same bits; `Off` is for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fusion {
+    /// Evaluation batches ([`Executor::infer`], [`Executor::eval_batch`]) run a following batch
+    /// norm and ReLU in the convolution's or linear layer's output pass, and backward runs a
+    /// ReLU's gradient inside the batch norm before it.
+    #[default]
+    On,
+    /// Every node runs its own kernel.
+    Off,
+}
+
+/// Which values a forward computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Every node's value, for [`Executor::value`] (no fused epilogues).
+    Every,
+    /// The output only: an evaluation forward runs the plan's fused epilogues (`crate::fuse`).
+    Output,
+}
+
 /// Runs one graph with its parameters: forward in either mode, cross-entropy, backward and
 /// optimizer steps. It owns a copy of the graph, the parameters with their gradients, and one
 /// compiled [`Plan`] per input shape seen recently.
@@ -82,6 +120,8 @@ pub struct Executor {
     grads_held: bool,
     /// The convolution algorithm of the plans.
     conv_algo: ConvAlgo,
+    /// Whether the plans' fused epilogues run.
+    fusion: Fusion,
 }
 
 impl std::fmt::Debug for Executor {
@@ -135,6 +175,7 @@ impl Executor {
             locality: None,
             grads_held: false,
             conv_algo: ConvAlgo::default(),
+            fusion: Fusion::default(),
         })
     }
 
@@ -149,7 +190,15 @@ impl Executor {
     /// and the activations are kept for backward.
     pub fn forward(&mut self, x: &[f32], x_shape: &[usize], mode: Mode) -> Result<&[f32]> {
         let p = self.prepare(x_shape, x.len(), mode)?;
-        self.run_forward(p, x, mode)?;
+        self.run_forward(p, x, mode, Keep::Every)?;
+        Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
+    }
+
+    /// An evaluation forward on this executor's own thread pool that keeps only the output, so
+    /// it runs the fused epilogues (the replicas of `crate::infer` run their slices with it).
+    pub(crate) fn forward_output(&mut self, x: &[f32], x_shape: &[usize]) -> Result<&[f32]> {
+        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        self.run_forward(p, x, Mode::Eval, Keep::Output)?;
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
 
@@ -157,7 +206,10 @@ impl Executor {
     /// as [`Executor::forward`] in [`Mode::Eval`]. With a thread pool, a batch large enough is cut
     /// into one slice of rows per thread, each run whole by a single-threaded copy of the
     /// executor (`crate::infer`), so the values of the other nodes are not kept:
-    /// [`Executor::value`] answers `None` after such a batch.
+    /// [`Executor::value`] answers `None` after such a batch. A batch run whole runs the fused
+    /// epilogues (a convolution or linear layer computes the batch norm and ReLU that follow it
+    /// in its own output pass, see `doc/runtime.md`), so `value` answers `None` for the nodes
+    /// whose values the fused chains skip.
     pub fn infer(&mut self, x: &[f32], x_shape: &[usize]) -> Result<&[f32]> {
         let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
         self.run_infer(p, x)?;
@@ -190,7 +242,7 @@ impl Executor {
     pub fn accumulate_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], weight: f32) -> Result<StepStats> {
         let p = self.prepare(x_shape, x.len(), Mode::Train)?;
         let classes = self.check_labels(p, labels)?;
-        self.run_forward(p, x, Mode::Train)?;
+        self.run_forward(p, x, Mode::Train, Keep::Every)?;
         let out = self.topo.storage[self.topo.output];
         let plan = &mut self.plans[p];
         plan.ensure_grads();
@@ -330,6 +382,20 @@ impl Executor {
         }
     }
 
+    /// Selects whether epilogues are fused ([`Fusion::On`] by default). The results are the same
+    /// bits either way.
+    pub fn set_fusion(&mut self, fusion: Fusion) {
+        if fusion != self.fusion {
+            self.fusion = fusion;
+            self.replicas = Replicas::default();
+        }
+    }
+
+    /// Whether epilogues are fused.
+    pub fn fusion(&self) -> Fusion {
+        self.fusion
+    }
+
     /// The convolution algorithm the plans use.
     pub fn conv_algo(&self) -> ConvAlgo {
         self.conv_algo
@@ -347,6 +413,9 @@ impl Executor {
     pub fn value(&self, node: NodeId) -> Option<(&[usize], &[f32])> {
         let plan = &self.plans[self.current?];
         let s = *self.topo.storage.get(node.0)?;
+        if plan.fused && plan.fusion.stale[s] {
+            return None;
+        }
         self.topo.is_tensor[node.0].then(|| (plan.shapes[node.0].as_slice(), plan.vals[s].as_slice()))
     }
 
@@ -452,30 +521,38 @@ impl Executor {
         Ok(classes)
     }
 
-    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode) -> Result<()> {
-        let Plan { vals, kerns, trained, ins, quant, .. } = &mut self.plans[p];
+    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode, keep: Keep) -> Result<()> {
+        let Plan { vals, kerns, trained, ins, quant, fusion, fused, .. } = &mut self.plans[p];
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let train = mode == Mode::Train;
+        let fuse = !train && keep == Keep::Output && self.fusion == Fusion::On;
         for (i, kern) in kerns.iter_mut().enumerate() {
-            if matches!(kern, NodeKernel::Nop) {
+            if matches!(kern, NodeKernel::Nop) || (fuse && fusion.inside[i]) {
                 continue;
             }
+            // The head of a fused chain writes the chain's last value.
+            let (out, epilogue) = match fusion.heads[i].as_mut().filter(|_| fuse) {
+                Some(c) => (c.last, Some(&mut c.epilogue)),
+                None => (i, None),
+            };
             // Quantized nodes read quantized copies of their inputs and parameters.
             quant[i].inputs(vals, &mut self.quant.rng);
             self.quant.swap_in(i, &mut self.params);
             // The output buffer is lent out so the kernel can read every other buffer.
-            let mut y = std::mem::take(&mut vals[i]);
-            let mut cx = Fwd { vals, ins: &ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng };
+            let mut y = std::mem::take(&mut vals[out]);
+            let mut cx =
+                Fwd { vals, ins: &ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng, epilogue };
             kern.forward(&mut cx, &mut y);
             self.quant.swap_out(i, &mut self.params);
-            quant[i].output(vals, &mut y, &mut self.quant.rng);
-            vals[i] = y;
+            quant[out].output(vals, &mut y, &mut self.quant.rng);
+            vals[out] = y;
             if let Some(bad) = kern.take_bad_id() {
                 self.current = None;
                 return Err(bad_id_error(&self.graph, i, bad));
             }
         }
         *trained = train;
+        *fused = fuse;
         self.current = Some(p);
         if train {
             // Batch norm has updated its running statistics.
@@ -490,7 +567,7 @@ impl Executor {
         let threads = self.pool.as_ref().map_or(1, |pool| pool.current_num_threads());
         let rows = if threads > 1 { self.work_per_row(p).and_then(|w| infer::slices(self.plans[p].x_shape[0], threads, w)) } else { None };
         let (Some(rows), Some(pool)) = (rows, &self.pool) else {
-            return self.run_forward(p, x, Mode::Eval);
+            return self.run_forward(p, x, Mode::Eval, Keep::Output);
         };
         let source = ReplicaSource {
             graph: &self.graph,
@@ -498,6 +575,7 @@ impl Executor {
             generation: self.generation,
             seed: self.seed,
             conv_algo: self.conv_algo,
+            fusion: self.fusion,
         };
         let plan = &mut self.plans[p];
         let out = self.topo.storage[self.topo.output];
@@ -530,28 +608,39 @@ impl Executor {
     }
 
     fn run_backward(&mut self, p: usize) {
-        let Plan { vals, grads, kerns, ins: read, quant, .. } = &mut self.plans[p];
+        let Plan { vals, grads, kerns, ins: read, quant, fusion, .. } = &mut self.plans[p];
         let pool = self.pool.as_ref();
         // While accumulating, every parameter gradient adds to the one held.
         let held = self.grads_held;
+        let fuse = self.fusion == Fusion::On;
         for i in (0..kerns.len()).rev() {
             let g = &self.grad_plan.nodes[i];
-            if !g.active {
+            // A ReLU whose batch norm runs its backward (`crate::fuse`) is skipped.
+            if !g.active || (fuse && fusion.relu_in_norm[i]) {
                 continue;
             }
+            // A batch norm with its ReLU fused in reads the ReLU's output gradient and output.
+            let (dy, relu_out) = match fusion.norm_relu[i].filter(|_| fuse) {
+                Some(k) => (&grads[k], Some(vals[k].as_slice())),
+                None => (&grads[i], None),
+            };
             // Kernels read the (quantized) operands they saw in forward and their unquantized
             // output; each input's gradient goes to the float original (straight-through).
             let (ins, grad_ins) = (&read[i], &self.topo.ins[i]);
             let y = quant[i].output.as_ref().map_or(i, |q| q.raw);
             self.quant.swap_in(i, &mut self.params);
             let param_acc = if held { g.param_acc.map(|_| Accum::Add) } else { g.param_acc };
-            let mut cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc, pool };
+            let mut cx = Bwd { vals, ins, y: &vals[y], dy, params: &mut self.params, param_acc, pool, relu_out };
             kerns[i].backward_params(&mut cx);
             for (k, acc) in g.input_acc.iter().enumerate() {
                 let Some(acc) = *acc else { continue };
                 let s = grad_ins[k];
                 let mut dx = std::mem::take(&mut grads[s]);
-                let cx = Bwd { vals, ins, y: &vals[y], dy: &grads[i], params: &mut self.params, param_acc: None, pool };
+                let (dy, relu_out) = match fusion.norm_relu[i].filter(|_| fuse) {
+                    Some(r) => (&grads[r], Some(vals[r].as_slice())),
+                    None => (&grads[i], None),
+                };
+                let cx = Bwd { vals, ins, y: &vals[y], dy, params: &mut self.params, param_acc: None, pool, relu_out };
                 kerns[i].backward_input(&cx, k, &mut dx, acc);
                 grads[s] = dx;
             }

@@ -13,7 +13,7 @@
 //! as its leading dimension or does not depend on the batch at all, nothing reduces along the
 //! batch, and no quantizer looks at more than one sample or draws random numbers.
 
-use crate::executor::{ExecOptions, Executor, Mode};
+use crate::executor::{ExecOptions, Executor};
 use crate::slots::store_from_slots;
 use crate::Result;
 use mase_ir::{Graph, IndexItem, Op, OpFamily, QuantFormat, ValueInfo};
@@ -220,7 +220,7 @@ impl Replicas {
             self.execs[..rows.len()].par_iter_mut().zip(jobs).try_for_each(|(exec, (start, r, dst))| -> Result<()> {
                 let mut shape = x_shape.to_vec();
                 shape[0] = r;
-                dst.copy_from_slice(exec.forward(&x[start * per_row_in..(start + r) * per_row_in], &shape, Mode::Eval)?);
+                dst.copy_from_slice(exec.forward_output(&x[start * per_row_in..(start + r) * per_row_in], &shape)?);
                 Ok(())
             })
         })
@@ -239,6 +239,7 @@ impl Replicas {
             while self.execs.len() < count {
                 let mut exec = Executor::new(main.graph, &store, ExecOptions { threads: 1, seed: main.seed })?;
                 exec.set_conv_algo(main.conv_algo);
+                exec.set_fusion(main.fusion);
                 self.execs.push(exec);
             }
         }
@@ -253,4 +254,5 @@ pub(crate) struct ReplicaSource<'a> {
     pub generation: u64,
     pub seed: u64,
     pub conv_algo: crate::executor::ConvAlgo,
+    pub fusion: crate::executor::Fusion,
 }

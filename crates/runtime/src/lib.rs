@@ -26,6 +26,7 @@
 mod engine;
 mod error;
 mod executor;
+mod fuse;
 mod gemm;
 mod gemm_isa;
 mod infer;
@@ -43,7 +44,7 @@ mod topo;
 
 pub use engine::{open_engine, register_device_opener, Accelerator, DeviceOpener, DeviceRequest, Engine};
 pub use error::{Result, RuntimeError};
-pub use executor::{ConvAlgo, ExecOptions, Executor, Mode};
+pub use executor::{ConvAlgo, ExecOptions, Executor, Fusion, Mode};
 pub use gemm::{gemm, gemm_with, in_gemm_library, Mat, MatMut};
 pub use gemm_isa::GemmIsa;
 pub use init::{init_params, init_tensor};

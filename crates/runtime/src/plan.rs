@@ -41,6 +41,11 @@ pub(crate) struct Plan {
     pub ins: Vec<Vec<usize>>,
     /// Data-input and output quantization by node.
     pub quant: Vec<crate::quant::PlanQuant>,
+    /// The fused epilogues and the batch norms that run their ReLU's backward (`crate::fuse`).
+    pub fusion: crate::fuse::FusionPlan,
+    /// Whether the last forward on this plan fused its chains (then the values inside the
+    /// chains were not computed).
+    pub fused: bool,
 }
 
 /// Resolves a possibly negative dimension against a rank (shape inference has checked it).
@@ -81,7 +86,20 @@ impl Plan {
             kerns.push(compile(node, &in_shapes, &shapes[i], &topo.slots[i], threads, algo));
         }
         let (ins, quant) = crate::quant::plan_quant(graph, topo, &shapes, &mut vals)?;
-        Ok(Plan { x_shape: x_shape.to_vec(), shapes, vals, grads: Vec::new(), kerns, trained: false, train_blocker, ins, quant })
+        let fusion = crate::fuse::plan(graph, topo, &shapes);
+        Ok(Plan {
+            x_shape: x_shape.to_vec(),
+            shapes,
+            vals,
+            grads: Vec::new(),
+            kerns,
+            trained: false,
+            train_blocker,
+            ins,
+            quant,
+            fusion,
+            fused: false,
+        })
     }
 
     /// Allocates the gradient buffers (once per plan).

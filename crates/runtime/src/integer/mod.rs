@@ -261,7 +261,8 @@ impl Executor {
             let input = &self.graph.node(mase_ir::NodeId(self.topo.input)).name;
             return Err(RuntimeError::NonFiniteCode { node: input.clone(), operand: "the graph input".into(), index, value });
         }
-        let Plan { vals, kerns, trained, ins, quant, shapes, .. } = &mut self.plans[p];
+        let Plan { vals, kerns, trained, ins, quant, shapes, fused, .. } = &mut self.plans[p];
+        *fused = false;
         vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
         let mut ints: Vec<Option<IntVal>> = (0..vals.len()).map(|_| None).collect();
         let mut report = IntegerReport::default();
@@ -301,8 +302,15 @@ impl Executor {
                     quant[i].inputs(vals, &mut self.quant.rng);
                     self.quant.swap_in(i, &mut self.params);
                     let mut y = std::mem::take(&mut vals[i]);
-                    let mut cx =
-                        Fwd { vals, ins: &ins[i], params: &mut self.params, train: false, pool: self.pool.as_ref(), rng: &mut self.rng };
+                    let mut cx = Fwd {
+                        vals,
+                        ins: &ins[i],
+                        params: &mut self.params,
+                        train: false,
+                        pool: self.pool.as_ref(),
+                        rng: &mut self.rng,
+                        epilogue: None,
+                    };
                     kern.forward(&mut cx, &mut y);
                     self.quant.swap_out(i, &mut self.params);
                     quant[i].output(vals, &mut y, &mut self.quant.rng);

@@ -102,6 +102,28 @@ fn clip(v: f32, lo: f32, hi: f32) -> f32 {
     }
 }
 
+/// PyTorch's ReLU, `x < 0 ? 0 : x`: NaN and -0.0 pass through. The fused epilogues
+/// (`crate::fuse`) call it too, so fused and unfused outputs are the same bits.
+#[inline(always)]
+pub(crate) fn relu(v: f32) -> f32 {
+    if v < 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// ReLU's gradient from its output `y` and the output gradient `g`, as PyTorch's
+/// threshold_backward: `y <= 0 ? 0 : g` (a NaN output passes the gradient).
+#[inline(always)]
+pub(crate) fn relu_grad(y: f32, g: f32) -> f32 {
+    if y <= 0.0 {
+        0.0
+    } else {
+        g
+    }
+}
+
 /// `min(max(v, 0), 6)` with NaN passed through, as PyTorch's vectorised `maximum`/`minimum` do.
 fn relu6_nan(v: f32) -> f32 {
     if v.is_nan() {
@@ -119,8 +141,7 @@ impl Kernel for Activation {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let x = cx.input(0);
         match self.kind {
-            // PyTorch's `x < 0 ? 0 : x`: NaN and -0.0 pass through.
-            ActKind::Relu => map(y, x, |v| if v < 0.0 { 0.0 } else { v }),
+            ActKind::Relu => map(y, x, relu),
             ActKind::Relu6 => map(y, x, |v| clip(v, 0.0, 6.0)),
             ActKind::LeakyRelu(s) => map(y, x, |v| if v > 0.0 { v } else { v * s }),
             ActKind::Sigmoid => map(y, x, |v| 1.0 / (1.0 + (-v).exp())),
@@ -148,7 +169,7 @@ impl Kernel for Activation {
         match self.kind {
             // ReLU's mask is taken from the output, as PyTorch's threshold_backward does
             // (`y <= 0 ? 0 : g`, so a NaN output passes the gradient).
-            ActKind::Relu => store_zip(acc, dx, y, dy, |y, g| if y <= 0.0 { 0.0 } else { g }),
+            ActKind::Relu => store_zip(acc, dx, y, dy, relu_grad),
             ActKind::Relu6 => store_zip(acc, dx, x, dy, |x, g| if x > 0.0 && x < 6.0 { g } else { 0.0 }),
             ActKind::LeakyRelu(s) => store_zip(acc, dx, x, dy, |x, g| if x > 0.0 { g } else { g * s }),
             ActKind::Sigmoid => store_zip(acc, dx, y, dy, |y, g| g * (1.0 - y) * y),

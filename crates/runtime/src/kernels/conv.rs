@@ -15,6 +15,7 @@
 use super::winograd::{self, WinoGeom};
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::executor::ConvAlgo;
+use crate::fuse::Epilogue;
 use crate::gemm::{gemm, Mat, MatMut};
 use crate::par::for_each_chunk;
 use mase_ir::ConvSpec;
@@ -199,7 +200,8 @@ impl WinoConv {
         let f = WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow };
         let pays = |wg: &WinoGeom| algo == ConvAlgo::Winograd || winograd::pays(wg);
         let fwd = (f.supported() && pays(&f)).then_some(f);
-        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f.input_grad_of())).then(|| f.input_grad_of());
+        // The threshold is the layer's (symmetric in the channel counts), for every pass.
+        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f)).then(|| f.input_grad_of());
         let dw = (f.supported() && f.weight_grad_supported() && pays(&f)).then_some(f);
         if fwd.is_none() && bwd.is_none() && dw.is_none() {
             return None;
@@ -240,6 +242,7 @@ fn winograd_batch(
     y: &mut [f32],
     acc: Accum,
     ws: &mut [[Vec<f32>; 4]],
+    epilogue: Option<&Epilogue>,
 ) {
     use rayon::prelude::*;
     let (ipg, groups) = (g.images_per_group(), g.groups());
@@ -254,6 +257,10 @@ fn winograd_batch(
         for (k, yg) in ys.chunks_mut(ipg * y_img).enumerate() {
             let (start, count) = (first + k * ipg, (images - k * ipg).min(ipg));
             winograd::convolve_group(g, u, &x[start * x_img..][..count * x_img], count, bias, yg, acc, (v, m, s), inner);
+            // The fused epilogue, on the group's images while they are in the cache.
+            if let Some(e) = epilogue {
+                e.apply_planes(yg, g.oh * g.ow);
+            }
         }
     };
     match pool {
@@ -369,10 +376,14 @@ impl Kernel for Conv {
         let x = &cx.vals[cx.ins[0]];
         let w = &cx.params[self.weight].data;
         let bias = self.bias.map(|b| cx.params[b].data.as_slice());
+        let epilogue = cx.epilogue.take().map(|e| {
+            e.prepare(cx.params);
+            &*e
+        });
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.fwd.filter(|_| winograd::transformable(x) && winograd::transformable(w)) {
                 winograd::transform_weights(&wg, w, false, &mut wc.u);
-                winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws);
+                winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws, epilogue);
                 return;
             }
         }
@@ -408,6 +419,10 @@ impl Kernel for Conv {
                         MatMut::new(&mut yi[gi * cog * ohw..][..cog * ohw], cog, ohw),
                         inner,
                     );
+                }
+                // The fused epilogue, on the image while it is in the cache.
+                if let Some(e) = epilogue {
+                    e.apply_planes(yi, ohw);
                 }
             }
         });
@@ -483,7 +498,7 @@ impl Kernel for Conv {
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.bwd.filter(|_| winograd::transformable(dy) && winograd::transformable(w)) {
                 winograd::transform_weights(&wg, w, true, &mut wc.ub);
-                winograd_batch(cx.pool, &wg, &wc.ub, dy, None, dx, acc, &mut wc.ws);
+                winograd_batch(cx.pool, &wg, &wc.ub, dy, None, dx, acc, &mut wc.ws, None);
                 return;
             }
         }

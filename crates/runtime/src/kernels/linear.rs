@@ -32,6 +32,11 @@ impl Kernel for Linear {
                 row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
             }
         }
+        // The fused batch norm and ReLU (`crate::fuse`), in one more pass over the product.
+        if let Some(e) = cx.epilogue.take() {
+            e.prepare(cx.params);
+            e.apply_rows(y, outf);
+        }
     }
 
     fn backward_params(&mut self, cx: &mut Bwd<'_>) {

@@ -90,6 +90,9 @@ pub(crate) struct Fwd<'a> {
     pub train: bool,
     pub pool: Option<&'a ThreadPool>,
     pub rng: &'a mut Rng,
+    /// The fused epilogue a convolution or linear kernel applies to its output (`crate::fuse`),
+    /// in an evaluation forward that fuses; the output buffer is then the chain's last node's.
+    pub epilogue: Option<&'a mut crate::fuse::Epilogue>,
 }
 
 impl Fwd<'_> {
@@ -110,6 +113,9 @@ pub(crate) struct Bwd<'a> {
     /// How to store parameter gradients, or `None` when the node's parameters need none.
     pub param_acc: Option<Accum>,
     pub pool: Option<&'a ThreadPool>,
+    /// For a batch norm whose ReLU's backward is fused in (`crate::fuse`): the ReLU's output,
+    /// whose mask applies to `dy` (then the ReLU's output gradient).
+    pub relu_out: Option<&'a [f32]>,
 }
 
 impl Bwd<'_> {

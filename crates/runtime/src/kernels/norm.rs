@@ -4,7 +4,8 @@
 //! the unbiased one, with PyTorch's momentum convention; statistics and gradient sums are
 //! accumulated in f64, as PyTorch's CPU kernel does. Evaluation uses the running statistics.
 
-use super::{store_zip, Accum, Bwd, Fwd, Kernel};
+use super::activation::relu_grad;
+use super::{Accum, Bwd, Fwd, Kernel};
 use crate::par::for_each_chunk;
 use crate::slots::ParamSlot;
 use mase_ir::NormSpec;
@@ -117,17 +118,26 @@ impl BatchNorm {
         }
     }
 
-    /// Fills `sums` with per-channel `(sum dy, sum dy * (x - mean))`.
-    fn grad_sums(&mut self, pool: Option<&ThreadPool>, x: &[f32], dy: &[f32]) {
+    /// Fills `sums` with per-channel `(sum dy, sum dy * (x - mean))`, where `dy` is
+    /// `mask(r, g)` of the gradient `g` read and the value `r` at the same place of `r_all`
+    /// (the output of a fused ReLU, or `dy` itself when `mask` ignores it).
+    fn grad_sums<M: Fn(f32, f32) -> f32 + Sync + Copy>(
+        &mut self,
+        pool: Option<&ThreadPool>,
+        x: &[f32],
+        dy: &[f32],
+        r_all: &[f32],
+        mask: M,
+    ) {
         let (n, c, s) = (self.n, self.c, self.s);
         let mean = &self.mean;
         if s == 1 {
             let (sd, dot) = (&mut self.acc[..c], &mut self.acc2[..c]);
             sd.fill(0.0);
             dot.fill(0.0);
-            for (xr, gr) in x.chunks_exact(c).zip(dy.chunks_exact(c)) {
-                for ((a, b), ((&xv, &g), &mu)) in sd.iter_mut().zip(dot.iter_mut()).zip(xr.iter().zip(gr).zip(mean)) {
-                    let g = f64::from(g);
+            for ((xr, gr), rr) in x.chunks_exact(c).zip(dy.chunks_exact(c)).zip(r_all.chunks_exact(c)) {
+                for ((a, b), (((&xv, &g), &r), &mu)) in sd.iter_mut().zip(dot.iter_mut()).zip(xr.iter().zip(gr).zip(rr).zip(mean)) {
+                    let g = f64::from(mask(r, g));
                     *a += g;
                     *b += f64::from(xv - mu) * g;
                 }
@@ -142,7 +152,8 @@ impl BatchNorm {
             let (mut sd, mut dot) = (0.0f64, 0.0f64);
             for i in 0..n {
                 let k = (i * c + ch) * s;
-                for (&xv, &g) in x[k..k + s].iter().zip(&dy[k..k + s]) {
+                for ((&xv, &g), &r) in x[k..k + s].iter().zip(&dy[k..k + s]).zip(&r_all[k..k + s]) {
+                    let g = mask(r, g);
                     sd += f64::from(g);
                     dot += f64::from(xv - mean[ch]) * f64::from(g);
                 }
@@ -173,12 +184,55 @@ impl BatchNorm {
         });
     }
 
+    /// The input gradient (see [`Kernel::backward_input`]) with `dy` read through `mask` as in
+    /// [`BatchNorm::grad_sums`].
+    fn input_grad<M: Fn(f32, f32) -> f32 + Sync + Copy>(&self, cx: &Bwd<'_>, r_all: &[f32], mask: M, dx: &mut [f32], acc: Accum) {
+        // PyTorch's form: dx = (dy - mean(dy) - (x - mean) * k) * istd * w, k = dotp * istd^2 / m.
+        let (c, s) = (self.c, self.s);
+        let (x, dy, coef) = (&cx.vals[cx.ins[0]], cx.dy, &self.coef);
+        if s == 1 {
+            for (((dxr, dyr), xr), rr) in dx.chunks_exact_mut(c).zip(dy.chunks_exact(c)).zip(x.chunks_exact(c)).zip(r_all.chunks_exact(c)) {
+                let it = dxr.iter_mut().zip(dyr.iter().zip(xr).zip(rr)).zip(coef);
+                match acc {
+                    Accum::Write => it.for_each(|((d, ((&g, &xv), &r)), &[k, gm, iw, mu])| *d = (mask(r, g) - gm - (xv - mu) * k) * iw),
+                    Accum::Add => it.for_each(|((d, ((&g, &xv), &r)), &[k, gm, iw, mu])| *d += (mask(r, g) - gm - (xv - mu) * k) * iw),
+                }
+            }
+            return;
+        }
+        for_each_chunk(cx.pool, dx.len(), dx, c * s, |i, dxi| {
+            for (ch, &[k, gm, iw, mu]) in coef.iter().enumerate() {
+                let base = (i * c + ch) * s;
+                let it = dxi[ch * s..][..s].iter_mut().zip(dy[base..base + s].iter().zip(&x[base..base + s]).zip(&r_all[base..base + s]));
+                match acc {
+                    Accum::Write => it.for_each(|(d, ((&g, &xv), &r))| *d = (mask(r, g) - gm - (xv - mu) * k) * iw),
+                    Accum::Add => it.for_each(|(d, ((&g, &xv), &r))| *d += (mask(r, g) - gm - (xv - mu) * k) * iw),
+                }
+            }
+        });
+    }
+
     fn weight(&self, ch: usize, p: &[ParamSlot]) -> f32 {
         self.slots.weight.map_or(1.0, |w| p[w].data[ch])
     }
 
     fn bias(&self, ch: usize, p: &[ParamSlot]) -> f32 {
         self.slots.bias.map_or(0.0, |b| p[b].data[ch])
+    }
+}
+
+/// The evaluation coefficients `y = x * scale + shift` of a batch norm from its running
+/// statistics: `scale = weight / sqrt(running_var + eps)`, `shift = bias - running_mean * scale`.
+/// The fused epilogues (`crate::fuse`) call it too, so they normalise with the same bits.
+pub(crate) fn eval_coefficients(slots: &NormSlots, eps: f32, params: &[ParamSlot], scale: &mut [f32], shift: &mut [f32]) {
+    for (ch, (a_out, b_out)) in scale.iter_mut().zip(shift.iter_mut()).enumerate() {
+        let rv = params[slots.running_var].data[ch];
+        let rm = params[slots.running_mean].data[ch];
+        let w = slots.weight.map_or(1.0, |w| params[w].data[ch]);
+        let b = slots.bias.map_or(0.0, |b| params[b].data[ch]);
+        let a = w / (rv + eps).sqrt();
+        *a_out = a;
+        *b_out = b - rm * a;
     }
 }
 
@@ -203,20 +257,17 @@ impl Kernel for BatchNorm {
                 self.shift[ch] = self.bias(ch, cx.params) - self.mean[ch] * a;
             }
         } else {
-            let eps = self.eps as f32;
-            for ch in 0..self.c {
-                let rv = cx.params[self.slots.running_var].data[ch];
-                let rm = cx.params[self.slots.running_mean].data[ch];
-                let a = self.weight(ch, cx.params) / (rv + eps).sqrt();
-                self.scale[ch] = a;
-                self.shift[ch] = self.bias(ch, cx.params) - rm * a;
-            }
+            eval_coefficients(&self.slots, self.eps as f32, cx.params, &mut self.scale, &mut self.shift);
         }
         self.apply(cx.pool, x, y);
     }
 
     fn backward_params(&mut self, cx: &mut Bwd<'_>) {
-        self.grad_sums(cx.pool, &cx.vals[cx.ins[0]], cx.dy);
+        let x = &cx.vals[cx.ins[0]];
+        match cx.relu_out {
+            Some(r) => self.grad_sums(cx.pool, x, cx.dy, r, relu_grad),
+            None => self.grad_sums(cx.pool, x, cx.dy, cx.dy, |_, g| g),
+        }
         let m = (self.n * self.s) as f64;
         for ch in 0..self.c {
             let (sum_dy, dotp) = (self.sums[2 * ch], self.sums[2 * ch + 1]);
@@ -237,24 +288,9 @@ impl Kernel for BatchNorm {
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
-        // PyTorch's form: dx = (dy - mean(dy) - (x - mean) * k) * istd * w, k = dotp * istd^2 / m.
-        let (c, s) = (self.c, self.s);
-        let (x, dy, coef) = (&cx.vals[cx.ins[0]], cx.dy, &self.coef);
-        if s == 1 {
-            for ((dxr, dyr), xr) in dx.chunks_exact_mut(c).zip(dy.chunks_exact(c)).zip(x.chunks_exact(c)) {
-                let it = dxr.iter_mut().zip(dyr.iter().zip(xr)).zip(coef);
-                match acc {
-                    Accum::Write => it.for_each(|((d, (&g, &xv)), &[k, gm, iw, mu])| *d = (g - gm - (xv - mu) * k) * iw),
-                    Accum::Add => it.for_each(|((d, (&g, &xv)), &[k, gm, iw, mu])| *d += (g - gm - (xv - mu) * k) * iw),
-                }
-            }
-            return;
+        match cx.relu_out {
+            Some(r) => self.input_grad(cx, r, relu_grad, dx, acc),
+            None => self.input_grad(cx, cx.dy, |_, g| g, dx, acc),
         }
-        for_each_chunk(cx.pool, dx.len(), dx, c * s, |i, dxi| {
-            for (ch, &[k, gm, iw, mu]) in coef.iter().enumerate() {
-                let base = (i * c + ch) * s;
-                store_zip(acc, &mut dxi[ch * s..][..s], &dy[base..base + s], &x[base..base + s], |g, xv| (g - gm - (xv - mu) * k) * iw);
-            }
-        });
     }
 }

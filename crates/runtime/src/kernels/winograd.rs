@@ -119,12 +119,18 @@ impl WinoGeom {
     }
 }
 
-/// Whether Winograd measured faster than the direct path for convolutions of this shape class.
-/// `conv_layers` (batch 32, one thread) measured it 1.0-2.2x faster from 32 channels each way on
-/// 8x8 to 32x32 images, and up to 3x slower with 16 channels on either side, where the products'
-/// inner sizes are too small for the transforms to pay.
+/// Whether Winograd measured faster than the direct path for convolutions of this shape class
+/// (`g` is the layer's forward geometry, for all three passes). The smallest channel count each
+/// way depends on the GEMM kernels the direct path gets: with the AVX2/FMA kernels, `conv_layers`
+/// (batch 32, one thread) measured Winograd 1.0-2.2x faster from 32 channels each way, and up to
+/// 3x slower with 16 on either side. The AVX-512 kernels (`gemm_isa`) speed the direct path's
+/// long products up more than Winograd's short ones: there, two runs of `conv_layers --algo
+/// winograd` measured layers with 32 or 64 channels on a side at 0.5-1.1x in most passes (0.6x
+/// for the gradients of 64->128), and layers with at least 128 each way at 1.1-1.9x in most
+/// passes and in total (`bench/README.md`, "Winograd's threshold with AVX-512").
 pub(crate) fn pays(g: &WinoGeom) -> bool {
-    g.cin >= 32 && g.cout >= 32
+    let min_channels = if crate::GemmIsa::widest() == crate::GemmIsa::Avx512 { 128 } else { 32 };
+    g.cin >= min_channels && g.cout >= min_channels
 }
 
 /// Whether every value is finite and below [`TRANSFORM_LIMIT`] in magnitude.

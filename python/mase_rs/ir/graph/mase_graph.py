@@ -179,7 +179,7 @@ class MaseGraph:
     (3, 5)
     """
 
-    def __init__(self, model, dataset_info=None, seed=0, concrete_args=None, **_torch_fx_options):
+    def __init__(self, model, dataset_info=None, seed=0, concrete_args=None, conv_algo=None, **_torch_fx_options):
         from mase_rs.models import ZooModel
 
         self._torch = None
@@ -216,6 +216,35 @@ class MaseGraph:
         elif isinstance(model, MaseGraph):
             self._mode.training = model._training()
         self.fx_graph = _FxGraph(self)
+        if conv_algo is not None:
+            self.conv_algo = conv_algo
+
+    @property
+    def conv_algo(self):
+        """How the executor computes convolutions (forward, backward, `fit`): `"fast"` (the
+        default: Winograd F(2x2, 3x3) for the stride-1 3x3 convolutions where it measured
+        faster, direct sums elsewhere), `"exact"` (direct im2col + GEMM sums everywhere) or
+        `"winograd"` (Winograd wherever it applies). Winograd differs from the direct sums by
+        rounding only, within the error bound of a direct float32 sum; it is the same setting
+        as `ch train --conv-algo`. Also a keyword of the constructor.
+
+        >>> from mase_rs import MaseGraph, get_model
+        >>> from mase_rs.dataset import DatasetInfo
+        >>> cifar = DatasetInfo(name="cifar-shaped", num_classes=10, sample_shape=(3, 32, 32))
+        >>> mg = MaseGraph(get_model("vgg7", "cls", cifar), conv_algo="exact")
+        >>> mg.conv_algo
+        'exact'
+        >>> mg.conv_algo = "winograd"
+        >>> mg.conv_algo
+        'winograd'
+        """
+        return self._raw.conv_algo
+
+    @conv_algo.setter
+    def conv_algo(self, value):
+        if not isinstance(value, str):
+            raise TypeError(f"conv_algo: expected one of 'fast', 'exact', 'winograd', got {type(value).__name__} {value!r}")
+        self._raw.set_conv_algo(value)
 
     # The PyTorch view.
 
