@@ -380,6 +380,9 @@ pub struct SimulateArgs {
     /// Lower out_ready on pseudo-random cycles (seeded), to exercise back-pressure.
     #[arg(long = "stall-seed", value_parser = whole_u64, allow_negative_numbers = true)]
     pub stall_seed: Option<u64>,
+    /// Stream only the first N samples of the split.
+    #[arg(long, value_parser = whole, allow_negative_numbers = true)]
+    pub samples: Option<usize>,
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,

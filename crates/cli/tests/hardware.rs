@@ -132,8 +132,19 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     assert!(accuracies.iter().all(|&a| a == accuracies[0]), "{accuracies:?}");
     assert!(accuracies[0] > 0.4, "{accuracies:?}, fake-quant test accuracy {quant_acc}");
     // Random samples and back-pressure: still bit-exact.
-    let s = ch_json(&["simulate", root.join("rtl_mixed").to_str().unwrap(), "--random", "64", "--stall-seed", "9"], &root);
+    let mixed = root.join("rtl_mixed");
+    let mixed = mixed.to_str().unwrap();
+    let s = ch_json(&["simulate", mixed, "--random", "64", "--stall-seed", "9"], &root);
     assert_eq!(s["mismatches"], 0, "{s}");
+    // The first samples of a split only.
+    let s = ch_json(&["simulate", mixed, "--data-dir", d, "--samples", "10"], &root);
+    assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(10)), "{s}");
+    for (args, want) in [
+        (&["--samples", "0"][..], "error: --samples: expected at least 1 sample"),
+        (&["--random", "4", "--samples", "2"][..], "error: --samples picks samples of a data split; --random N already says how many"),
+    ] {
+        assert_eq!(ch_error(&[&["simulate", mixed, "--data-dir", d][..], args].concat(), &root), want);
+    }
     // Pipelined for two clocks: more cycles of latency, the same initiation interval and
     // outputs, on the data split and under back-pressure.
     for (clock, reuse, ii) in [("200", "1", 1.0), ("100", "2", 2.0)] {

@@ -18,6 +18,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let n_in = design.input_len();
     let (x, labels, source) = match args.random {
         Some(0) => bail!("--random: expected at least 1 sample"),
+        Some(_) if args.samples.is_some() => bail!("--samples picks samples of a data split; --random N already says how many"),
         Some(n) => {
             let mut rng = mase_ir::Rng::new(0);
             let x: Vec<f32> = (0..n * n_in).map(|_| rng.normal() as f32).collect();
@@ -28,12 +29,17 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             let name = args.dataset.clone().or(saved).ok_or_else(|| anyhow!("no data set: pass --dataset or --random N"))?;
             let splits = mase_io::load_dataset(&name, &DataOptions { data_dir: args.data_dir.clone(), ..Default::default() })?;
             let split = args.split.as_deref().unwrap_or("test");
-            let data = match split {
+            let mut data = match split {
                 "train" => splits.train,
                 "val" | "validation" => splits.val,
                 "test" => splits.test,
                 other => bail!("--split `{other}`: expected train, val or test"),
             };
+            match args.samples {
+                Some(0) => bail!("--samples: expected at least 1 sample"),
+                Some(k) if k < data.len() => data = data.subset(&(0..k).collect::<Vec<_>>()),
+                _ => {}
+            }
             if data.sample_len() != n_in {
                 bail!("data set `{name}` has {} values per sample, the design takes {n_in}", data.sample_len());
             }

@@ -210,17 +210,18 @@ def _reduce(name):
     return op
 
 
+def _linear(m):
+    return {"op": "linear", "in_features": m.in_features, "out_features": m.out_features, "bias": m.bias is not None}
+
+
 def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
     from mase_rs.nn import stochastic_depth as mase_nn
     depth = lambda m: {"op": "stochastic_depth", "p": float(m.p), "mode": m.mode}  # noqa: E731
     table = {
-        nn.Linear: lambda m: {
-            "op": "linear",
-            "in_features": m.in_features,
-            "out_features": m.out_features,
-            "bias": m.bias is not None,
-        },
+        nn.Linear: _linear,
+        # The output projection of `nn.MultiheadAttention`: a linear layer under another name.
+        nn.modules.linear.NonDynamicallyQuantizableLinear: _linear,
         nn.Conv1d: lambda m: _conv(m, 1),
         nn.Conv2d: lambda m: _conv(m, 2),
         nn.BatchNorm1d: lambda m: _batch_norm(m, 1),
@@ -938,10 +939,15 @@ def trace(module, concrete_args=None, leaves=()):
     try:
         tracer = Tracer()
         graph = tracer.trace(module, concrete_args=concrete_args)
-        return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
+        gm = torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as e:  # torch.fx raises many kinds (TraceError, TypeError, ...)
         line = " ".join(str(e).split())
         raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
+    # Attention modules as the ops they are made of.
+    from mase_rs.ir.graph import attention
+
+    attention.expand(gm)
+    return gm
 
 
 def _attribute(gm, target):
