@@ -64,6 +64,20 @@ fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
 
 /// Lowers `graph` (quantized, with its parameters) to a design named `model`.
 pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOptions) -> Result<Design> {
+    // PyTorch code kept in the graph has no hardware at all, whatever surrounds it.
+    let opaque: Vec<String> = graph
+        .nodes()
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Opaque { class, .. } => Some(format!("`{}` ({class})", n.name)),
+            _ => None,
+        })
+        .collect();
+    if !opaque.is_empty() {
+        return Err(HwError::Structure {
+            reason: format!("{} run as PyTorch code (opaque nodes), which has no hardware: {}", opaque.len(), opaque.join(", ")),
+        });
+    }
     let mut chain = Chain::default();
     let mut not_integer = Vec::new();
     for (i, node) in graph.nodes().iter().enumerate() {

@@ -12,7 +12,8 @@ so analyses see every shape, quantize leaves the region in float, and `ch`, expo
 name it in one-line refusals. `mg.model` runs it, forward and backward, with the rest.
 
 Rules, checked on two forward runs at batch sizes 2 and 3:
-- a node whose value is not a tensor (`x.shape`, an `int`, a tuple) is inside a region;
+- a value a region reads that is not a float tensor (`x.shape`, an `int`, a tuple, an integer
+  index table) is computed inside the region;
 - a region's output is a tensor whose first dimension is the batch (mase-rs's opaque nodes carry
   the batch through); where a region's value is not (a table computed from parameters), the
   nodes reading it join the region;
@@ -187,13 +188,17 @@ def carve(gm, failed, sample_shape, saved):
             and a.shape[1:] == b.shape[1:]
         )
 
-    inside = {n for n in nodes if n.name in failed}
-    # Values mase-rs does not hold (integer index tables, sizes, tuples) stay PyTorch's.
-    inside |= {n for n in nodes if n.op not in ("placeholder", "output") and not _float_tensor(small.get(n))}
+    inside = {n for n in nodes if n.name in failed and n.op not in ("placeholder", "output")}
     changed = True
     while changed:
         changed = False
         for n in sorted(inside, key=order.get):
+            # A value a region reads that is no float tensor (a size, a tuple, an integer index
+            # table) is computed inside the region: the graph's edges into a region are tensors.
+            for a in n.all_input_nodes:
+                if a not in inside and a.op != "placeholder" and not _float_tensor(small.get(a)):
+                    inside.add(a)
+                    changed = True
             readers = [u for u in n.users if u not in inside]
             if not readers or batched(n):
                 continue
