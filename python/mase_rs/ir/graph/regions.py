@@ -1,9 +1,9 @@
 """Opaque regions: the parts of a traced forward that mase-rs has no ops for, kept as PyTorch
 code (needs torch).
 
-A model's forward may use code mase-rs cannot lower: shape arithmetic (`n = x.shape[0]`,
-`x.reshape(n, c, -1)`), indexing, a module called with keyword arguments that returns a tuple
-(`nn.MultiheadAttention`), a function of a library (`torchvision.ops`), a check
+A model's forward may use code mase-rs cannot lower: a function it lacks (`torch.roll`), indexing
+by a tensor (`bias[self.index]`), a module call it does not expand (`nn.MultiheadAttention` with
+a mask, which returns a tuple), a function of a library (`torchvision.ops`), a check
 (`torch._assert`). Rather than refusing the model, `carve` cuts the traced `GraphModule` into the
 ops mase-rs has and *regions*: each tensor that the rest of the graph reads from such code is
 computed by one `OpaqueRegion` module, which runs the fx nodes it covers with PyTorch. The graph
