@@ -189,6 +189,17 @@ def carve(gm, failed, sample_shape, saved):
         )
 
     inside = {n for n in nodes if n.name in failed and n.op not in ("placeholder", "output")}
+    # Checks (`torch._assert(h == 224)`) and what only they read compute nothing the model
+    # returns: they go first, so that the sizes they read stay the graph's.
+    dead = set()
+    for n in reversed(nodes):
+        if n in inside and all(u in dead for u in n.users):
+            dead.add(n)
+    for n in reversed(nodes):
+        if n in dead:
+            gm.graph.erase_node(n)
+    inside -= dead
+    nodes = [n for n in nodes if n not in dead]
     changed = True
     while changed:
         changed = False
