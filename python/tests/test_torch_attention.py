@@ -75,6 +75,33 @@ def test_forward_equals_pytorch_on_the_executor():
     np.testing.assert_allclose(mg(ids.float().numpy()), user(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_mg_model_takes_float_ids_on_both_engines_and_trains():
+    torch.manual_seed(0)
+    user = Encoder().eval()
+    ids, labels = batch()
+    want = user(ids).detach()
+    mg = MaseGraph(model=copy.deepcopy(user))
+    mg.model.eval()
+    for engine in ("rust", "torch"):
+        mase_rs.set_backend(engine)
+        with torch.no_grad():
+            torch.testing.assert_close(mg.model(ids.float()), want, rtol=1e-5, atol=1e-5, msg=engine)
+    # Integer ids (PyTorch's own) run in PyTorch, with the same result.
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(ids), want, rtol=1e-5, atol=1e-5)
+    mase_rs.set_backend("rust")
+    mg.model.train()
+    opt = torch.optim.Adam(mg.model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        loss = F.cross_entropy(mg.model(ids.float()), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
 def test_ids_that_are_not_rows_are_refused():
     mg = MaseGraph(model=Encoder())
     ids = batch()[0].float()

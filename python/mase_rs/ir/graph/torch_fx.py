@@ -216,7 +216,9 @@ def _linear(m):
 
 def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
+    from mase_rs.nn import embedding as mase_embedding
     from mase_rs.nn import stochastic_depth as mase_nn
+
     depth = lambda m: {"op": "stochastic_depth", "p": float(m.p), "mode": m.mode}  # noqa: E731
     table = {
         nn.Linear: _linear,
@@ -261,6 +263,7 @@ def _module_table(nn):
         nn.GroupNorm: _group_norm,
         mase_nn.StochasticDepth: depth,
         nn.Embedding: _embedding,
+        mase_embedding.Embedding: _embedding,
     }
     # torchvision's own module, when the model came with torchvision (never imported here).
     tv_ops = sys.modules.get("torchvision.ops")
@@ -1268,12 +1271,26 @@ def module_from_op(op, weights):
     return m
 
 
+def _float_ids(gm):
+    """The graph's values are floats, ids included: each `nn.Embedding` of the traced module
+    becomes `mase_rs.nn.Embedding` (the same object, whose forward also takes whole-number float
+    ids and checks them), so that `mg.model` runs it in PyTorch on the graph's values."""
+    import torch.nn as nn
+
+    from mase_rs.nn.embedding import Embedding
+
+    for m in gm.modules():
+        if type(m) is nn.Embedding:
+            m.__class__ = Embedding
+
+
 def from_module(module, sample_shape=None, concrete_args=None):
     """Traces `module` and builds its mase-rs graph: returns `(NativeGraph, TorchSource)`.
 
     `sample_shape` (one sample's shape, without the batch), when given, checks the shapes of
     every node now; otherwise the first forward does."""
     gm = trace(module, concrete_args)
+    _float_ids(gm)
     try:
         records, trainable, constants = node_records(gm)
     except ValueError as e:
