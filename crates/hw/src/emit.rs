@@ -86,13 +86,13 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
     for s in &d.stages {
         let f = format!("{}.v", crate::conv::verilog::stage_module(s));
         write(&format!("rtl/{f}"), &crate::conv::verilog::stage_verilog(s, d.pipelining()))?;
-        files.push(f);
+        files.push(format!("rtl/{f}"));
     }
     if let Some(last) = d.stages.last() {
         let [h, w] = last.window().out_hw();
         let f = format!("{}.v", crate::conv::verilog::COLLECTOR);
         write(&format!("rtl/{f}"), &crate::conv::verilog::collector_verilog(last.out_channels(), h * w, last.output()))?;
-        files.push(f);
+        files.push(format!("rtl/{f}"));
     }
     for l in &d.layers {
         let f = format!("{}.v", layer_module(l));
