@@ -218,7 +218,6 @@ def _module_table(nn):
     """`nn.Module` class -> function of the module giving its op."""
     from mase_rs.nn import embedding as mase_embedding
     from mase_rs.nn import stochastic_depth as mase_nn
-
     depth = lambda m: {"op": "stochastic_depth", "p": float(m.p), "mode": m.mode}  # noqa: E731
     table = {
         nn.Linear: _linear,
