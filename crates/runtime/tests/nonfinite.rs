@@ -69,15 +69,7 @@ fn same(got: f32, want: f32) -> bool {
 
 /// The mismatches of `got` against `want`, as one line, or `None`.
 fn compare(case: &str, what: &str, got: &[f32], want: &[f32]) -> Option<String> {
-    assert_eq!(got.len(), want.len(), "{case}.{what}: length");
-    let bad: Vec<String> = got
-        .iter()
-        .zip(want)
-        .enumerate()
-        .filter(|(_, (g, w))| !same(**g, **w))
-        .map(|(i, (g, w))| format!("[{i}] {g:?} vs torch {w:?}"))
-        .collect();
-    (!bad.is_empty()).then(|| format!("{case}.{what}: {}", bad.join(", ")))
+    common::mismatches(case, what, got, want, same)
 }
 
 /// Runs one case forward (and backward when the fixture has `dx`) and returns its mismatches.

@@ -51,14 +51,7 @@ fn mismatches(case: &str, what: &str, got: &[f32], want: &[f32]) -> Option<Strin
     if got.len() != want.len() {
         return Some(format!("{case}.{what}: {} values, torch {}", got.len(), want.len()));
     }
-    let bad: Vec<String> = got
-        .iter()
-        .zip(want)
-        .enumerate()
-        .filter(|(_, (g, w))| !same(**g, **w))
-        .map(|(i, (g, w))| format!("[{i}] {g:?} vs torch {w:?}"))
-        .collect();
-    (!bad.is_empty()).then(|| format!("{case}.{what}: {}", bad.join(", ")))
+    common::mismatches(case, what, got, want, same)
 }
 
 fn check(fx: &Fixture, case: &str, build: &dyn Fn(&mut Graph, NodeId) -> NodeId) -> Vec<String> {

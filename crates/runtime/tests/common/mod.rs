@@ -93,3 +93,17 @@ pub fn quantize_linears(graph: Graph, width: u32, frac_width: i32) -> Graph {
         })
     })
 }
+
+/// The values of `got` that `same` does not accept against PyTorch's `want`, as one line
+/// (`case.what: [i] got vs torch want, ...`), or `None`. Panics when the lengths differ.
+pub fn mismatches(case: &str, what: &str, got: &[f32], want: &[f32], same: impl Fn(f32, f32) -> bool) -> Option<String> {
+    assert_eq!(got.len(), want.len(), "{case}.{what}: length");
+    let bad: Vec<String> = got
+        .iter()
+        .zip(want)
+        .enumerate()
+        .filter(|(_, (g, w))| !same(**g, **w))
+        .map(|(i, (g, w))| format!("[{i}] {g:?} vs torch {w:?}"))
+        .collect();
+    (!bad.is_empty()).then(|| format!("{case}.{what}: {}", bad.join(", ")))
+}
