@@ -30,6 +30,8 @@ import torch
 import torch.fx
 import torch.nn as nn
 
+from mase_rs.ir.graph.torch_fx import _attribute
+
 
 class OpaqueRegion(nn.Module):
     """Part of a traced forward that PyTorch runs: the fx nodes of `graph` (placeholders for the
@@ -146,13 +148,6 @@ def _values(gm, sample_shape, batch):
 
 def _float_tensor(v):
     return isinstance(v, torch.Tensor) and v.is_floating_point()
-
-
-def _attribute(gm, target):
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def _label(gm, nodes):
