@@ -5,17 +5,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 
-/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
-fn have(tool: &str) -> bool {
-    let flag = if tool == "yosys" { "-V" } else { "--version" };
-    if std::process::Command::new(tool).arg(flag).output().is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
-    eprintln!("SKIP: {tool} is not installed");
-    false
-}
-
 /// A fresh scratch folder `name` with the jsc fixture under its `data` folder: the folder and
 /// the data folder's path.
 fn jsc_scratch(name: &str) -> (PathBuf, String) {

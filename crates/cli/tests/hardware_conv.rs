@@ -7,16 +7,6 @@
 mod common;
 use common::*;
 
-/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
-fn have(tool: &str) -> bool {
-    if std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
-    eprintln!("SKIP: {tool} is not installed");
-    false
-}
-
 #[test]
 fn mnist_cnn_is_emitted_and_simulated_with_the_accuracy_of_ch_test() {
     let root = scratch("hw-conv");

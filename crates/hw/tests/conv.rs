@@ -3,7 +3,10 @@
 //! code against the integer executor on the MNIST test images shipped in `data/mnist`, in Rust
 //! (`Design::eval`) and in Verilator.
 
-use mase_hw::simulate::{self, golden, mismatches, tool_available};
+mod common;
+
+use common::have;
+use mase_hw::simulate::{self, golden, mismatches};
 use mase_hw::{emit, lower, Design, LowerOptions};
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, PoolSpec, Rng};
 use mase_passes::{run_pass, InputSource, PassContext};
@@ -172,16 +175,6 @@ fn mnist_cnn_designs_compute_what_the_integer_executor_computes() {
             assert!(want.iter().any(|r| r != &want[0]), "{what}: constant outputs");
         }
     }
-}
-
-/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
-fn have(tool: &str) -> bool {
-    if tool_available(tool) {
-        return true;
-    }
-    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
-    eprintln!("SKIP: {tool} is not installed");
-    false
 }
 
 /// One line per design of mnist-cnn 8/4 folded: the clock it is pipelined for (none: one

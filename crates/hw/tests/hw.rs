@@ -1,7 +1,10 @@
 //! Lowering, emission and Verilator simulation of quantized jsc networks, checked code for code
 //! against the integer executor on the jsc fixture's test split.
 
-use mase_hw::simulate::{self, golden, mismatches, tool_available};
+mod common;
+
+use common::have;
+use mase_hw::simulate::{self, golden, mismatches};
 use mase_hw::synth::{synth, SynthTarget};
 use mase_hw::{emit, lower, Design, HwError, LowerOptions, Multipliers, Step};
 use mase_ir::{Graph, Op, ParamStore, Rng};
@@ -95,16 +98,6 @@ fn widths_come_from_the_worst_case_sums() {
     // Not wider than the executor's bound 16 * 128 * 128 + 128 * 2^4 (< 2^18): 19 bits at most.
     assert!(l.acc.width() <= 19, "{}", l.acc.width());
     assert_eq!((d.latency(), d.initiation_interval()), (4, 1));
-}
-
-/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
-fn have(tool: &str) -> bool {
-    if tool_available(tool) {
-        return true;
-    }
-    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
-    eprintln!("SKIP: {tool} is not installed");
-    false
 }
 
 type DesignCase = (usize, &'static [(&'static str, usize)], u64, f64);

@@ -42,3 +42,14 @@ pub fn ch_error(args: &[&str], cwd: &Path) -> String {
     assert_eq!(lines.len(), 1, "ch {args:?} should print one error line, got: {stderr}");
     lines[0].to_string()
 }
+
+/// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.
+pub fn have(tool: &str) -> bool {
+    let flag = if tool == "yosys" { "-V" } else { "--version" };
+    if std::process::Command::new(tool).arg(flag).output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{tool} is not installed and CI=true");
+    eprintln!("SKIP: {tool} is not installed");
+    false
+}
