@@ -114,6 +114,9 @@ def main():
         params={"weight": weight},
     )
     w.case("embedding_function", lambda x, wt: F.embedding(x.long(), wt), [ids, r(6, 3)], [False, True])
+    # Vector operands of torch.matmul (a row on the left, a column on the right).
+    w.case("matmul_vector_by_3d", torch.matmul, [r(4), r(2, 4, 5)], both)
+    w.case("matmul_3d_by_vector", torch.matmul, [r(2, 3, 4), r(4)], both)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "attention_ops.txt"

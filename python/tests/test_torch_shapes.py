@@ -178,3 +178,86 @@ def test_onnx_operators_import_with_onnxruntimes_outputs(tmp_path, label, node, 
     mg = MaseGraph(model=str(path))
     mg.model.eval()
     np.testing.assert_array_equal(mg(x), want, err_msg=label)
+
+
+class Small(nn.Module):
+    """One form per case (`form(m, x)`), with parameters whose gradients are compared."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.v = nn.Parameter(torch.randn(6))
+        self.w = nn.Parameter(torch.randn(5, 6))
+        self.b = nn.Parameter(torch.randn(5))
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.form(self, x)
+
+
+def _pieces(x):
+    a, b = x.split(4, -1)
+    return torch.cat([b, a], -1)
+
+
+def _sections(x):
+    a, b = torch.split(x, [2, 4], dim=-1)
+    return torch.cat([b, a], -1)
+
+
+# Each case: a label and the form, on x of shape [n, 4, 1, 6].
+SMALL_FORMS = [
+    ("squeeze(2)", lambda m, x: m.fc(x.squeeze(2))),
+    ("squeeze of a dimension larger than 1 keeps it", lambda m, x: m.fc(x.squeeze(-1).squeeze(-2))),
+    ("squeeze()", lambda m, x: m.fc(x.squeeze())),
+    ("torch.squeeze of two dimensions", lambda m, x: m.fc(torch.squeeze(x, (1, 2)))),
+    ("matrix @ vector", lambda m, x: x.squeeze(2) @ m.v),
+    ("vector @ batched matrix", lambda m, x: torch.matmul(m.v, x.squeeze(2).transpose(1, 2))),
+    ("F.linear with the module's own tensors", lambda m, x: F.linear(x.squeeze(2), m.w, m.b)),
+    ("F.linear with a tied weight", lambda m, x: F.linear(x.squeeze(2), m.fc.weight)),
+    ("F.linear with a vector weight", lambda m, x: F.linear(x.squeeze(2), m.v)),
+    ("split into pieces of 4", lambda m, x: m.fc(_pieces(x).squeeze(2))),
+    ("split into sizes [2, 4]", lambda m, x: m.fc(_sections(x)[:, :, 0])),
+]
+
+
+@pytest.mark.parametrize("label,form", SMALL_FORMS, ids=[c[0] for c in SMALL_FORMS])
+def test_small_forms_are_native_and_equal_pytorch(label, form):
+    torch.manual_seed(0)
+    user = Small(form)
+    ops = {n["op"]["op"] for n in json.loads(MaseGraph(model=copy.deepcopy(user))._native.graph_json())["nodes"]}
+    assert "opaque" not in ops, label
+    for n in (2, 3):
+        x = torch.randn(n, 4, 1, 6, generator=torch.Generator().manual_seed(n))
+        want = user(x)
+        g = torch.randn(want.shape, generator=torch.Generator().manual_seed(7))
+        user.zero_grad()
+        (want * g).sum().backward()
+        grads_t = {k: p.grad.clone() for k, p in user.named_parameters() if p.grad is not None}
+        for backend in ("rust", "torch"):
+            mg = MaseGraph(model=copy.deepcopy(user))
+            mase_rs.set_backend(backend)
+            got = mg.model(x)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"{label}, {backend}")
+            mg.model.zero_grad()
+            (got * g).sum().backward()
+            grads = {k: p.grad for k, p in mg.model.named_parameters() if p.grad is not None}
+            assert grads.keys() == grads_t.keys(), (label, backend)
+            for k in grads:
+                torch.testing.assert_close(grads[k], grads_t[k], rtol=1e-5, atol=1e-5, msg=f"{label}, {backend}: {k}")
+            mase_rs.set_backend("rust")
+
+
+@pytest.mark.parametrize(
+    "form,words",
+    [
+        (lambda m, x: torch.split(x, [2, 3], dim=-1)[0], r"split sizes \[2, 3\] must add up to the size 6 of dimension 3"),
+        (lambda m, x: x.split(4, -1)[2], r"split\(4\) of dimension 3 with size 6 gives 2 pieces; there is no piece 2"),
+    ],
+)
+def test_splits_pytorch_refuses_are_refused_when_the_size_is_known(form, words):
+    x = torch.randn(2, 4, 1, 6)
+    with pytest.raises(Exception):
+        form(None, x)  # PyTorch refuses them too.
+    with pytest.raises(ValueError, match=words):
+        MaseGraph(model=Small(form))(x.numpy())

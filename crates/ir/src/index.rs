@@ -24,6 +24,16 @@ pub enum IndexItem {
     /// Piece `index` of `chunk(chunks)` along this dimension: pieces of `ceil(len / chunks)`
     /// values, the last one shorter, as PyTorch cuts them.
     Chunk { chunks: usize, index: usize },
+    /// Piece `index` of `split(size)` along this dimension: pieces of `size` values, the last
+    /// one shorter. A piece past the end is an error, as PyTorch's tuple has no such entry.
+    Split { size: usize, index: usize },
+    /// Piece `index` of `split([s0, s1, ...])` along this dimension, whose size the sizes must
+    /// add up to, as PyTorch requires.
+    Sections { sizes: Vec<usize>, index: usize },
+    /// `x.squeeze(dim)` at this dimension: removed when its size is 1, read whole otherwise.
+    Squeeze,
+    /// `x.squeeze()`: like `...`, the dimensions the other entries leave, each one squeezed.
+    SqueezeAll,
 }
 
 impl IndexItem {
@@ -34,7 +44,12 @@ impl IndexItem {
 
     /// Whether the entry consumes a dimension of the input.
     fn consumes(&self) -> bool {
-        !matches!(self, IndexItem::NewAxis | IndexItem::Ellipsis)
+        !matches!(self, IndexItem::NewAxis | IndexItem::Ellipsis | IndexItem::SqueezeAll)
+    }
+
+    /// Whether the entry stands for the dimensions the others leave (`...`, `squeeze()`).
+    fn fills(&self) -> bool {
+        matches!(self, IndexItem::Ellipsis | IndexItem::SqueezeAll)
     }
 }
 
@@ -80,7 +95,7 @@ impl Indexed {
 
 /// Resolves `items` against an input of shape `x`, or says why they do not fit it.
 pub fn resolve_index(items: &[IndexItem], x: &[usize]) -> Result<Indexed, String> {
-    let ellipses = items.iter().filter(|i| **i == IndexItem::Ellipsis).count();
+    let ellipses = items.iter().filter(|i| i.fills()).count();
     if ellipses > 1 {
         return Err("an index can only have a single ellipsis ('...')".into());
     }
@@ -91,8 +106,9 @@ pub fn resolve_index(items: &[IndexItem], x: &[usize]) -> Result<Indexed, String
     // Without an ellipsis, the dimensions left over are read whole at the end.
     let mut expanded: Vec<IndexItem> = Vec::with_capacity(items.len() + x.len());
     for item in items {
-        if *item == IndexItem::Ellipsis {
-            expanded.extend(std::iter::repeat_n(IndexItem::full(), x.len() - consumed));
+        if item.fills() {
+            let each = if *item == IndexItem::SqueezeAll { IndexItem::Squeeze } else { IndexItem::full() };
+            expanded.extend(std::iter::repeat_n(each, x.len() - consumed));
         } else {
             expanded.push(item.clone());
         }
@@ -108,7 +124,7 @@ pub fn resolve_index(items: &[IndexItem], x: &[usize]) -> Result<Indexed, String
         }
         let d = reads.len();
         let len = x[d];
-        let read = match *item {
+        let read = match item.clone() {
             IndexItem::Slice { start, end, step } => {
                 if step == 0 {
                     return Err("slice step cannot be zero".into());
@@ -142,7 +158,31 @@ pub fn resolve_index(items: &[IndexItem], x: &[usize]) -> Result<Indexed, String
                 };
                 ReadDim { start, step: 1, len: piece.min(len - start), kept: true }
             }
-            IndexItem::NewAxis | IndexItem::Ellipsis => unreachable!("new axes are handled above and ellipses were expanded"),
+            IndexItem::Split { size, index } => {
+                if size == 0 && len != 0 {
+                    return Err(format!("split(0) of dimension {d} with size {len}: a size of 0 only splits an empty dimension"));
+                }
+                let pieces = if size == 0 { 1 } else { len.div_ceil(size).max(1) };
+                if index >= pieces {
+                    return Err(format!("split({size}) of dimension {d} with size {len} gives {pieces} pieces; there is no piece {index}"));
+                }
+                let start = index * size;
+                ReadDim { start, step: 1, len: size.min(len - start), kept: true }
+            }
+            IndexItem::Sections { sizes, index } => {
+                let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
+                if total != Some(len) {
+                    return Err(format!("split sizes {sizes:?} must add up to the size {len} of dimension {d}"));
+                }
+                let Some(&size) = sizes.get(index) else {
+                    return Err(format!("split into {} pieces has no piece {index}", sizes.len()));
+                };
+                ReadDim { start: sizes[..index].iter().sum(), step: 1, len: size, kept: true }
+            }
+            IndexItem::Squeeze => ReadDim { start: 0, step: 1, len, kept: len != 1 },
+            IndexItem::NewAxis | IndexItem::Ellipsis | IndexItem::SqueezeAll => {
+                unreachable!("new axes are handled above and ellipses were expanded")
+            }
         };
         if read.kept {
             out.push(Some(d));
@@ -258,6 +298,25 @@ mod tests {
             (vec![Select(0), Select(0), Select(0)], &[3, 3], Err("too many indices for a tensor of rank 2")),
             (vec![Ellipsis, Ellipsis], &[3], Err("a single ellipsis")),
             (vec![sl(None, None, 0)], &[3], Err("step cannot be zero")),
+            // x.squeeze(1), x.squeeze(-1), x.squeeze() as PyTorch shapes them.
+            (vec![IndexItem::full(), Squeeze], &[2, 1, 3], Ok(vec![2, 3])),
+            (vec![IndexItem::full(), Squeeze], &[2, 4, 3], Ok(vec![2, 4, 3])),
+            (vec![Ellipsis, Squeeze], &[2, 3, 1], Ok(vec![2, 3])),
+            (vec![SqueezeAll], &[1, 3, 1, 1], Ok(vec![3])),
+            (vec![SqueezeAll], &[2, 3], Ok(vec![2, 3])),
+            (vec![SqueezeAll, Ellipsis], &[2, 3], Err("a single ellipsis")),
+            // x.split(2, 1)[k] and x.split([1, 3], 1)[k]: checked as PyTorch checks them.
+            (vec![IndexItem::full(), Split { size: 2, index: 1 }], &[2, 5], Ok(vec![2, 2])),
+            (vec![IndexItem::full(), Split { size: 2, index: 2 }], &[2, 5], Ok(vec![2, 1])),
+            (vec![IndexItem::full(), Split { size: 2, index: 3 }], &[2, 5], Err("gives 3 pieces; there is no piece 3")),
+            (vec![Split { size: 0, index: 0 }], &[3], Err("a size of 0 only splits an empty dimension")),
+            (vec![IndexItem::full(), Sections { sizes: vec![1, 3], index: 1 }], &[2, 4], Ok(vec![2, 3])),
+            (
+                vec![IndexItem::full(), Sections { sizes: vec![1, 3], index: 1 }],
+                &[2, 5],
+                Err("split sizes [1, 3] must add up to the size 5"),
+            ),
+            (vec![Sections { sizes: vec![1, 3], index: 2 }], &[4], Err("split into 2 pieces has no piece 2")),
         ];
         for (items, x, want) in cases {
             let got = resolve_index(&items, x).map(|r| r.shape());

@@ -33,6 +33,6 @@ pub use op::{ConvSpec, DepthMode, DimArg, Init, NormSpec, Op, ParamSpec, PoolSpe
 pub use params::{ParamEntry, ParamStore};
 pub use quant::{NodeQuant, QuantFormat, RoundingMode};
 pub use rng::Rng;
-pub use shape::{broadcast_shapes, checked_numel, ValueInfo, MAX_ELEMENTS};
+pub use shape::{broadcast_shapes, checked_numel, matmul_shapes, MatMulShapes, ValueInfo, MAX_ELEMENTS};
 pub use tensor::Tensor;
 pub use validate::validate;

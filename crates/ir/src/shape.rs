@@ -369,18 +369,51 @@ fn pad(x: &[usize], begin: &[usize], end: &[usize]) -> Shaped {
 }
 
 fn matmul(a: &[usize], b: &[usize]) -> Shaped {
-    if a.len() < 2 || b.len() < 2 {
-        return Err("matmul needs operands of rank 2 or more".into());
+    matmul_shapes(a, b).map(|s| s.result)
+}
+
+/// The shapes `torch.matmul` works with: as PyTorch does, a vector left operand `[k]` is the
+/// row `[1, k]` and a vector right operand `[k]` the column `[k, 1]`, and the dimension so added
+/// is dropped from the result. Kernels multiply the promoted shapes; the result has the same
+/// elements in the same order as the promoted product.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatMulShapes {
+    /// The left operand, rank 2 or more.
+    pub a: Vec<usize>,
+    /// The right operand, rank 2 or more.
+    pub b: Vec<usize>,
+    /// The product of `a` and `b`: the broadcast batch dimensions, then `[m, n]`.
+    pub product: Vec<usize>,
+    /// The result's shape: `product` without the dimensions a vector operand added.
+    pub result: Vec<usize>,
+}
+
+/// The promoted shapes of `torch.matmul(a, b)`, or why they do not multiply. Two vectors (a dot
+/// product, whose result has rank 0) are refused: values of rank 0 have no tensor here.
+pub fn matmul_shapes(a: &[usize], b: &[usize]) -> std::result::Result<MatMulShapes, String> {
+    match (a.len(), b.len()) {
+        (0, _) | (_, 0) => return Err("matmul needs operands of rank 1 or more".into()),
+        (1, 1) => return Err("matmul of two vectors (a dot product, of rank 0) is not supported".into()),
+        _ => {}
     }
-    let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
-    let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+    let pa = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+    let pb = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let (m, k) = (pa[pa.len() - 2], pa[pa.len() - 1]);
+    let (k2, n) = (pb[pb.len() - 2], pb[pb.len() - 1]);
     if k != k2 {
         return Err(format!("inner dimensions {k} and {k2} differ"));
     }
-    let mut s = broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or("batch dimensions do not broadcast")?;
-    s.push(m);
-    s.push(n);
-    Ok(s)
+    let mut product = broadcast_shapes(&pa[..pa.len() - 2], &pb[..pb.len() - 2]).ok_or("batch dimensions do not broadcast")?;
+    product.push(m);
+    product.push(n);
+    let mut result = product.clone();
+    if b.len() == 1 {
+        result.pop();
+    }
+    if a.len() == 1 {
+        result.remove(result.len() - if b.len() == 1 { 1 } else { 2 });
+    }
+    Ok(MatMulShapes { a: pa, b: pb, product, result })
 }
 
 fn conv(c: &ConvSpec, x: &[usize], dims: usize) -> Shaped {
@@ -479,6 +512,10 @@ mod tests {
             (Op::Permute { dims: vec![0, 2, 1] }, vec![&[2, 3, 4]], vec![2, 4, 3]),
             (Op::Add, vec![&[4, 1, 3], &[5, 1]], vec![4, 5, 3]),
             (Op::MatMul, vec![&[7, 2, 3], &[3, 4]], vec![7, 2, 4]),
+            // Vector operands, as torch.matmul: [k] x [.., k, n] -> [.., n]; [.., m, k] x [k] -> [.., m].
+            (Op::MatMul, vec![&[3], &[5, 3, 4]], vec![5, 4]),
+            (Op::MatMul, vec![&[5, 2, 3], &[3]], vec![5, 2]),
+            (Op::MatMul, vec![&[2, 3], &[3]], vec![2]),
             (Op::AdaptiveAvgPool2d { output_size: [1, 1] }, vec![&[2, 8, 5, 5]], vec![2, 8, 1, 1]),
             (Op::Div, vec![&[4, 3], &[]], vec![4, 3]),
             (Op::Pow, vec![&[1], &[2, 5]], vec![2, 5]),
@@ -563,6 +600,8 @@ mod tests {
             (Op::Linear { in_features: 4, out_features: 1 << 31, bias: true }, vec![&[2, 4]], "more than 2147483648 elements"),
             (Op::AdaptiveAvgPool2d { output_size: [0, 1] }, vec![&[2, 3, 8, 8]], "output_size [0, 1] has an entry of 0"),
             (Op::AdaptiveAvgPool1d { output_size: 0 }, vec![&[2, 3, 8]], "output_size [0] has an entry of 0"),
+            (Op::MatMul, vec![&[4], &[4]], "matmul of two vectors (a dot product, of rank 0) is not supported"),
+            (Op::MatMul, vec![&[2, 4], &[3]], "inner dimensions 4 and 3 differ"),
             (
                 Op::LayerNorm { normalized_shape: vec![], eps: 1e-5, elementwise_affine: true, bias: true },
                 vec![&[2, 3]],

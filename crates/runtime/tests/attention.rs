@@ -105,6 +105,8 @@ fn attention_ops_match_pytorch() {
         ("sdpa_nan_query", sdpa(None, false, None), 3),
         ("embedding_module_padding", emb(Some(3), false), 1),
         ("embedding_function", emb(None, true), 2),
+        ("matmul_vector_by_3d", Op::MatMul, 2),
+        ("matmul_3d_by_vector", Op::MatMul, 2),
     ];
     let bad: Vec<String> = cases.into_iter().flat_map(|(case, op, n)| check(&fx, case, op, n)).collect();
     assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));

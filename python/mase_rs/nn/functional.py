@@ -67,7 +67,7 @@ def _affine(inputs):
 def _subscript(items, shape):
     """The Python subscript of mase-rs index items for a tensor of `shape` (a `chunk` piece is
     the slice PyTorch's `chunk` would cut)."""
-    consumed = sum(1 for i in items if i not in ("new_axis", "ellipsis"))
+    consumed = sum(1 for i in items if i not in ("new_axis", "ellipsis", "squeeze_all"))
     out, d = [], 0
     for item in items:
         if item == "new_axis":
@@ -75,12 +75,36 @@ def _subscript(items, shape):
         elif item == "ellipsis":
             out.append(Ellipsis)
             d += len(shape) - consumed
+        elif item == "squeeze_all":
+            for _ in range(len(shape) - consumed):
+                out.append(0 if int(shape[d]) == 1 else slice(None))
+                d += 1
+        elif item == "squeeze":
+            out.append(0 if int(shape[d]) == 1 else slice(None))
+            d += 1
         elif "select" in item:
             out.append(item["select"])
             d += 1
         elif "slice" in item:
             v = item["slice"]
             out.append(slice(v["start"], v["end"], v["step"]))
+            d += 1
+        elif "split" in item:
+            size, k, n = item["split"]["size"], item["split"]["index"], int(shape[d])
+            if size == 0 and n != 0:
+                raise ValueError(f"split(0) of dimension {d} with size {n}: a size of 0 only splits an empty dimension")
+            pieces = 1 if size == 0 else max(-(-n // size), 1)
+            if k >= pieces:
+                raise IndexError(f"split({size}) of dimension {d} with size {n} gives {pieces} pieces; there is no piece {k}")
+            out.append(slice(k * size, (k + 1) * size))
+            d += 1
+        elif "sections" in item:
+            sizes, k, n = item["sections"]["sizes"], item["sections"]["index"], int(shape[d])
+            if sum(sizes) != n:
+                raise ValueError(f"split sizes {sizes} must add up to the size {n} of dimension {d}")
+            if k >= len(sizes):
+                raise IndexError(f"split into {len(sizes)} pieces has no piece {k}")
+            out.append(slice(sum(sizes[:k]), sum(sizes[: k + 1])))
             d += 1
         else:
             chunks, k = item["chunk"]["chunks"], item["chunk"]["index"]

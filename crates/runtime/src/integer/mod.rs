@@ -147,7 +147,10 @@ fn int_spec(node: &Node, slots: &[usize], params: &[ParamSlot], in_shapes: &[&[u
         affine_form(node, n, slots, params)?;
     }
     if let (Op::MatMul, [a, b]) = (&node.op, in_shapes) {
-        if a.len() != b.len() || a.len() < 2 || a[..a.len() - 2] != b[..b.len() - 2] {
+        // Vector operands are the rows and columns `matmul_shapes` makes of them.
+        let promoted = mase_ir::matmul_shapes(a, b)?;
+        let (pa, pb) = (&promoted.a, &promoted.b);
+        if pa.len() != pb.len() || pa[..pa.len() - 2] != pb[..pb.len() - 2] {
             return Err(format!("matmul of shapes {a:?} and {b:?} broadcasts, which only the float kernel does"));
         }
     }
@@ -437,11 +440,11 @@ fn integer_node(
             ops::broadcast(&xs[0], in_shapes[0], &xs[1], in_shapes[1], out_shape, &mut acc, |p, q| p * q);
         }
         Op::MatMul => {
-            // int_spec admitted equal batch dimensions only.
-            let sa = in_shapes[0];
-            let r = out_shape.len();
-            let (m, k, n) = (out_shape[r - 2], sa[sa.len() - 1], out_shape[r - 1]);
-            ops::matmul(&xs[0], &xs[1], out_shape[..r - 2].iter().product(), m, k, n, &mut acc);
+            // int_spec admitted equal batch dimensions only (of the promoted shapes).
+            let p = mase_ir::matmul_shapes(in_shapes[0], in_shapes[1]).expect("int_spec checked the operands");
+            let r = p.product.len();
+            let (m, k, n) = (p.product[r - 2], p.a[r - 1], p.product[r - 1]);
+            ops::matmul(&xs[0], &xs[1], p.product[..r - 2].iter().product(), m, k, n, &mut acc);
             frac = fx[0] + fx[1];
             entry.accumulator = Some("i64");
         }

@@ -1,8 +1,10 @@
-//! `torch.matmul` of operands of rank 2 or more, with broadcasting over the batch dimensions.
+//! `torch.matmul`, with broadcasting over the batch dimensions; a vector operand is multiplied as
+//! the row or column `mase_ir::matmul_shapes` makes of it (same elements, same order).
 
 use super::shape_ops::{strides, walk};
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::gemm::{gemm, Mat, MatMut};
+use mase_ir::matmul_shapes;
 
 /// A batched matrix product `[..., m, k] x [..., k, n]`.
 pub(crate) struct MatMul {
@@ -17,7 +19,10 @@ pub(crate) struct MatMul {
 }
 
 impl MatMul {
-    pub fn new(a: &[usize], b: &[usize], out: &[usize]) -> MatMul {
+    /// The kernel for operands of shapes `a` and `b`, which shape inference has accepted.
+    pub fn new(a: &[usize], b: &[usize]) -> MatMul {
+        let shapes = matmul_shapes(a, b).expect("shape inference accepted the operands");
+        let (a, b, out) = (&shapes.a[..], &shapes.b[..], &shapes.product[..]);
         let (m, k, n) = (a[a.len() - 2], a[a.len() - 1], b[b.len() - 1]);
         let batch = &out[..out.len() - 2];
         let offsets_of = |shape: &[usize], mat: usize| -> Vec<usize> {

@@ -543,13 +543,14 @@ def _piece(kind, arg, dim, k):
         return _items_at(dim, {"select": k})
     if kind == "chunk":
         return _items_at(dim, {"chunk": {"chunks": int(arg), "index": k}})
+    # Whether the piece exists (and, for sizes, whether they add up) depends on the size of
+    # `dim`, which the graph checks when it knows it.
     if isinstance(arg, int):
-        return _items_at(dim, {"slice": {"start": k * arg, "end": (k + 1) * arg, "step": 1}})
+        return _items_at(dim, {"split": {"size": arg, "index": k}})
     sizes = [int(v) for v in arg]
     if not 0 <= k < len(sizes):
         raise _NoOp(f"piece {k} of a split into {len(sizes)}")
-    start = sum(sizes[:k])
-    return _items_at(dim, {"slice": {"start": start, "end": start + sizes[k], "step": 1}})
+    return _items_at(dim, {"sections": {"sizes": sizes, "index": k}})
 
 
 def _split(call):
@@ -598,6 +599,31 @@ def _getitem(call):
 def _unsqueeze(call):
     dim = int(call.get(1, "dim"))
     items = [_FULL] * dim + ["new_axis"] if dim >= 0 else ["ellipsis", "new_axis"] + [_FULL] * (-dim - 1)
+    return {"op": "index", "items": items}, [call.get(0, "input")]
+
+
+def _squeeze(call):
+    """`x.squeeze(dim)`, `x.squeeze((d0, d1))` and `x.squeeze()`: each named dimension (every
+    one for `squeeze()`) is dropped where its size is 1, as PyTorch does at run time."""
+    dim = call.get(1, "dim")
+    if dim is None:
+        return {"op": "index", "items": ["squeeze_all"]}, [call.get(0, "input")]
+    dims = list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    if any(_is_node(d) or isinstance(d, bool) or not isinstance(d, int) for d in dims):
+        raise _NoOp(f"squeeze of dimensions {dim!r} (mase-rs takes ints)")
+    if len(dims) == 1:
+        return {"op": "index", "items": _items_at(dims[0], "squeeze")}, [call.get(0, "input")]
+    if len(set(dims)) != len(dims) or any(d < 0 for d in dims) and any(d >= 0 for d in dims):
+        raise _NoOp(f"squeeze of dimensions {dim!r} (distinct, all counted from the start or all from the end)")
+    # Dimensions counted from the start or all from the end: one subscript covers them.
+    if dims[0] >= 0:
+        items = [_FULL] * (max(dims) + 1)
+        for d in dims:
+            items[d] = "squeeze"
+    else:
+        items = ["ellipsis"] + [_FULL] * (-min(dims))
+        for d in dims:
+            items[len(items) + d] = "squeeze"
     return {"op": "index", "items": items}, [call.get(0, "input")]
 
 
@@ -775,6 +801,7 @@ def _function_table(torch):
         torch.unbind: _split,
         torch.stack: _stack,
         torch.unsqueeze: _unsqueeze,
+        torch.squeeze: _squeeze,
     }
     # torchvision's `stochastic_depth(input, p, mode, training)` (fx-wrapped, so a call of its
     # own), when the model came with torchvision.
@@ -817,6 +844,7 @@ _METHODS = {
     "expand": _expand,
     "repeat": _repeat,
     "unsqueeze": _unsqueeze,
+    "squeeze": _squeeze,
     "floor_divide": _floordiv,
 }
 
@@ -945,10 +973,11 @@ def trace(module, concrete_args=None, leaves=()):
     except Exception as e:  # torch.fx raises many kinds (TraceError, TypeError, ...)
         line = " ".join(str(e).split())
         raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
-    # Attention modules as the ops they are made of.
-    from mase_rs.ir.graph import attention
+    # Attention modules and functional linear layers as the ops they are made of.
+    from mase_rs.ir.graph import attention, functional_linear
 
     attention.expand(gm)
+    functional_linear.expand(gm)
     return gm
 
 
