@@ -355,3 +355,118 @@ fn non_finite_values_are_refused_with_the_node_operand_and_index() {
     // Finite batches still run.
     assert!(run_integer(&g, &params, &[1.0, 4.0, 9.0, 0.0], &[2, 2]).is_ok());
 }
+
+/// After a linear layer with an integer `data_out` (8 bits, 4 fraction bits), an unquantized
+/// op that only moves, selects or bounds values keeps the codes (and their fraction bits) for
+/// the quantized linear layer after it; one that computes new values, or bounds by a value
+/// that is no whole code, runs in float. Either way the output is the fake-quant float path's.
+#[test]
+fn ops_that_move_or_bound_codes_keep_them() {
+    use mase_ir::{IndexItem, ReduceSpec};
+    let full = IndexItem::full;
+    // Each case: the op on the first linear layer's [n, 2, 4] result, and whether it keeps codes.
+    let cases: Vec<(Op, bool)> = vec![
+        (Op::Transpose { dim0: 1, dim1: 2 }, true),
+        (Op::Permute { dims: vec![2, 0, 1] }, true),
+        (Op::Index { items: vec![full(), IndexItem::Slice { start: Some(1), end: None, step: 1 }, IndexItem::NewAxis] }, true),
+        (Op::Repeat { repeats: vec![1, 2, 1] }, true),
+        (Op::Amax(ReduceSpec::new(&[1], true)), true),
+        (Op::AdaptiveMaxPool1d { output_size: 2 }, true),
+        (Op::Relu6, true),
+        (Op::Clip { min: -0.5, max: f32::INFINITY }, true),
+        (Op::Pad { begin: vec![1], end: vec![0], value: 0.25 }, true),
+        // 0.3 and 0.1 are no multiples of 2^-4; a sigmoid and a sum compute new values.
+        (Op::Clip { min: -0.3, max: 0.3 }, false),
+        (Op::Pad { begin: vec![1], end: vec![0], value: 0.1 }, false),
+        (Op::Sigmoid, false),
+        (Op::Sum(ReduceSpec::new(&[1], true)), false),
+    ];
+    let mut rng = Rng::new(5);
+    let xs: Vec<f32> = (0..6 * 2 * 3).map(|_| rng.normal() as f32 * 2.0).collect();
+    // x [6, 2, 3] -> fc -> the op -> flatten -> head (quantized), with the head's width found by
+    // shape inference of the graph without it.
+    let build = |op: &Op, head: Option<usize>| {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let fc = g.call_module("fc", Op::Linear { in_features: 3, out_features: 4, bias: true }, &[x]);
+        let moved = g.call_function("moved", op.clone(), &[fc]);
+        let mut y = g.call_function("torch.flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[moved]);
+        if let Some(width) = head {
+            y = g.call_module("head", Op::Linear { in_features: width, out_features: 2, bias: true }, &[y]);
+        }
+        g.output(y);
+        (g, y)
+    };
+    for (op, keeps) in cases {
+        let (probe, y) = build(&op, None);
+        let width = probe.infer_shapes(&[vec![6, 2, 3]], &|_| None).unwrap()[y.0].shape()[1];
+        let (g, _) = build(&op, Some(width));
+        let g = with_quant(g, |n| match n.name.as_str() {
+            "fc" => Some(NodeQuant {
+                data_in: vec![Some(int(8, 4, true))],
+                weight: Some(int(8, 4, true)),
+                bias: Some(int(8, 4, true)),
+                data_out: Some(int(8, 4, true)),
+                ..Default::default()
+            }),
+            "head" => Some(NodeQuant {
+                data_in: vec![Some(int(8, 3, true))],
+                weight: Some(int(8, 4, true)),
+                bias: Some(int(8, 4, true)),
+                ..Default::default()
+            }),
+            _ => None,
+        });
+        let params = init_params(&g, &mut Rng::new(9));
+        let run = run_integer(&g, &params, &xs, &[6, 2, 3]).unwrap();
+        let node = run.report.nodes.iter().find(|n| n.node == "moved").expect("the op is reported");
+        assert_eq!(node.is_integer(), keeps, "{op:?}: {node:?}");
+        if keeps {
+            assert_eq!(node.out_frac, Some(4), "{op:?}");
+        } else {
+            assert_eq!(node.float_reason.as_deref(), Some("not quantized"), "{op:?}");
+        }
+        assert_eq!(run.report.integer_nodes().first(), Some(&"fc"));
+        let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[6, 2, 3], Mode::Eval).unwrap().to_vec();
+        assert_eq!(run.output, want, "{op:?}");
+    }
+}
+
+/// `cat` of integer results with 4 and 6 fraction bits gives codes at 6: the first input's are
+/// shifted up, exactly.
+#[test]
+fn cat_of_codes_aligns_fraction_bits() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let a = g.call_module("a", Op::Linear { in_features: 3, out_features: 2, bias: true }, &[x]);
+    let b = g.call_module("b", Op::Linear { in_features: 3, out_features: 3, bias: true }, &[x]);
+    let cat = g.call_function("torch.cat", Op::Concat { dim: 1 }, &[a, b]);
+    let head = g.call_module("head", Op::Linear { in_features: 5, out_features: 2, bias: false }, &[cat]);
+    g.output(head);
+    let g = with_quant(g, |n| {
+        let out = match n.name.as_str() {
+            "a" => 4,
+            "b" => 6,
+            "head" => {
+                return Some(NodeQuant { data_in: vec![Some(int(10, 6, true))], weight: Some(int(8, 4, true)), ..Default::default() })
+            }
+            _ => return None,
+        };
+        Some(NodeQuant {
+            data_in: vec![Some(int(8, 4, true))],
+            weight: Some(int(8, 4, true)),
+            bias: Some(int(8, 4, true)),
+            data_out: Some(int(10, out, true)),
+            ..Default::default()
+        })
+    });
+    let params = init_params(&g, &mut Rng::new(4));
+    let mut rng = Rng::new(8);
+    let xs: Vec<f32> = (0..8 * 3).map(|_| rng.normal() as f32).collect();
+    let run = run_integer(&g, &params, &xs, &[8, 3]).unwrap();
+    assert_eq!(run.report.integer_nodes(), ["a", "b", "cat", "head"]);
+    let fracs: Vec<Option<i32>> = run.report.nodes.iter().map(|n| n.out_frac).collect();
+    assert_eq!(fracs, [Some(4), Some(6), Some(6), Some(10)]);
+    let want = Executor::new(&g, &params, opts()).unwrap().forward(&xs, &[8, 3], Mode::Eval).unwrap().to_vec();
+    assert_eq!(run.output, want);
+}

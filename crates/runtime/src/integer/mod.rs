@@ -19,7 +19,10 @@
 //! (running mean 0, running variance 1, `eps` 0): one product per element by its channel's
 //! weight, plus its bias, as a linear layer with one input per output. An unquantized `relu`,
 //! max pool or `dropout` whose input is an integer result runs on its codes and keeps its
-//! fraction bits.
+//! fraction bits; so do the unquantized ops that only move, select or bound values (`getitem`,
+//! `transpose`, `permute`, `expand`, `repeat`, `cat`, `stack`, `amax`, adaptive max pools,
+//! `relu6`, and `clamp`/`pad` whose bounds or fill are whole codes) when their inputs are
+//! integer results (`movement.rs`).
 //!
 //! Every other node (a batch norm with running statistics, average pools, nodes with other
 //! formats, other unquantized nodes) runs in float on the dequantized values, with its fake
@@ -37,6 +40,7 @@
 
 mod codes;
 pub use codes::shift_right_rne;
+mod movement;
 mod ops;
 
 use crate::executor::{Executor, Mode};
@@ -291,6 +295,23 @@ impl Executor {
                 report.nodes.push(entry);
                 continue;
             }
+            // An unquantized op that only moves, selects or bounds integer results keeps codes.
+            let moved = if node.quant.as_ref().is_some_and(|q| q.is_active()) {
+                None
+            } else {
+                let tensor_ins: Option<Vec<&IntVal>> = node
+                    .inputs
+                    .iter()
+                    .zip(&self.topo.ins[i])
+                    .filter(|(u, _)| self.topo.is_tensor[u.0])
+                    .map(|(_, &s)| ints[s].as_ref())
+                    .collect();
+                tensor_ins.and_then(|xs| {
+                    let fracs: Vec<i32> = xs.iter().map(|x| x.frac).collect();
+                    let bits: Vec<u32> = xs.iter().map(|x| bits_used(&x.v)).collect();
+                    movement::code_frac(&node.op, &fracs, &bits)
+                })
+            };
             match int_spec(node, &self.topo.slots[i], &self.params, &in_shapes) {
                 Ok(spec) => {
                     let mut y = std::mem::take(&mut vals[i]);
@@ -317,6 +338,13 @@ impl Executor {
                     kern.forward(&mut cx, &mut y);
                     self.quant.swap_out(i, &mut self.params);
                     quant[i].output(vals, &mut y, &mut self.quant.rng);
+                    if let Some(frac) = moved {
+                        let r = IntVal { v: movement::codes_of(&y, frac), frac };
+                        entry.float_reason = None;
+                        entry.acc_bits = bits_used(&r.v);
+                        entry.out_frac = Some(frac);
+                        ints[i] = Some(r);
+                    }
                     vals[i] = y;
                     if let Some(bad) = kern.take_bad_id() {
                         self.current = None;
