@@ -32,14 +32,14 @@ fn mux_luts(n: usize) -> usize {
     n.saturating_sub(1).div_ceil(3)
 }
 
-/// The window generator: its line buffer (`KH W C` codes) and window register as flip-flops,
+/// The window generator: its line buffer (`(KH + 1) W C` codes) and window register as flip-flops,
 /// its counters; each code of a window read through a multiplexer over the buffer's `KH W`
 /// pixels and the padding, each buffered code written through an enable (one LUT per pixel
 /// for the write address's decode).
 fn window_cost(w: &Window, buffered: Range) -> (usize, usize) {
     let bw = buffered.width() as usize;
     let [oh, ow] = w.out_hw();
-    let pixels = w.kernel[0] * w.width;
+    let pixels = w.buffer_rows() * w.width;
     let counters = ubits(w.height) + ubits(w.width) + ubits(pixels) + ubits(oh) + ubits(ow) + 2;
     let ffs = pixels * w.channels * bw + w.window_len() * bw + counters;
     let luts = w.window_len() * bw * mux_luts(pixels + 1) + pixels + counters;

@@ -34,7 +34,7 @@ pub fn stage_json(s: &Stage) -> Value {
         "padding": w.padding,
         "input_width": s.input().width(),
         "window_width": s.buffered().width(),
-        "line_buffer_bits": w.kernel[0] * w.width * w.channels * s.buffered().width() as usize,
+        "line_buffer_bits": w.buffer_rows() * w.width * w.channels * s.buffered().width() as usize,
         "output_width": s.output().width(),
     });
     if let Stage::Conv(c) = s {
@@ -84,6 +84,25 @@ impl Window {
     /// The input column of kernel column `kx` for output column `ox`, `None` in the padding.
     pub fn col(&self, ox: usize, kx: usize) -> Option<usize> {
         (ox * self.stride[1] + kx).checked_sub(self.padding[1]).filter(|&c| c < self.width)
+    }
+
+    /// Rows the line buffer holds (row `r` in slot `r mod buffer_rows`): the kernel's, and one
+    /// more so that the next row arrives while this row's windows go out; every row when the
+    /// image has fewer.
+    pub fn buffer_rows(&self) -> usize {
+        (self.kernel[0] + 1).min(self.height)
+    }
+
+    /// The first input row output row `oy` reads (row 0 when it starts in the top padding).
+    pub fn first_row(&self, oy: usize) -> usize {
+        (oy * self.stride[0]).saturating_sub(self.padding[0]).min(self.height - 1)
+    }
+
+    /// While output row `oy` is current, the rows before this one may arrive: row `r` goes to
+    /// the slot of row `r - buffer_rows`, which no window of row `oy` or after reads once it is
+    /// before [`Window::first_row`]. At most the image's height.
+    pub fn row_limit(&self, oy: usize) -> usize {
+        (self.first_row(oy) + self.buffer_rows()).min(self.height)
     }
 
     /// The last input row that output row `oy` reads: the generator presents that row's windows

@@ -1,7 +1,7 @@
 //! The schedule of a design with streaming stages, cycle for cycle: a model of every module's
 //! handshake (the registers that decide `valid` and `ready`, none of the data), stepped as the
 //! RTL steps. A stage's rate depends on the stages around it (a window generator stops taking
-//! pixels while it presents a row of windows, which holds the unit before it), so the latency
+//! pixels of rows whose slots the windows still to come read, which holds the unit before it), so the latency
 //! and the initiation interval are measured on this model rather than summed per layer.
 
 use super::{Stage, Window};
@@ -74,7 +74,7 @@ impl Unit {
 
     fn in_ready(&self, out_ready: bool) -> bool {
         match self {
-            Unit::Window { win, rin, oy, done, .. } => !window_emits(win, *rin, *oy, *done) && *rin != win.height,
+            Unit::Window { win, rin, oy, done, .. } => *rin != win.height && (*done || *rin < win.row_limit(*oy)),
             Unit::Reg { out_valid } => !out_valid || out_ready,
             Unit::Folded { reuse, busy, cnt, out_valid } => {
                 let last = *busy && *cnt == reuse - 1;

@@ -38,11 +38,13 @@ pub fn stage_verilog(stage: &Stage, pipe: Option<crate::pipeline::Pipelining>) -
 
 /// The sliding-window generator of a stage. The image arrives one pixel per beat in raster
 /// order; the steps of a convolution's `pre` act on each arriving code; the line buffer keeps the
-/// last `KH` rows (row `r` in slot `r mod KH`). Once the last row that output row `oy` reads has
-/// arrived, the generator stops taking pixels and presents that row's windows, one per cycle
-/// while the output register is free, with the padding's code outside the image; then it takes
-/// pixels again. After the last window it takes the image's remaining rows, and it starts over
-/// on the next image. `in_ready` is a function of its own registers only.
+/// last `KH + 1` rows (row `r` in slot `r mod (KH + 1)`, [`Window::buffer_rows`]). Once the last
+/// row that output row `oy` reads has arrived, the generator presents that row's windows, one per
+/// cycle while the output register is free, with the padding's code outside the image; all the
+/// while it takes the pixels of the rows before [`Window::row_limit`] (the next row, for a stride
+/// of 1), whose slots no window still to come reads, so arriving and presenting overlap. After
+/// the last window it takes the image's remaining rows, and it starts over on the next image.
+/// `in_ready` is a function of its own registers only.
 fn window_verilog(stage: &Stage) -> String {
     let win: &Window = stage.window();
     let (c, h, w) = (win.channels, win.height, win.width);
@@ -52,7 +54,8 @@ fn window_verilog(stage: &Stage) -> String {
     let buffered = stage.buffered();
     let (iw, bw) = (input.width() as usize, buffered.width() as usize);
     let l = win.window_len();
-    let (rb, cb, ab, yb, xb) = (ubits(h), ubits(w), ubits(kh * w), ubits(oh), ubits(ow));
+    let slots = win.buffer_rows();
+    let (rb, cb, ab, yb, xb) = (ubits(h), ubits(w), ubits(slots * w), ubits(oh), ubits(ow));
     let mut o = String::from("/* verilator lint_off WIDTH */\n");
     let _ = writeln!(
         o,
@@ -78,10 +81,10 @@ fn window_verilog(stage: &Stage) -> String {
     }
     px.reverse();
     let _ = writeln!(o, "  wire [{}:0] px = {{{}}};", c * bw - 1, px.join(", "));
-    let _ = writeln!(o, "  reg [{}:0] lb [0:{}];", c * bw - 1, kh * w - 1);
+    let _ = writeln!(o, "  reg [{}:0] lb [0:{}];", c * bw - 1, slots * w - 1);
     let _ = writeln!(o, "  reg [{}:0] rin;  // rows received", rb - 1);
     let _ = writeln!(o, "  reg [{}:0] cin;  // column of the next pixel", cb - 1);
-    let _ = writeln!(o, "  reg [{}:0] base; // (rin mod {kh}) * {w}: the slot of the row arriving", ab - 1);
+    let _ = writeln!(o, "  reg [{}:0] base; // (rin mod {slots}) * {w}: the slot of the row arriving", ab - 1);
     let _ = writeln!(o, "  reg [{}:0] oy;", yb - 1);
     let _ = writeln!(o, "  reg [{}:0] ox;", xb - 1);
     let _ = writeln!(o, "  reg done;       // every window of the image presented");
@@ -93,12 +96,20 @@ fn window_verilog(stage: &Stage) -> String {
     }
     let _ = writeln!(o, "    default: need = {rb}'d{h};");
     let _ = writeln!(o, "  endcase");
+    // Rows before `lim` may arrive while output row `oy` is current.
+    let _ = writeln!(o, "  reg [{}:0] lim;", rb - 1);
+    let _ = writeln!(o, "  always @* case (oy)");
+    for y in 0..oh {
+        let _ = writeln!(o, "    {yb}'d{y}: lim = {rb}'d{};", win.row_limit(y));
+    }
+    let _ = writeln!(o, "    default: lim = {rb}'d{h};");
+    let _ = writeln!(o, "  endcase");
     // Per kernel row: the slot base of its input row for this `oy`, and whether it is inside.
     for ky in 0..kh {
         let _ = writeln!(o, "  reg [{}:0] rs_{ky}; reg rv_{ky};", ab - 1);
         let _ = writeln!(o, "  always @* case (oy)");
         for y in 0..oh {
-            let (base, valid) = win.row(y, ky).map_or((0, 0), |r| ((r % kh) * w, 1));
+            let (base, valid) = win.row(y, ky).map_or((0, 0), |r| ((r % slots) * w, 1));
             let _ = writeln!(o, "    {yb}'d{y}: begin rs_{ky} = {ab}'d{base}; rv_{ky} = 1'b{valid}; end");
         }
         let _ = writeln!(o, "    default: begin rs_{ky} = {ab}'d0; rv_{ky} = 1'b0; end");
@@ -135,7 +146,7 @@ fn window_verilog(stage: &Stage) -> String {
     elems.reverse();
     let _ = writeln!(o, "  wire emit = !done && (rin >= need);");
     let _ = writeln!(o, "  wire free = !out_valid || out_ready;");
-    let _ = writeln!(o, "  assign in_ready = !emit && (rin != {rb}'d{h});");
+    let _ = writeln!(o, "  assign in_ready = (rin != {rb}'d{h}) && (done || rin < lim);");
     let _ = writeln!(o, "  always @(posedge clk) begin");
     let _ = writeln!(o, "    if (rst) begin");
     let _ = writeln!(
@@ -156,7 +167,7 @@ fn window_verilog(stage: &Stage) -> String {
     let _ = writeln!(o, "        if (cin == {cb}'d{}) begin", w - 1);
     let _ = writeln!(o, "          cin <= {cb}'d0;");
     let _ = writeln!(o, "          rin <= rin + {rb}'d1;");
-    let _ = writeln!(o, "          base <= (base == {ab}'d{}) ? {ab}'d0 : base + {ab}'d{w};", (kh - 1) * w);
+    let _ = writeln!(o, "          base <= (base == {ab}'d{}) ? {ab}'d0 : base + {ab}'d{w};", (slots - 1) * w);
     let _ = writeln!(o, "        end else cin <= cin + {cb}'d1;");
     let _ = writeln!(o, "      end");
     // The image is over once every window is out and every row in: start the next one.
