@@ -94,6 +94,16 @@ fn bad_rtl_options_and_reuse_choices_are_one_line_errors() {
         (|s| s["strategy"]["hw_runner"]["rtl"]["sinth"] = json!(true), &["search.strategy.hw_runner.rtl.sinth", "unknown key"]),
         (|s| s["strategy"]["hw_runner"]["rtl"]["target"] = json!("asic"), &["search.strategy.hw_runner.rtl.target", "\"xilinx\""]),
         (|s| s["strategy"]["hw_runner"]["rtl"]["reuse_factor"] = json!(0), &["search.strategy.hw_runner.rtl.reuse_factor", "positive"]),
+        (|s| s["strategy"]["hw_runner"]["rtl"]["clock_mhz"] = json!(0), &["search.strategy.hw_runner.rtl.clock_mhz", "positive number"]),
+        (|s| s["strategy"]["hw_runner"]["rtl"]["clock_mhz"] = json!(1e6), &["search.strategy.hw_runner.rtl.clock_mhz", "MHz"]),
+        (
+            |s| s["strategy"]["hw_runner"]["rtl"]["multipliers"] = json!("dsp48"),
+            &["search.strategy.hw_runner.rtl.multipliers", "inferred, ecp5-dsp"],
+        ),
+        (
+            |s| s["strategy"]["hw_runner"]["rtl"]["multipliers"] = json!("ecp5-dsp"),
+            &["search.strategy.hw_runner.rtl.multipliers", "needs a pipelined design: set clock_mhz too"],
+        ),
         (
             |s| s["search_space"]["seed"]["linear"]["hardware"]["reuse_factor"] = json!([1, 3]),
             &[
@@ -159,6 +169,52 @@ fn by_name_each_layer_has_its_own_reuse_factor() {
     let m = runners[0].run(&mut cand, &RunContext { threads: 1, trial: 0 }).unwrap();
     // 4 + 1, 2 + 1, 8 + 1 and 2 + 1 cycles; a sample every 8.
     assert_eq!((m["latency_cycles"], m["ii"]), (20.0, 8.0));
+}
+
+/// With `clock_mhz` the candidate is pipelined for that clock (with the chosen multipliers) and
+/// ranked by speed too: `fmax_mhz` is the delay model's clock and `throughput` samples per
+/// microsecond at it.
+#[test]
+fn clock_mhz_pipelines_the_candidate_and_reports_its_clock_and_throughput() {
+    let search = config_search("jsc_three_layer_hw_search.toml");
+    let splits = jsc_splits();
+    let space = space(&search, base_model("jsc-three-layer", &splits, 0)).unwrap();
+    let config = space.to_config(&vec![0.0; space.params().len()]).unwrap();
+    let env = env(splits);
+    // (runner options, the design they must measure)
+    let cases: Vec<(Value, Option<(f64, mase_hw::Multipliers)>)> = vec![
+        (json!({}), None),
+        (json!({"clock_mhz": 200}), Some((200.0, mase_hw::Multipliers::Inferred))),
+        (json!({"clock_mhz": 200, "multipliers": "ecp5-dsp"}), Some((200.0, mase_hw::Multipliers::Ecp5Dsp))),
+        (json!({"clock_mhz": 100}), Some((100.0, mase_hw::Multipliers::Inferred))),
+    ];
+    for (opts, pipe) in cases {
+        let mut cand = space.build(&config).unwrap();
+        let runners = build_runners(&[], &[("rtl".into(), opts.clone())], &env).unwrap();
+        let m = runners[0].run(&mut cand, &RunContext { threads: 1, trial: 0 }).unwrap();
+        let reuse = config["seq_blocks_0"]["hardware"][REUSE_FACTOR].as_u64().unwrap() as usize;
+        let mut d =
+            lower(&cand.graph, &cand.params, "c", &LowerOptions { reuse: vec![], default_reuse: reuse, ..Default::default() }).unwrap();
+        if let Some((f, mult)) = pipe {
+            d = d.pipelined(f).unwrap().with_multipliers(mult).unwrap();
+        }
+        let c = cost::estimate(&d);
+        let want_keys: &[&str] = match pipe {
+            None => &["luts", "ffs", "dsps", "latency_cycles", "ii"],
+            Some(_) => &["luts", "ffs", "dsps", "latency_cycles", "ii", "fmax_mhz", "throughput"],
+        };
+        assert_eq!(m.keys().map(String::as_str).collect::<BTreeSet<_>>(), want_keys.iter().copied().collect(), "{opts}");
+        assert_eq!((m["luts"], m["ffs"], m["dsps"]), (c.luts, c.ffs, c.dsps), "{opts}");
+        assert_eq!((m["latency_cycles"], m["ii"]), (d.latency() as f64, d.initiation_interval() as f64), "{opts}");
+        if let Some((f, _)) = pipe {
+            let fmax = c.fmax_mhz.unwrap();
+            assert_eq!(m["fmax_mhz"], fmax, "{opts}");
+            assert_eq!(m["throughput"], fmax / d.initiation_interval() as f64, "{opts}");
+            // Pipelining adds register stages: more cycles of latency than one stage a layer.
+            assert!(m["latency_cycles"] > 4.0, "{opts}: {}", m["latency_cycles"]);
+            assert!(fmax > 0.0 && fmax <= 2.0 * f, "{opts}: {fmax}");
+        }
+    }
 }
 
 /// Whether a tool is there; without it the test says SKIP in one line, unless CI=true.

@@ -146,7 +146,7 @@ pub const HW_RUNNERS: &[(&str, &str, RunnerBuilder)] = &[
     ("latency", "measured forward time of one batch on this CPU, median of `repeats` runs (ms)", cost::build_latency),
     (
         "rtl",
-        "LUTs, flip-flops, DSPs, latency and initiation interval of the candidate's RTL pipeline: the cost model, or Yosys with `synth = true`",
+        "LUTs, flip-flops, DSPs, latency and initiation interval of the candidate's RTL pipeline: the cost model, or Yosys with `synth = true`; with `clock_mhz`, pipelined, with its clock and throughput",
         rtl::build,
     ),
 ];
