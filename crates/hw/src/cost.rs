@@ -236,10 +236,25 @@ pub struct DesignCost {
     pub stages: Vec<crate::conv::cost::StageCost>,
 }
 
+/// LUTs of a binarized layer in popcount form ([`Layer::is_popcount`]), counted from its RTL:
+/// per output and cycle, `K / R` XNOR terms (each a LUT: the input bit, and folded the weight
+/// bit the cycle counter selects) summed by a tree of full adders (about one LUT per term), and
+/// per output the accumulator's adder and a threshold comparator (a LUT per bit of the sum
+/// each). The coefficients are [`POPCOUNT_LUTS`].
+pub fn popcount_luts(f: &LayerFeatures) -> f64 {
+    let terms = (f.out_features * f.in_features / f.reuse.max(1)) as f64;
+    let per_output_bits = (f.out_features as u32 * f.accumulator_width) as f64;
+    POPCOUNT_LUTS[0] * terms + POPCOUNT_LUTS[1] * per_output_bits
+}
+
+/// LUTs per XNOR term and per bit of each output's sum in [`popcount_luts`].
+pub const POPCOUNT_LUTS: [f64; 2] = [2.0, 2.0];
+
 /// The estimate of one layer.
 pub fn estimate_layer(layer: &Layer) -> LayerCost {
     let f = layer_features(layer);
-    let luts: f64 = lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum();
+    let luts: f64 =
+        if layer.is_popcount() { popcount_luts(&f) } else { lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum() };
     LayerCost {
         node: layer.node.clone(),
         luts: luts.max(0.0).round(),
