@@ -127,5 +127,6 @@ pub fn design(index: usize) -> Design {
         clock_mhz: None,
         stages: Vec::new(),
         multipliers: Default::default(),
+        bipolar: None,
     }
 }

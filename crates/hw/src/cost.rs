@@ -236,10 +236,27 @@ pub struct DesignCost {
     pub stages: Vec<crate::conv::cost::StageCost>,
 }
 
+/// LUTs of a binarized layer in popcount form ([`Layer::is_popcount`]): per output and cycle,
+/// `K / R` XNOR terms (the input bit, and folded the weight bit the cycle counter selects)
+/// summed by a tree of adders, and per output the accumulator and a threshold comparator, at
+/// [`POPCOUNT_LUTS`] LUTs per term and per bit of each output's sum.
+pub fn popcount_luts(f: &LayerFeatures) -> f64 {
+    let terms = (f.out_features * f.in_features / f.reuse.max(1)) as f64;
+    let per_output_bits = (f.out_features as u32 * f.accumulator_width) as f64;
+    POPCOUNT_LUTS[0] * terms + POPCOUNT_LUTS[1] * per_output_bits
+}
+
+/// LUTs per XNOR term and per bit of each output's sum in [`popcount_luts`], fitted by least
+/// relative squares to Yosys 0.23 `synth_xilinx` of the three distinct layers of TFC_1W1A folded
+/// by 16 (784 -> 64: 16,234 LUTs; 64 -> 64: 1,288; 64 -> 10: 258), two coefficients on three
+/// points (doc/hardware.md, "Cost model").
+pub const POPCOUNT_LUTS: [f64; 2] = [5.127, 0.2204];
+
 /// The estimate of one layer.
 pub fn estimate_layer(layer: &Layer) -> LayerCost {
     let f = layer_features(layer);
-    let luts: f64 = lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum();
+    let luts: f64 =
+        if layer.is_popcount() { popcount_luts(&f) } else { lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum() };
     LayerCost {
         node: layer.node.clone(),
         luts: luts.max(0.0).round(),

@@ -47,6 +47,10 @@ pub enum Step {
     /// `mul[k] v + add[k]`, with `frac` fraction bits. `mul` and `add` are the weight and bias codes
     /// already moved to that scale, as a linear layer's are (one product per element).
     Affine { mul: Vec<i64>, add: Vec<i64>, frac: i32 },
+    /// A comparison with one integer threshold per channel (a binarized layer's batch norm and
+    /// sign, [`crate::bipolar`]): element `k` of channel `c` becomes the bit 1 where `v >=
+    /// at[c]` (or `v <= at[c]` where `descending[c]`), else 0.
+    Threshold { at: Vec<i64>, descending: Vec<bool> },
 }
 
 impl Step {
@@ -61,6 +65,7 @@ impl Step {
             Step::Requant { .. } => "requant",
             Step::Relu => "relu",
             Step::Affine { .. } => "affine",
+            Step::Threshold { .. } => "threshold",
         }
     }
 
@@ -77,6 +82,11 @@ impl Step {
                 let (m, a) = (mul.get(c).copied().unwrap_or(0), add.get(c).copied().unwrap_or(0));
                 saturate(m as i128 * v as i128 + a as i128)
             }
+            Step::Threshold { at, descending } => {
+                let c = k % at.len().max(1);
+                let (t, down) = (at.get(c).copied().unwrap_or(0), descending.get(c).copied().unwrap_or(false));
+                i64::from(if down { v <= t } else { v >= t })
+            }
         }
     }
 
@@ -92,6 +102,7 @@ impl Step {
                 let (lo, hi) = affine_bounds(mul, add, from);
                 Range { lo: saturate(lo), hi: saturate(hi), frac: *frac }
             }
+            Step::Threshold { .. } => Range { lo: 0, hi: 1, frac: 0 },
         }
     }
 }
@@ -178,6 +189,19 @@ impl Layer {
         }
     }
 
+    /// Whether the layer is a binarized one in popcount form ([`crate::bipolar`]): input bits
+    /// (codes 0 and 1), weights `±1` and as bias the number of `-1` weights of each output, so
+    /// that each sum is the popcount of `xnor(w, b)`, which the RTL computes so.
+    pub fn is_popcount(&self) -> bool {
+        self.product_input() == Range { lo: 0, hi: 1, frac: 0 }
+            && self.weight.iter().all(|&w| w == 1 || w == -1)
+            && self
+                .weight
+                .chunks(self.in_features.max(1))
+                .zip(&self.bias)
+                .all(|(row, &b)| row.iter().filter(|&&w| w < 0).count() as i64 == b)
+    }
+
     /// The layer on one sample's codes.
     pub fn eval(&self, x: &[i64]) -> Vec<i64> {
         let xin: Vec<i64> = x.iter().enumerate().map(|(k, &v)| apply_steps(&self.pre, v, k, self.input)).collect();
@@ -223,6 +247,10 @@ pub struct Design {
     /// "Multipliers").
     #[serde(default, skip_serializing_if = "is_inferred")]
     pub multipliers: crate::dsp::Multipliers,
+    /// The float ends of a binarized network ([`crate::bipolar`]): the input stream holds the
+    /// bits of the input's signs, and the outputs are the last layer's popcounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bipolar: Option<crate::bipolar::BipolarEnds>,
 }
 
 fn is_inferred(m: &crate::dsp::Multipliers) -> bool {
@@ -346,8 +374,12 @@ impl Design {
     }
 
     /// The input codes of float samples (`clamp(round(x 2^f), lo, hi)`, as the integer executor
-    /// quantizes the input of its first integer node); NaN becomes 0.
+    /// quantizes the input of its first integer node); NaN becomes 0. A binarized network's
+    /// codes are the bits of the signs ([`crate::bipolar::BipolarEnds::input_bit`]).
     pub fn input_codes(&self, x: &[f32]) -> Vec<i64> {
+        if let Some(ends) = &self.bipolar {
+            return x.iter().map(|&v| ends.input_bit(v)).collect();
+        }
         let f = self.input_fixed();
         x.iter().map(|&v| f.code(v).unwrap_or(0)).collect()
     }

@@ -167,5 +167,11 @@ fn check_step(s: &Step) -> Result<(), String> {
             }
             Ok(())
         }
+        Step::Threshold { at, descending } => {
+            if at.is_empty() || at.len() != descending.len() {
+                return Err(format!("{} thresholds and {} directions (one of each per channel)", at.len(), descending.len()));
+            }
+            Ok(())
+        }
     }
 }

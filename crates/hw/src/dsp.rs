@@ -241,6 +241,7 @@ mod tests {
             clock_mhz: None,
             stages: Vec::new(),
             multipliers: Multipliers::Inferred,
+            bipolar: None,
         }
     }
 

@@ -6,6 +6,7 @@
 //! and runs it and compares every output code with [`simulate::golden`]. [`cost::estimate`] gives a
 //! design's LUTs, flip-flops, DSPs, latency and initiation interval without synthesis.
 
+pub mod bipolar;
 pub mod calibration;
 pub mod conv;
 pub mod cost;

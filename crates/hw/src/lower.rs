@@ -64,6 +64,10 @@ fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
 
 /// Lowers `graph` (quantized, with its parameters) to a design named `model`.
 pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOptions) -> Result<Design> {
+    // Binarized networks (bipolar weights and activations) become XNOR-popcount layers.
+    if crate::bipolar::is_bipolar(graph) {
+        return crate::bipolar::lower(graph, params, model, opts);
+    }
     // PyTorch code kept in the graph has no hardware at all, whatever surrounds it.
     let opaque: Vec<String> = graph
         .nodes()
@@ -130,6 +134,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         clock_mhz: None,
         stages: chain.stages,
         multipliers: Default::default(),
+        bipolar: None,
     })
 }
 

@@ -107,7 +107,7 @@ pub fn step_plan(steps: &[Step], from: Range, p: &Pipelining) -> Vec<Vec<Piece>>
                         stages.push(vec![whole(i)]);
                     }
                 }
-                Step::Requant { .. } | Step::Relu => open.push(whole(i)),
+                Step::Requant { .. } | Step::Relu | Step::Threshold { .. } => open.push(whole(i)),
             }
         }
         if !open.is_empty() {
@@ -125,6 +125,8 @@ pub fn step_plan(steps: &[Step], from: Range, p: &Pipelining) -> Vec<Vec<Piece>>
                 continue;
             }
             Step::Affine { .. } => vec![Part::Mul, Part::Add],
+            // One comparator, a carry chain as long as the popcount's width.
+            Step::Threshold { .. } => vec![Part::Whole],
             Step::Requant { width, frac_width, signed } => {
                 if requant_shift(s, r) > 0 {
                     let f = mase_quant::Fixed { width: *width, frac_width: *frac_width, signed: *signed };
@@ -414,7 +416,7 @@ fn product_stage(
         let dst = format!("{name}_{k}");
         let c = match step {
             Step::Affine { mul, .. } => mul.get(k % mul.len().max(1)).copied().unwrap_or(0),
-            Step::Requant { .. } | Step::Relu => 0,
+            Step::Requant { .. } | Step::Relu | Step::Threshold { .. } => 0,
         };
         if to.lo == to.hi {
             // A constant product needs no multiplier.

@@ -86,7 +86,8 @@ pub fn run(dir: &Path, d: &Design, inputs: &[Vec<i64>], stall_seed: u64) -> Resu
 }
 
 /// The golden output codes: the integer executor on the float samples `x` (`[n, ...]`), its
-/// outputs re-expressed as codes at the design's output scale. An output that is not a code
+/// outputs re-expressed as codes at the design's output scale (for a binarized design, as the
+/// popcounts of its last layer). An output that is not a code
 /// there (the executor's float path rounded it) is an error naming the sample.
 pub fn golden(graph: &Graph, params: &ParamStore, d: &Design, x: &[f32], shape: &[usize]) -> Result<Vec<Vec<i64>>> {
     let run = mase_runtime::run_integer(graph, params, x, shape)?;
@@ -98,6 +99,25 @@ pub fn golden(graph: &Graph, params: &ParamStore, d: &Design, x: &[f32], shape: 
         return Err(HwError::Structure {
             reason: format!("the integer executor gave {} outputs, the design {} per sample", run.output.len(), n_out),
         });
+    }
+    if let Some(ends) = &d.bipolar {
+        // A binarized design outputs the last layer's popcounts; the graph's outputs are the
+        // float operations after it, strictly increasing, so each names one popcount.
+        let k = d.layers.last().map_or(0, |l| l.in_features);
+        return run
+            .output
+            .chunks(n_out)
+            .enumerate()
+            .map(|(s, row)| {
+                row.iter()
+                    .map(|&v| {
+                        crate::bipolar::popcount_of(ends, k, v).ok_or_else(|| HwError::Structure {
+                            reason: format!("sample {s}: executor output {v} is the output of no popcount of the last layer"),
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
     }
     run.output
         .chunks(n_out)

@@ -48,6 +48,14 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, d
             let cw = signed_bits(m as i128, m as i128).max(signed_bits(a as i128, a as i128)).max(w).max(ow) + 1;
             let _ = writeln!(out, "  wire signed [{}:0] {dst} = {src} * {} + {};", ow - 1, lit(m, cw), lit(a, cw));
         }
+        Step::Threshold { at, descending } => {
+            // A comparator: the bit 1 from the channel's threshold up (or down to it).
+            let c = k % at.len().max(1);
+            let (t, down) = (at.get(c).copied().unwrap_or(0), descending.get(c).copied().unwrap_or(false));
+            let cw = signed_bits(t as i128, t as i128).max(w) + 1;
+            let cmp = if down { "<=" } else { ">=" };
+            let _ = writeln!(out, "  wire signed [{}:0] {dst} = ({src} {cmp} {}) ? {ow}'sd1 : {ow}'sd0;", ow - 1, lit(t, cw));
+        }
         Step::Requant { .. } => {
             let s = requant_shift(step, from);
             if s > 0 {
@@ -66,7 +74,7 @@ fn step_wires(out: &mut String, src: &str, from: Range, step: &Step, k: usize, d
 pub(crate) fn requant_shift(step: &Step, from: Range) -> i32 {
     match step {
         Step::Requant { frac_width, .. } => from.frac - frac_width,
-        Step::Relu | Step::Affine { .. } => 0,
+        Step::Relu | Step::Affine { .. } | Step::Threshold { .. } => 0,
     }
 }
 
@@ -174,7 +182,9 @@ pub(crate) fn part_wires(out: &mut String, src: &str, cur: Range, from: Range, s
             }
         }
         // A part that the step does not have is the whole step.
-        (Step::Relu, _) | (Step::Requant { .. }, Part::Mul | Part::Add | Part::Whole) | (Step::Affine { .. }, _) => {
+        (Step::Relu | Step::Threshold { .. }, _)
+        | (Step::Requant { .. }, Part::Mul | Part::Add | Part::Whole)
+        | (Step::Affine { .. }, _) => {
             return step_wires(out, src, cur, step, k, dst);
         }
     }
@@ -228,11 +238,16 @@ fn unrolled_layer(layer: &Layer) -> String {
     let cw =
         layer.weight.iter().chain(&layer.bias).map(|&v| signed_bits(v as i128, v as i128)).max().unwrap_or(1).max(aw).max(xr.width()) + 1;
     let mut ys = Vec::new();
+    let popcount = layer.is_popcount();
     for j in 0..n_out {
-        let mut e = lit(layer.bias[j], cw);
+        // A popcount starts from 0: its bias is in the XNORs.
+        let mut e = lit(if popcount { 0 } else { layer.bias[j] }, cw);
         for (k, x) in xs.iter().enumerate() {
             let wv = layer.weight[j * n_in + k];
-            if wv != 0 {
+            if popcount {
+                // XNOR with the weight's bit (1 for +1), summed: a popcount.
+                let _ = write!(e, " + $signed({{1'b0, {x}[0] ~^ 1'b{}}})", u8::from(wv > 0));
+            } else if wv != 0 {
                 let _ = write!(e, " + {x} * {}", lit(wv, cw));
             }
         }
@@ -290,10 +305,23 @@ fn folded_layer(layer: &Layer) -> String {
     let cw =
         layer.weight.iter().chain(&layer.bias).map(|&v| signed_bits(v as i128, v as i128)).max().unwrap_or(1).max(aw).max(xr.width()) + 1;
     let mut ys = Vec::new();
+    let popcount = layer.is_popcount();
     for j in 0..n_out {
         let _ = writeln!(o, "  reg signed [{}:0] acc_{j};", aw - 1);
         let mut e = format!("acc_{j}");
         for q in 0..p {
+            if popcount {
+                // This cycle's weight bit (1 for +1); the XNOR with the input bit is counted.
+                let _ = writeln!(o, "  reg wb_{j}_{q};");
+                let _ = writeln!(o, "  always @* case (cnt)");
+                for t in 0..r {
+                    let _ = writeln!(o, "    {cb}'d{t}: wb_{j}_{q} = 1'b{};", u8::from(layer.weight[j * n_in + t * p + q] > 0));
+                }
+                let _ = writeln!(o, "    default: wb_{j}_{q} = 1'b0;");
+                let _ = writeln!(o, "  endcase");
+                let _ = write!(e, " + $signed({{1'b0, c_{q}[0] ~^ wb_{j}_{q}}})");
+                continue;
+            }
             let _ = writeln!(o, "  reg signed [{}:0] w_{j}_{q};", cw - 1);
             let _ = writeln!(o, "  always @* case (cnt)");
             for t in 0..r {
@@ -329,7 +357,9 @@ fn folded_layer(layer: &Layer) -> String {
     let _ = writeln!(o, "        cnt <= {cb}'d0;");
     let _ = writeln!(o, "        xs <= x_all;");
     for j in 0..n_out {
-        let _ = writeln!(o, "        acc_{j} <= {};", lit(layer.bias[j], cw));
+        // A popcount starts from 0: its bias is in the XNORs.
+        let start = if popcount { 0 } else { layer.bias[j] };
+        let _ = writeln!(o, "        acc_{j} <= {};", lit(start, cw));
     }
     let _ = writeln!(o, "      end");
     let _ = writeln!(o, "    end");

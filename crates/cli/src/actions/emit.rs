@@ -1,5 +1,5 @@
-//! `ch emit --load CKPT -o DIR`: a quantized checkpoint as a streaming Verilog pipeline
-//! (doc/hardware.md). The folder gets the RTL, a Verilator testbench, `build.sh`,
+//! `ch emit --load CKPT -o DIR`: a quantized checkpoint (or `--model-file M.onnx`, a QONNX model
+//! with its formats) as a streaming Verilog pipeline (doc/hardware.md). The folder gets the RTL, a Verilator testbench, `build.sh`,
 //! `manifest.json`, the design (`design.json`) and the checkpoint itself (`model.ckpt`), so
 //! that `ch simulate DIR` has the golden model at hand. A layer's reuse factor is the one
 //! `--reuse-layer` names, else its node's `hardware.reuse_factor` metadata (a `quantize` entry's
@@ -18,8 +18,26 @@ pub fn run(args: &EmitArgs) -> Result<()> {
     let merged = merge_on_cpu(&args.run, &human, "emit")?;
     let s = merged.settings;
     let dir = args.output.clone().ok_or_else(|| anyhow!("name the folder to write with -o DIR"))?;
-    let path = s.load_name.clone().ok_or_else(|| anyhow!("expected a quantized checkpoint via --load (see `ch transform`)"))?;
-    let ck = session::read_checkpoint(&path)?;
+    // A quantized checkpoint (`--load`), else a QONNX model file with its formats (FINN's TFC).
+    let (path, ck) = match (s.load_name.clone(), session::onnx_model_file(&s)) {
+        (Some(path), _) => {
+            let ck = session::read_checkpoint(&path)?;
+            (path, ck)
+        }
+        (None, Some(onnx)) => {
+            let m = session::import_onnx(&onnx)?;
+            let label = onnx.file_stem().and_then(|x| x.to_str()).unwrap_or("model").to_string();
+            // The data set named on the command line is recorded for `ch simulate`.
+            let meta = match &s.dataset {
+                Some(d) => json!({ "model": label, "dataset": d }),
+                None => json!({ "model": label }),
+            };
+            (onnx, mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta })
+        }
+        (None, None) => {
+            return Err(anyhow!("expected a quantized checkpoint via --load (see `ch transform`), or a QONNX model via --model-file"))
+        }
+    };
     if ck.graph.is_empty() {
         return Err(anyhow!("checkpoint {}: it holds weights but no model; quantize it with `ch transform` first", path.display()));
     }

@@ -3,7 +3,10 @@
 //!
 //! A node runs in integer arithmetic when it is a quantized `linear`, `conv1d`, `conv2d`, `relu`,
 //! `add`, `sub`, `mul`, `matmul` or batch norm (below) whose data inputs, weight and bias (where it has them) all have
-//! `integer` formats. Then:
+//! `integer` formats; a `linear` whose input or weight is bipolar (`BipolarQuant` with one
+//! power-of-two scale, Brevitas' 1-bit layers) runs so too, its bipolar operands as the codes
+//! `±1` (the sign of the value, `+1` at 0), so that a bipolar-by-bipolar layer computes
+//! `2 popcount(xnor(w, x)) - K` as the hardware does. Then:
 //!
 //! - inputs become codes `clamp(round(x * 2^f), lo, hi)` in the narrowest of `i8`/`i16`/`i32`
 //!   that holds the format; an input produced by an integer node is rescaled from that node's
@@ -38,6 +41,8 @@
 //! 24` in the report), the two paths give the same bits; elsewhere the float path has rounded and
 //! the integer result is the exact one.
 
+mod bipolar;
+pub use bipolar::{bipolar_code, bipolar_fixed};
 mod codes;
 pub use codes::shift_right_rne;
 mod movement;
@@ -123,6 +128,16 @@ struct IntSpec {
     weight: Option<(usize, Fixed)>,
     bias: Option<(usize, Fixed)>,
     out: Option<Fixed>,
+    /// Which operands of a linear layer are bipolar (`BipolarQuant`): their codes are `±1`, the
+    /// sign of the value, held in `ins[0]` and `weight` as 2-bit formats.
+    bipolar: Bipolar,
+}
+
+/// The bipolar operands of a node (see [`bipolar`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Bipolar {
+    input: bool,
+    weight: bool,
 }
 
 fn fixed(f: Option<&QuantFormat>) -> Option<Fixed> {
@@ -162,16 +177,31 @@ fn int_spec(node: &Node, slots: &[usize], params: &[ParamSlot], in_shapes: &[&[u
     let slot_of = |name: &str| params.iter().position(|(_, s)| s.name == name).map(|p| slots[p]);
     let (w_slot, b_slot) = (slot_of("weight"), slot_of("bias"));
     let mut ins = Vec::new();
+    let mut bipolar = Bipolar::default();
     for k in 0..node.inputs.len() {
         let f = match q.data_in.get(k) {
             Some(Some(f)) => Some(f),
             _ if k == 1 && w_slot.is_none() => q.weight.as_ref(),
             _ => None,
         };
-        ins.push(fixed(f).ok_or_else(|| format!("data_in_{k} is not an integer format"))?);
+        // A linear layer's input and weight may also be bipolar with a power-of-two scale.
+        let linear = matches!(node.op, Op::Linear { .. }) && k == 0;
+        match (fixed(f), bipolar::bipolar_fixed(f).filter(|_| linear)) {
+            (Some(fx), _) => ins.push(fx),
+            (None, Some(fx)) => {
+                bipolar.input = true;
+                ins.push(fx);
+            }
+            (None, None) => return Err(format!("data_in_{k} is not an integer format (or a bipolar one with a power-of-two scale)")),
+        }
     }
     let weight = match w_slot {
-        Some(s) => Some((s, fixed(q.weight.as_ref()).ok_or("the weight is not an integer format")?)),
+        Some(s) => {
+            let wf = q.weight.as_ref();
+            let bip = bipolar::bipolar_fixed(wf).filter(|_| matches!(node.op, Op::Linear { .. }));
+            bipolar.weight = bip.is_some();
+            Some((s, fixed(wf).or(bip).ok_or("the weight is not an integer format")?))
+        }
         None => None,
     };
     let bias = match b_slot {
@@ -182,7 +212,7 @@ fn int_spec(node: &Node, slots: &[usize], params: &[ParamSlot], in_shapes: &[&[u
         None => None,
         Some(f) => Some(Fixed::of(f).ok_or("data_out is not an integer format")?),
     };
-    let spec = IntSpec { ins, weight, bias, out };
+    let spec = IntSpec { ins, weight, bias, out, bipolar };
     let log2 = worst_magnitude(&node.op, &spec, in_shapes).log2();
     if log2 >= 63.0 {
         return Err(format!("its sums could reach 2^{log2:.1}, beyond 64-bit integers (narrower formats or closer scales run in integer)"));
@@ -362,11 +392,31 @@ impl Executor {
 
 /// Codes of data input `k`: rescaled from the producer's integer result when it has one, else
 /// quantized from its float value.
-fn input_codes(node: &Node, k: usize, f: Fixed, src: usize, vals: &[Vec<f32>], ints: &[Option<IntVal>]) -> Result<Vec<i64>> {
-    if let Some(iv) = &ints[src] {
-        return Ok(iv.v.iter().map(|&c| requant(c, iv.frac, f)).collect());
+/// A bipolar input's codes are the signs of the values (of the producer's codes, when it has
+/// them).
+fn input_codes(node: &Node, k: usize, f: Fixed, bip: bool, src: usize, vals: &[Vec<f32>], ints: &[Option<IntVal>]) -> Result<Vec<i64>> {
+    match (&ints[src], bip) {
+        (Some(iv), false) => Ok(iv.v.iter().map(|&c| requant(c, iv.frac, f)).collect()),
+        (Some(iv), true) => Ok(iv.v.iter().map(|&c| if c >= 0 { 1 } else { -1 }).collect()),
+        (None, false) => finite_codes(node, f, &vals[src], || format!("data input {k}")),
+        (None, true) => bipolar_codes(node, &vals[src], || format!("data input {k}")),
     }
-    finite_codes(node, f, &vals[src], || format!("data input {k}"))
+}
+
+/// Bipolar codes of finite values; the first NaN or infinity is an error naming `operand`, as
+/// for fixed-point codes (hardware has no code for them).
+fn bipolar_codes(node: &Node, data: &[f32], operand: impl Fn() -> String) -> Result<Vec<i64>> {
+    data.iter()
+        .enumerate()
+        .map(|(index, &v)| {
+            v.is_finite().then(|| bipolar::bipolar_code(v)).ok_or_else(|| RuntimeError::NonFiniteCode {
+                node: node.name.clone(),
+                operand: operand(),
+                index,
+                value: v,
+            })
+        })
+        .collect()
 }
 
 /// Codes of finite values; the first NaN or infinity is an error naming `operand`.
@@ -404,15 +454,24 @@ fn integer_node(
     entry: &mut IntegerNode,
     y: &mut [f32],
 ) -> Result<IntVal> {
-    let xs: Vec<Vec<i64>> =
-        spec.ins.iter().zip(srcs).enumerate().map(|(k, (&f, &s))| input_codes(node, k, f, s, vals, ints)).collect::<Result<_>>()?;
+    let xs: Vec<Vec<i64>> = spec
+        .ins
+        .iter()
+        .zip(srcs)
+        .enumerate()
+        .map(|(k, (&f, &s))| input_codes(node, k, f, k == 0 && spec.bipolar.input, s, vals, ints))
+        .collect::<Result<_>>()?;
     let fx: Vec<i32> = spec.ins.iter().map(|f| f.frac_width).collect();
     let mut acc = vec![0i64; y.len()];
     let mut frac;
     match &node.op {
         Op::Linear { .. } | Op::Conv1d(_) | Op::Conv2d(_) | Op::BatchNorm1d(_) | Op::BatchNorm2d(_) => {
             let (w_slot, fw) = spec.weight.ok_or_else(|| RuntimeError::Integer { node: node.name.clone(), reason: "no weight".into() })?;
-            let w = param_codes(node, fw, &params[w_slot])?;
+            let w = if spec.bipolar.weight {
+                bipolar_codes(node, &params[w_slot].data, || format!("parameter `{}`", params[w_slot].name))?
+            } else {
+                param_codes(node, fw, &params[w_slot])?
+            };
             let fin = spec.ins[0];
             let xc = Codes::pack(&xs[0], fin.lo(), fin.hi());
             let wc = Codes::pack(&w, fw.lo(), fw.hi());

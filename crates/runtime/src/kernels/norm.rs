@@ -230,10 +230,17 @@ pub(crate) fn eval_coefficients(slots: &NormSlots, eps: f32, params: &[ParamSlot
         let rm = params[slots.running_mean].data[ch];
         let w = slots.weight.map_or(1.0, |w| params[w].data[ch]);
         let b = slots.bias.map_or(0.0, |b| params[b].data[ch]);
-        let a = w / (rv + eps).sqrt();
-        *a_out = a;
-        *b_out = b - rm * a;
+        (*a_out, *b_out) = batch_norm_eval_coefficients(w, b, rm, rv, eps);
     }
+}
+
+/// One channel's evaluation coefficients `(scale, shift)` from its weight, bias, running mean and
+/// running variance, in `f32` as the kernel computes them: `scale = weight / sqrt(var + eps)`,
+/// `shift = bias - mean * scale`. The hardware's thresholds of binarized layers are derived from
+/// these same bits (`mase_hw::bipolar`).
+pub fn batch_norm_eval_coefficients(weight: f32, bias: f32, mean: f32, var: f32, eps: f32) -> (f32, f32) {
+    let a = weight / (var + eps).sqrt();
+    (a, bias - mean * a)
 }
 
 impl Kernel for BatchNorm {
