@@ -1,7 +1,7 @@
 """PyTorch eager side of mase-rs's benchmark: the same models, data shapes and protocol as
 `mase-bench` (crates/bench), printing one JSON line per case with the same keys.
 
-usage: pytorch_ref.py [--threads N] [--models a,b,...] [--steps N] [--vgg-steps N] [--rows N]
+usage: pytorch_ref.py [--threads N] [--models a,b,...] [--steps N] [--vgg-steps N] [--bert-steps N] [--rows N]
 
 Protocol (identical in crates/bench/src/protocol.rs):
 - a training step is zero_grad, forward, cross-entropy, backward, Adam(lr=1e-3) step, in train mode;
@@ -10,6 +10,9 @@ Protocol (identical in crates/bench/src/protocol.rs):
   (eval mode, torch.no_grad());
 - vgg7: one fixed CIFAR-shaped batch of 32 and one of 128; one warm-up step, then `--vgg-steps`
   timed steps and as many timed eval batches;
+- bert-tiny-mx: bert-tiny (64 tokens, 10 classes) with MXINT8 fake quantization (blocks of 32)
+  on the input, weight and bias of every linear, batches of 64 sequences; two warm-up steps,
+  then `--bert-steps` timed steps and as many timed eval batches;
 - the figures are medians: train_step_us, eval_batch_us, and samples/s = batch / median.
 
 The models copy the layer lists of mase-rs's zoo (crates/zoo), with the same module paths;
@@ -25,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7"]
+ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "bert-tiny-mx"]
 
 
 def arg(name, default):
@@ -69,6 +72,39 @@ class QLinear(nn.Linear):
 
     def forward(self, x):
         return F.linear(ste_q(x), ste_q(self.weight), ste_q(self.bias))
+
+
+def mxint_quantizer(x, width=8, block_size=32):
+    """OCP MXINT fake quantization along the last axis, vectorised as MASE's `mxint_quantizer`
+    is (one torch op after another): blocks of `block_size` values share the scale
+    `X = 2^clamp(floor(log2 max|x|), -127, 127)`; each value is
+    `clamp(round(x / X * 2^(w-2)), ±(2^(w-1) - 1)) / 2^(w-2) * X` (crates/quant/src/mxint.rs).
+    The last block of the axis may be shorter (the classifier's bias of 10): it is padded with
+    zeros, which leave its maximum as it is."""
+    shape, n = x.shape, x.shape[-1]
+    pad = (-n) % block_size
+    xp = F.pad(x, (0, pad)) if pad else x
+    xb = xp.reshape(*shape[:-1], (n + pad) // block_size, block_size)
+    amax = xb.abs().amax(-1, keepdim=True)
+    _, e = torch.frexp(amax)
+    e = torch.where(amax == 0, torch.full_like(e, -127), (e - 1).clamp(-127, 127)).to(x.dtype)
+    scale = torch.exp2(e)
+    up, hi = float(2 ** (width - 2)), float(2 ** (width - 1) - 1)
+    q = torch.clamp(torch.round(xb / scale * up), -hi, hi) / up * scale
+    return q.reshape(xp.shape)[..., :n] if pad else q.reshape(shape)
+
+
+def ste_mx(x):
+    """MXINT8 fake quantization with a straight-through estimator."""
+    return x + (mxint_quantizer(x) - x).detach()
+
+
+class MxLinear(nn.Linear):
+    """A linear layer with MXINT8 fake quantization (blocks of 32 along the last axis) on its
+    input, weight and bias (bert-tiny-mx)."""
+
+    def forward(self, x):
+        return F.linear(ste_mx(x), ste_mx(self.weight), ste_mx(self.bias))
 
 
 class Seq(nn.Module):
@@ -123,6 +159,135 @@ class Vgg7(nn.Module):
         return self.last_layer(self.classifier(self.feature_layers(x).view(-1, 8192)))
 
 
+class BertEmbeddings(nn.Module):
+    """HuggingFace's `BertEmbeddings` without dropout: word, token-type (all 0) and position
+    embeddings summed, then LayerNorm; `position_ids` and `token_type_ids` are buffers."""
+
+    def __init__(self, vocab, hidden, max_positions, eps):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, hidden)
+        self.position_embeddings = nn.Embedding(max_positions, hidden)
+        self.token_type_embeddings = nn.Embedding(2, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.register_buffer("position_ids", torch.arange(max_positions).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros((1, max_positions), dtype=torch.long))
+
+    def forward(self, ids):
+        e = self.word_embeddings(ids) + self.token_type_embeddings(self.token_type_ids)
+        return self.LayerNorm(e + self.position_embeddings(self.position_ids))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+
+    def forward(self, h):
+        b, n, d = h.shape
+
+        def split(x):
+            return x.view(b, n, self.heads, d // self.heads).permute(0, 2, 1, 3)
+
+        a = F.scaled_dot_product_attention(split(self.query(h)), split(self.key(h)), split(self.value(h)))
+        return a.permute(0, 2, 1, 3).reshape(b, n, d)
+
+
+class BertDenseNorm(nn.Module):
+    """`BertSelfOutput` / `BertOutput`: dense, residual, LayerNorm (post-norm)."""
+
+    def __init__(self, i, o, eps):
+        super().__init__()
+        self.dense, self.LayerNorm = nn.Linear(i, o), nn.LayerNorm(o, eps=eps)
+
+    def forward(self, x, residual):
+        return self.LayerNorm(self.dense(x) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, hidden, heads, eps):
+        super().__init__()
+        self.self = BertSelfAttention(hidden, heads)
+        self.output = BertDenseNorm(hidden, hidden, eps)
+
+    def forward(self, h):
+        return self.output(self.self(h), h)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, hidden, inter):
+        super().__init__()
+        self.dense = nn.Linear(hidden, inter)
+
+    def forward(self, h):
+        return F.gelu(self.dense(h))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, hidden, heads, inter, eps):
+        super().__init__()
+        self.attention = BertAttention(hidden, heads, eps)
+        self.intermediate = BertIntermediate(hidden, inter)
+        self.output = BertDenseNorm(inter, hidden, eps)
+
+    def forward(self, h):
+        a = self.attention(h)
+        return self.output(self.intermediate(a), a)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, layers, *args):
+        super().__init__()
+        self.layer = nn.ModuleList([BertLayer(*args) for _ in range(layers)])
+
+    def forward(self, h):
+        for layer in self.layer:
+            h = layer(h)
+        return h
+
+
+class BertPooler(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+
+    def forward(self, h):
+        return torch.tanh(self.dense(h[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, vocab, hidden, layers, heads, inter, max_positions, eps):
+        super().__init__()
+        self.embeddings = BertEmbeddings(vocab, hidden, max_positions, eps)
+        self.encoder = BertEncoder(layers, hidden, heads, inter, eps)
+        self.pooler = BertPooler(hidden)
+
+    def forward(self, ids):
+        return self.pooler(self.encoder(self.embeddings(ids)))
+
+
+class BertTiny(nn.Module):
+    """The zoo's bert-tiny (crates/zoo/src/text.rs): HuggingFace's `BertForSequenceClassification`
+    with hidden 128, 2 layers, 2 heads, intermediate 512, exact GELU, LayerNorm eps 1e-12, no
+    dropout, as plain modules with BERT's module paths. Takes float (whole-number) or integer ids."""
+
+    def __init__(self, seq_len, classes, vocab=17, linear=nn.Linear):
+        super().__init__()
+        self.bert = BertModel(vocab, 128, 2, 2, 512, seq_len, 1e-12)
+        self.classifier = nn.Linear(128, classes)
+        if linear is not nn.Linear:
+            # Every nn.Linear becomes `linear` with the same weights (MxLinear for bert-tiny-mx).
+            for path, m in list(self.named_modules()):
+                if type(m) is nn.Linear:
+                    owner, _, attr = path.rpartition(".")
+                    q = linear(m.in_features, m.out_features)
+                    q.load_state_dict(m.state_dict())
+                    setattr(self.get_submodule(owner) if owner else self, attr, q)
+
+    def forward(self, ids):
+        return self.classifier(self.bert(ids.long()))
+
+
 def zoo_module(name, sample_shape, c, linear=nn.Linear):
     """The PyTorch module of zoo model `name` for data of `sample_shape` and `c` classes, with the
     zoo's module paths; `linear` builds the jsc models' linear layers (`QLinear` for jsc-toy-q)."""
@@ -152,6 +317,8 @@ def zoo_module(name, sample_shape, c, linear=nn.Linear):
         return Seq(conv + [nn.Flatten(), L(16 * (h // 4) * (w // 4), c)])
     if name == "vgg7":
         return Vgg7(sample_shape[0], c)
+    if name == "bert-tiny":
+        return BertTiny(sample_shape[0], c)
     raise KeyError(name)
 
 
@@ -165,6 +332,8 @@ def build(name):
         return zoo_module(name, (1, 28, 28), 10)
     if name == "vgg7":
         return zoo_module(name, (3, 32, 32), 10)
+    if name == "bert-tiny-mx":
+        return BertTiny(64, 10, linear=MxLinear)
     raise SystemExit(f"unknown model {name}; known: {', '.join(ALL_MODELS)}")
 
 
@@ -239,6 +408,7 @@ def run_case(name, x, y, batch, warmup, steps, threads):
 def main():
     threads = arg("--threads", 1)
     steps, vgg_steps, rows = arg("--steps", 500), arg("--vgg-steps", 3), arg("--rows", 65536)
+    bert_steps = arg("--bert-steps", 20)
     models = arg("--models", ",".join(ALL_MODELS)).split(",")
     torch.set_num_threads(threads)
     for name in models:
@@ -254,6 +424,12 @@ def main():
                 x = torch.randn(batch, 3, 32, 32, generator=g)
                 y = torch.randint(0, 10, (batch,), generator=g)
                 run_case(name, x, y, batch, 1, vgg_steps, threads)
+        elif name == "bert-tiny-mx":
+            # 4 batches of 64 sequences of 64 token ids 0..16 (float, as the Rust side feeds them).
+            r = np.random.default_rng(7)
+            x = torch.from_numpy(r.integers(0, 17, (256, 64)).astype(np.float32))
+            y = torch.from_numpy(r.integers(0, 10, 256).astype(np.int64))
+            run_case(name, x, y, 64, 2, bert_steps, threads)
         else:
             build(name)
 

@@ -6,11 +6,13 @@
 #
 # usage: bench/run.sh [--threads N] [--models a,b] [--repeat R] [--steps N] [--vgg-steps N]
 #   --threads N   one thread count (default: both 1 and 2)
-#   --models a,b  subset of jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7 (default: all;
-#                 jsc-toy-q is jsc-toy with 8/4 fixed-point fake quantization on every Linear)
+#   --models a,b  subset of jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7,bert-tiny-mx (default: all;
+#                 jsc-toy-q is jsc-toy with 8/4 fixed-point fake quantization on every Linear,
+#                 bert-tiny-mx is bert-tiny with MXINT8 on every Linear, batch 64)
 #   --repeat R    run every case R times and keep the best median of each side (default 1);
 #                 on a machine shared with other work, 2 or 3 filters out disturbed runs
-#   --steps N     timed steps of the small models (default 500); --vgg-steps N for vgg7 (default 3)
+#   --steps N     timed steps of the small models (default 500); --vgg-steps N for vgg7 (default 3);
+#                 --bert-steps N for bert-tiny-mx (default 20)
 #   --append      add to the lines already in bench/results.jsonl instead of replacing them, so
 #                 that a rerun of disturbed cases improves the table (each side keeps its best)
 # The two frameworks run back to back for each model, so both see the same machine load.
@@ -20,7 +22,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 threads="1 2"
-models="jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7"
+models="jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7,bert-tiny-mx"
 repeat=1
 append=0
 extra=()
@@ -30,8 +32,8 @@ while [ $# -gt 0 ]; do
     --models) models="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --append) append=1; shift ;;
-    --steps|--vgg-steps|--rows) extra+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --steps|--vgg-steps|--bert-steps|--rows) extra+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

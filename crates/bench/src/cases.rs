@@ -1,19 +1,33 @@
 //! What is benchmarked: each model with its data shape, batch size and step counts.
 
-use crate::data::{cifar_synthetic, jsc_synthetic, mnist_synthetic, Dataset};
+use crate::data::{cifar_synthetic, jsc_synthetic, mnist_synthetic, seq_synthetic, Dataset};
 use crate::error::{BenchError, Result};
 
 /// The models the benchmark knows, in the order it runs them. `jsc-toy-q` is jsc-toy with
-/// fake quantization on every linear layer (see [`build_bench_model`]).
-pub const MODELS: [&str; 6] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7"];
+/// fake quantization on every linear layer, `bert-tiny-mx` bert-tiny with MXINT8 on every
+/// linear layer (see [`build_bench_model`]).
+pub const MODELS: [&str; 7] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "bert-tiny-mx"];
+
+/// Sequence length and classes of the bert-tiny case (digits-seq's shape).
+pub const SEQ_LEN: usize = 64;
+pub const SEQ_CLASSES: usize = 10;
+/// Batch size of the bert-tiny case.
+pub const SEQ_BATCH: usize = 64;
 
 /// The graph of a benchmarked model: the zoo's model of that name, or for a name ending in `-q`
 /// the zoo's model with integer 8/4 fake quantization on the data input, weight and bias of
-/// every linear layer, which is `QLinear` of `shared/reference/torch_bench.py`.
+/// every linear layer, which is `QLinear` of `shared/reference/torch_bench.py`; for a name ending
+/// in `-mx`, MXINT8 (blocks of 32 along the last axis) on the same three, which is `MxLinear` of
+/// `bench/pytorch_ref.py`.
 pub fn build_bench_model(name: &str, ctx: &mase_zoo::ModelContext) -> Result<mase_ir::Graph, Box<mase_zoo::ZooError>> {
-    let Some(base) = name.strip_suffix("-q") else { return mase_zoo::build_model(name, ctx).map_err(Box::new) };
+    let (base, f) = if let Some(base) = name.strip_suffix("-q") {
+        (base, mase_ir::QuantFormat::Integer { width: 8, frac_width: 4, signed: true })
+    } else if let Some(base) = name.strip_suffix("-mx") {
+        (base, mase_ir::QuantFormat::Mxint { width: 8, block_size: 32, block_dim: -1 })
+    } else {
+        return mase_zoo::build_model(name, ctx).map_err(Box::new);
+    };
     let mut g = mase_zoo::build_model(base, ctx).map_err(Box::new)?;
-    let f = mase_ir::QuantFormat::Integer { width: 8, frac_width: 4, signed: true };
     for n in g.nodes_mut() {
         if matches!(n.op, mase_ir::Op::Linear { .. }) {
             n.quant = Some(mase_ir::NodeQuant {
@@ -62,6 +76,8 @@ pub struct BenchConfig {
     pub steps: usize,
     /// Timed training steps and eval batches of vgg7, whose steps take seconds.
     pub vgg_steps: usize,
+    /// Timed training steps and eval batches of bert-tiny-mx (a tenth of a second and more each).
+    pub bert_steps: usize,
     /// Seed of the data and of the parameter initialisation.
     pub seed: u64,
     /// Which halves of the protocol run.
@@ -70,7 +86,7 @@ pub struct BenchConfig {
 
 impl Default for BenchConfig {
     fn default() -> BenchConfig {
-        BenchConfig { rows: 65_536, steps: 500, vgg_steps: 3, seed: 42, phase: Phase::Both }
+        BenchConfig { rows: 65_536, steps: 500, vgg_steps: 3, bert_steps: 20, seed: 42, phase: Phase::Both }
     }
 }
 
@@ -89,8 +105,9 @@ pub struct Case {
     pub phase: Phase,
 }
 
-/// The cases for the named models: 256-row batches for the tabular and MNIST models, and one
-/// fixed CIFAR batch of 32 and one of 128 for vgg7.
+/// The cases for the named models: 256-row batches for the tabular and MNIST models, one
+/// fixed CIFAR batch of 32 and one of 128 for vgg7, and batches of 64 sequences of 64 token ids
+/// for bert-tiny-mx.
 pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
     let mut out = Vec::new();
     for name in models {
@@ -107,6 +124,7 @@ pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
                     out.push(case(cifar_synthetic(batch, cfg.seed), batch, 1, cfg.vgg_steps));
                 }
             }
+            "bert-tiny-mx" => out.push(case(seq_synthetic(4 * SEQ_BATCH, SEQ_LEN, SEQ_CLASSES, cfg.seed), SEQ_BATCH, 2, cfg.bert_steps)),
             _ => out.push(case(jsc_synthetic(cfg.rows, cfg.seed), 256, 10, cfg.steps)),
         }
     }
@@ -124,7 +142,7 @@ mod tests {
 
     fn shapes(models: &[&str]) -> Vec<(&'static str, usize, Vec<usize>)> {
         let names: Vec<String> = models.iter().map(|s| s.to_string()).collect();
-        let cfg = BenchConfig { rows: 4096, steps: 2, vgg_steps: 1, seed: 1, phase: Phase::Both };
+        let cfg = BenchConfig { rows: 4096, steps: 2, vgg_steps: 1, bert_steps: 1, seed: 1, phase: Phase::Both };
         cases(&names, &cfg).expect("known models").into_iter().map(|c| (c.model, c.batch, c.data.batch_shape(c.batch))).collect()
     }
 
@@ -134,6 +152,7 @@ mod tests {
         assert_eq!(shapes(&["jsc-toy-q"]), [("jsc-toy-q", 256, vec![256, 16])]);
         assert_eq!(shapes(&["tfc"]), [("tfc", 256, vec![256, 1, 28, 28])]);
         assert_eq!(shapes(&["vgg7"]), [("vgg7", 32, vec![32, 3, 32, 32]), ("vgg7", 128, vec![128, 3, 32, 32])]);
+        assert_eq!(shapes(&["bert-tiny-mx"]), [("bert-tiny-mx", 64, vec![64, 64])]);
     }
 
     #[test]

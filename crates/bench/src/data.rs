@@ -88,6 +88,12 @@ pub fn cifar_synthetic(rows: usize, seed: u64) -> Dataset {
     image_synthetic(rows, seed, vec![3, 32, 32], 10, |r| r.normal() as f32)
 }
 
+/// Sequences of `len` token ids uniform in 0..17 (digits-seq's vocabulary) as whole-number
+/// floats, and labels uniform in 0..`num_classes`.
+pub fn seq_synthetic(rows: usize, len: usize, num_classes: usize, seed: u64) -> Dataset {
+    image_synthetic(rows, seed, vec![len], num_classes, |r| r.below(17) as f32)
+}
+
 fn image_synthetic(
     rows: usize,
     seed: u64,
@@ -145,6 +151,13 @@ mod tests {
         assert_eq!((c.x.len(), c.batch_shape(8)), (8 * 3072, vec![8, 3, 32, 32]));
         let (mean, std) = mean_std(c.x.iter().copied());
         assert!(mean.abs() < 0.03 && (std - 1.0).abs() < 0.03, "{mean} {std}");
+        let s = seq_synthetic(200, 64, 10, 1);
+        assert_eq!((s.x.len(), s.batch_shape(4)), (200 * 64, vec![4, 64]));
+        // Every token id of 0..17 occurs, and only those.
+        let mut seen = [false; 17];
+        assert!(s.x.iter().all(|&v| v.fract() == 0.0 && (0.0..17.0).contains(&v)));
+        s.x.iter().for_each(|&v| seen[v as usize] = true);
+        assert!(seen.iter().all(|&b| b) && s.labels.iter().all(|&c| c < 10));
     }
 
     #[test]

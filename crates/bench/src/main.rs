@@ -12,7 +12,8 @@ struct Args {
     /// Worker threads of the executor.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Comma-separated models (jsc-tiny, jsc-toy, jsc-three-layer, tfc, vgg7); all by default.
+    /// Comma-separated models (jsc-tiny, jsc-toy, jsc-toy-q, jsc-three-layer, tfc, vgg7,
+    /// bert-tiny-mx); all by default.
     #[arg(long, value_delimiter = ',')]
     models: Option<Vec<String>>,
     /// Print one JSON line per case instead of a table.
@@ -24,6 +25,9 @@ struct Args {
     /// Timed training steps (and eval batches) of vgg7.
     #[arg(long, default_value_t = BenchConfig::default().vgg_steps)]
     vgg_steps: usize,
+    /// Timed training steps (and eval batches) of bert-tiny-mx.
+    #[arg(long, default_value_t = BenchConfig::default().bert_steps)]
+    bert_steps: usize,
     /// Rows of synthetic jsc data (MNIST-shaped data gets an eighth).
     #[arg(long, default_value_t = BenchConfig::default().rows)]
     rows: usize,
@@ -61,7 +65,7 @@ enum Conv {
 fn main() -> ExitCode {
     let a = Args::parse();
     let models = a.models.clone().unwrap_or_else(|| MODELS.iter().map(|m| m.to_string()).collect());
-    let cfg = BenchConfig { rows: a.rows, steps: a.steps, vgg_steps: a.vgg_steps, seed: a.seed, phase: a.phase };
+    let cfg = BenchConfig { rows: a.rows, steps: a.steps, vgg_steps: a.vgg_steps, bert_steps: a.bert_steps, seed: a.seed, phase: a.phase };
     let run = || -> mase_bench::Result<()> {
         for case in cases(&models, &cfg)? {
             let conv = match a.conv {

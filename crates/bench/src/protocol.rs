@@ -117,6 +117,16 @@ mod tests {
     }
 
     #[test]
+    fn the_mxint8_encoder_trains_with_fake_quantization() {
+        let data = crate::data::seq_synthetic(8, 64, 10, 3);
+        let case = Case { model: "bert-tiny-mx", data, batch: 4, warmup: 1, steps: 1, phase: Phase::Both };
+        let m = run_case(&case, RunOptions::single_thread()).expect("bert-tiny-mx runs");
+        assert_eq!((m.model.as_str(), m.params), ("bert-tiny-mx", 425_226));
+        // Cross-entropy over 10 classes at initialisation is near ln 10 = 2.30.
+        assert!(m.last_loss > 1.0 && m.last_loss < 4.0, "{m:?}");
+    }
+
+    #[test]
     fn a_phase_alone_leaves_the_other_unmeasured() {
         let case = |phase| Case { model: "jsc-tiny", data: jsc_synthetic(512, 3), batch: 256, warmup: 1, steps: 2, phase };
         let t = run_case(&case(Phase::Train), RunOptions::single_thread()).expect("train only");

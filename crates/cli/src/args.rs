@@ -297,7 +297,8 @@ pub struct RunModelArgs {
     /// The input batch: an `.npy` array, or an `.npz` archive (its only array, or the one named `x`).
     #[arg(long, conflicts_with = "random")]
     pub input: Option<PathBuf>,
-    /// A random input batch of this shape, batch first (`8,1,28,28`): standard normal values from `--seed`.
+    /// A random input batch of this shape, batch first (`8,1,28,28`): standard normal values from `--seed`
+    /// (for a model whose input is token ids read by an embedding, ids uniform over its rows).
     #[arg(long, value_delimiter = ',', value_parser = whole, allow_negative_numbers = true)]
     pub random: Option<Vec<usize>>,
     /// Run the integer executor (integer arithmetic on the quantized nodes) instead of fake quantization.

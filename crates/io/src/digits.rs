@@ -1,4 +1,5 @@
-//! scikit-learn's `digits` (UCI optical digits, 1,797 images of 8x8 pixel counts 0..16).
+//! scikit-learn's `digits` (UCI optical digits, 1,797 images of 8x8 pixel counts 0..16), and
+//! `digits-seq`, the same images read as sequences of 64 tokens.
 
 use crate::dataset::{mod10_note, numbered_classes, split_mod10, Dataset, DatasetInfo, Splits};
 use crate::files::{find_maybe_gz, gz_optional, read_text};
@@ -72,6 +73,33 @@ pub(crate) fn load(dir: &Path, policy: NonFinite) -> Result<Splits> {
         train,
         val,
         test,
+    })
+}
+
+/// The vocabulary of `digits-seq`: token ids are the pixel counts 0..16.
+pub const DIGITS_SEQ_VOCAB: usize = 17;
+
+/// `digits-seq`: the same images, splits and labels as `digits`, each read as a sequence of its
+/// 64 pixels in row-major order (samples `[64]`) whose token ids are the pixel counts 0..16 as
+/// whole-number floats (an `Embedding` reads them as row indices), not scaled.
+pub(crate) fn load_seq(dir: &Path, policy: NonFinite) -> Result<Splits> {
+    let images = load(dir, policy).map_err(|e| match e {
+        IoError::MissingData { dir, expected, .. } => IoError::MissingData { dataset: "digits-seq".into(), dir, expected },
+        other => other,
+    })?;
+    // The counts were scaled by 1/16, a power of two, so multiplying by 16 gives them back exactly.
+    let tokens = |d: Dataset| Dataset { x: d.x.iter().map(|v| v * 16.0).collect(), y: d.y, sample_shape: vec![PIXELS] };
+    let n = images.train.len() + images.val.len() + images.test.len();
+    Ok(Splits {
+        info: DatasetInfo {
+            name: "digits-seq".into(),
+            sample_shape: vec![PIXELS],
+            splits_note: mod10_note("scikit-learn digits as 64-token sequences", n),
+            ..images.info
+        },
+        train: tokens(images.train),
+        val: tokens(images.val),
+        test: tokens(images.test),
     })
 }
 

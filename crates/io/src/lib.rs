@@ -24,6 +24,7 @@ mod toy;
 pub use checkpoint::{describe_file, load_checkpoint, save_checkpoint, sniff_file, Checkpoint, FileKind, CHECKPOINT_FORMAT};
 pub use cifar10::{augment_cifar, CLASS_NAMES as CIFAR10_CLASSES};
 pub use dataset::{batch_order, Dataset, DatasetInfo, Splits};
+pub use digits::DIGITS_SEQ_VOCAB;
 pub use error::{IoError, Result};
 pub use jsc::{
     jsc_split_indices, preprocess_jsc, read_jsc_table, unique_rows, JscSplitIndices, JscTable, JSC_FEATURES, JSC_LABELS, MASE_CACHE_NAME,

@@ -17,7 +17,7 @@ pub struct DataOptions {
 pub const DATA_DIR_ENV: &str = "MASE_DATA_DIR";
 
 /// Names accepted by [`load_dataset`], in the order `ch` lists them.
-const NAMES: [&str; 8] = ["toy_tiny", "jsc", "mnist", "digits", "cifar10", "iris", "wine", "breast_cancer"];
+const NAMES: [&str; 9] = ["toy_tiny", "jsc", "mnist", "digits", "digits-seq", "cifar10", "iris", "wine", "breast_cancer"];
 
 /// The known data set names.
 pub fn dataset_names() -> &'static [&'static str] {
@@ -46,6 +46,7 @@ pub fn load_dataset(name: &str, opts: &DataOptions) -> Result<Splits> {
         "jsc" => jsc::load(&root.join("jsc"), opts.nonfinite),
         "mnist" => mnist::load(&root.join("mnist")),
         "digits" => digits::load(&root.join("digits"), opts.nonfinite),
+        "digits-seq" => digits::load_seq(&root.join("digits"), opts.nonfinite),
         "cifar10" => cifar10::load(&root.join("cifar10")),
         "iris" | "wine" | "breast_cancer" => tabular::load(&name, &root.join("tabular"), opts.nonfinite),
         _ => Err(IoError::UnknownDataset { name, known: NAMES.iter().map(|s| s.to_string()).collect() }),

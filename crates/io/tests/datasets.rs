@@ -28,9 +28,10 @@ fn sizes(s: &Splits) -> (usize, usize, usize) {
 fn shipped_sets_have_expected_shapes_and_sizes() {
     // (name, sample shape, classes, (train, val, test), first train labels)
     type Case = (&'static str, &'static [usize], usize, (usize, usize, usize), &'static [u32]);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         ("mnist", &[1, 28, 28], 10, (8_000, 1_000, 1_000), &[7, 2, 1, 0, 4, 1, 4, 9, 0, 6]),
         ("digits", &[1, 8, 8], 10, (1_439, 179, 179), &[0, 1, 2, 3, 4, 5, 6, 7, 0, 1]),
+        ("digits-seq", &[64], 10, (1_439, 179, 179), &[0, 1, 2, 3, 4, 5, 6, 7, 0, 1]),
         ("iris", &[4], 3, (120, 15, 15), &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
         ("wine", &[13], 3, (144, 17, 17), &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
         ("breast_cancer", &[30], 2, (456, 57, 56), &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
@@ -169,6 +170,19 @@ fn digits_scaled_to_unit_range() {
 }
 
 #[test]
+fn digits_seq_tokens_are_the_pixel_counts_of_digits() {
+    let (img, seq) = (load("digits", &shipped()), load("digits-seq", &shipped()));
+    // The first digit image (a zero) starts 0, 0, 5, 13, 9, 1 in pixel counts: its first tokens.
+    assert_eq!(&seq.train.x[..6], [0.0, 0.0, 5.0, 13.0, 9.0, 1.0]);
+    for (i, s) in [(&img.train, &seq.train), (&img.val, &seq.val), (&img.test, &seq.test)] {
+        assert_eq!(s.y, i.y);
+        assert!(s.x.iter().zip(&i.x).all(|(t, p)| *t == p * 16.0 && t.fract() == 0.0 && (0.0..17.0).contains(t)));
+    }
+    assert_eq!(mase_io::DIGITS_SEQ_VOCAB, 17);
+    assert_eq!(seq.info.source, img.info.source);
+}
+
+#[test]
 fn cifar10_batches_from_the_real_record() {
     let rec = std::fs::read(fixtures().join("cifar10/bnn_pynq_deer.bin")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((rec.len(), rec[0]), (3073, 1), "BNN-PYNQ's deer record carries label byte 1");
@@ -205,9 +219,10 @@ fn missing_data_errors_list_expected_files() {
     let dir = scratch("empty");
     let opts = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
     // (data set, expected file names in the message)
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
         ("mnist", &["t10k-images-idx3-ubyte[.gz]", "t10k-labels-idx1-ubyte[.gz]", "train-images-idx3-ubyte[.gz]"]),
         ("digits", &["digits.csv[.gz]"]),
+        ("digits-seq", &["digits.csv[.gz]"]),
         ("cifar10", &["data_batch_1.bin", "data_batch_5.bin", "test_batch.bin", "cifar-10-batches-bin"]),
         (
             "jsc",
@@ -222,18 +237,20 @@ fn missing_data_errors_list_expected_files() {
         ("wine", &["wine.csv[.gz]", "wine_data.csv[.gz]"]),
     ];
     for (name, files) in cases {
+        // The folder each data set is read from.
+        let folder = match name {
+            "iris" | "wine" => "tabular",
+            "digits-seq" => "digits",
+            other => other,
+        };
         match load_dataset(name, &opts) {
             Err(e @ IoError::MissingData { .. }) => {
                 let msg = e.to_string();
                 for f in files {
                     assert!(msg.contains(f), "{name}: `{f}` not in: {msg}");
                 }
-                assert!(
-                    msg.contains(&dir.join(if matches!(name, "iris" | "wine") { "tabular" } else { name }).display().to_string()),
-                    "{msg}"
-                );
+                assert!(msg.contains(&dir.join(folder).display().to_string()) && msg.contains(&format!("`{name}`")), "{msg}");
                 assert!(msg.contains("--data-dir") && msg.contains(DATA_DIR_ENV) && !msg.contains('\n'), "{msg}");
-                let folder = if matches!(name, "iris" | "wine") { "tabular" } else { name };
                 assert!(msg.ends_with(&format!("a folder that holds `{folder}/`")), "{msg}");
             }
             other => panic!("{name}: expected MissingData, got {other:?}"),

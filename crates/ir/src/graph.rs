@@ -2,7 +2,7 @@
 
 use crate::meta::{GraphMeta, NodeMeta};
 use crate::naming::Namer;
-use crate::op::{Op, ParamSpec};
+use crate::op::{Init, Op, ParamSpec};
 use crate::shape::ValueInfo;
 use crate::{IrError, Result};
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,18 @@ pub struct Node {
     pub quant: Option<crate::NodeQuant>,
     #[serde(default)]
     pub meta: NodeMeta,
+    /// For a `get_attr` node whose tensor the graph itself defines (a zoo model's position ids):
+    /// its shape and how a fresh model fills it. Such a tensor is a buffer (not trainable) named
+    /// by the node's target; `None` for constants an importer or checkpoint supplies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constant: Option<ConstantSpec>,
+}
+
+/// Shape and fill rule of a constant a graph defines itself (see [`Node::constant`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConstantSpec {
+    pub shape: Vec<usize>,
+    pub init: Init,
 }
 
 impl Node {
@@ -64,6 +76,12 @@ impl Node {
     pub fn params(&self) -> Vec<(String, ParamSpec)> {
         match self.kind {
             NodeKind::CallModule => self.op.param_specs().into_iter().map(|s| (format!("{}.{}", self.target, s.name), s)).collect(),
+            NodeKind::GetAttr => match &self.constant {
+                Some(c) => {
+                    vec![(self.target.clone(), ParamSpec { name: "", shape: c.shape.clone(), trainable: false, init: c.init.clone() })]
+                }
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
@@ -110,7 +128,7 @@ impl Graph {
     fn push(&mut self, candidate: &str, kind: NodeKind, target: String, op: Op, inputs: &[NodeId]) -> NodeId {
         let name = self.namer.create(candidate);
         let id = NodeId(self.nodes.len());
-        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, quant: None, meta: NodeMeta::default() });
+        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, quant: None, meta: NodeMeta::default(), constant: None });
         id
     }
 
@@ -140,6 +158,15 @@ impl Graph {
     /// A constant tensor stored in the parameter store under `target`.
     pub fn get_attr(&mut self, target: &str) -> NodeId {
         self.push(target, NodeKind::GetAttr, target.to_string(), Op::Constant, &[])
+    }
+
+    /// A constant tensor the graph defines itself, stored under `target` as a buffer: a fresh
+    /// model's parameter store fills it by `spec.init` (as a module's buffers), and shape
+    /// inference takes its shape from `spec`.
+    pub fn constant(&mut self, target: &str, spec: ConstantSpec) -> NodeId {
+        let id = self.get_attr(target);
+        self.nodes[id.0].constant = Some(spec);
+        id
     }
 
     /// A node with a name of the caller's choosing (made unique and fx-compatible by the namer),
@@ -254,10 +281,13 @@ impl Graph {
                     next_input += 1;
                     ValueInfo::Tensor(s.clone())
                 }
-                Op::Constant => ValueInfo::Tensor(constant_shape(&n.target).ok_or_else(|| IrError::Param {
-                    name: n.target.clone(),
-                    reason: format!("constant read by node `{}` is missing", n.name),
-                })?),
+                Op::Constant => match &n.constant {
+                    Some(c) => ValueInfo::Tensor(c.shape.clone()),
+                    None => ValueInfo::Tensor(constant_shape(&n.target).ok_or_else(|| IrError::Param {
+                        name: n.target.clone(),
+                        reason: format!("constant read by node `{}` is missing", n.name),
+                    })?),
+                },
                 _ => {
                     let ins: Vec<ValueInfo> = n.inputs.iter().map(|i| out[i.0].clone()).collect();
                     n.op.infer(&n.name, &ins)?

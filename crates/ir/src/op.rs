@@ -202,6 +202,9 @@ pub enum Init {
     Normal {
         zero_row: Option<usize>,
     },
+    /// `0, 1, ..., n - 1` along the last dimension, the same for every leading index: a
+    /// position-id buffer such as HuggingFace BERT's `torch.arange(n).expand((1, -1))`.
+    Arange,
 }
 
 /// A parameter or buffer that an op owns, named relative to its module (`weight`, `running_mean`).

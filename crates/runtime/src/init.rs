@@ -6,7 +6,9 @@ use mase_ir::{Graph, Init, ParamSpec, ParamStore, Rng, Tensor};
 /// drawn from `rng` in state-dict order, so the same seed gives the same model.
 /// `Uniform { fan_in }` draws from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` (PyTorch's
 /// `kaiming_uniform_(a=sqrt(5))` for weights and its bias rule, which agree); `Ones`/`Zeros`
-/// fill; `Normal` draws N(0, 1) (`nn.Embedding`). Constants read by `get_attr` nodes are not created here.
+/// fill; `Normal` draws N(0, 1) (`nn.Embedding`); `Arange` counts along the last dimension.
+/// Constants read by `get_attr` nodes are created only when the graph defines them
+/// ([`mase_ir::Node::constant`], a zoo model's position ids); an importer's come with its tensors.
 pub fn init_params(graph: &Graph, rng: &mut Rng) -> ParamStore {
     let mut store = ParamStore::new();
     for (name, spec) in graph.param_specs() {
@@ -39,6 +41,10 @@ pub fn init_tensor(spec: &ParamSpec, rng: &mut Rng) -> Tensor {
                 v.iter_mut().skip(r * cols).take(cols).for_each(|x| *x = 0.0);
             }
             v
+        }
+        Init::Arange => {
+            let cols = spec.shape.last().copied().unwrap_or(1).max(1);
+            (0..n).map(|i| (i % cols) as f32).collect()
         }
     };
     Tensor { shape: spec.shape.clone(), data }

@@ -287,7 +287,7 @@ fn init_follows_pytorch_defaults_deterministically() {
             }
             Init::Ones => assert!(t.data.iter().all(|&v| v == 1.0)),
             Init::Zeros => assert!(t.data.iter().all(|&v| v == 0.0)),
-            Init::Normal { .. } => unreachable!("the small CNN has no embedding"),
+            Init::Normal { .. } | Init::Arange => unreachable!("the small CNN has no embedding and no position ids"),
         }
     }
     assert_eq!(a.trainable_count(), 3 * 16 * 9 + 16 + 32 + 16 * 32 * 9 + 32 + 1280 + 10);

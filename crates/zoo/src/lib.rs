@@ -1,4 +1,5 @@
-//! The model zoo of mase-rs: MASE's named models (jsc-tiny ... vgg7) and user model files.
+//! The model zoo of mase-rs: MASE's named models (jsc-tiny ... vgg7), a BERT-style encoder
+//! (bert-tiny) and user model files.
 //!
 //! Builders return a [`mase_ir::Graph`] without parameters; the runtime initialises them from
 //! each node's `Op::param_specs`. Node names, module paths and parameter names are those torch.fx
@@ -17,6 +18,7 @@ mod file;
 mod jsc;
 mod layers;
 mod registry;
+mod text;
 mod toy;
 mod vision;
 

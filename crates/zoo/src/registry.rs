@@ -2,7 +2,7 @@
 
 use crate::context::ModelContext;
 use crate::layers::check_graph;
-use crate::{jsc, toy, vision, Result, ZooError};
+use crate::{jsc, text, toy, vision, Result, ZooError};
 use mase_ir::Graph;
 
 /// What the zoo says about a named model.
@@ -12,7 +12,7 @@ pub struct ModelInfo {
     pub name: &'static str,
     /// One line on the architecture and its size on its usual data set.
     pub description: &'static str,
-    /// `physical` (tabular jet data), `vision` (images) or `toy`.
+    /// `physical` (tabular jet data), `vision` (images), `sequence` (token sequences) or `toy`.
     pub family: &'static str,
     /// The data set the model is made for (the one its description's parameter count is on).
     pub dataset: &'static str,
@@ -78,6 +78,14 @@ const MODELS: &[Entry] = &[
         "cifar10",
         "MASE's CIFAR VGG7: 6 conv+BN+ReLU, 3 max-pools, 8192-1024-1024-classes (14029450 params on cifar10)",
         vision::vgg7,
+    ),
+    // Sequence models.
+    entry(
+        "bert-tiny",
+        "sequence",
+        "digits-seq",
+        "BERT encoder classifier: hidden 128, 2 layers, 2 heads, FFN 512, GELU, token ids 0..16 (425226 params on digits-seq)",
+        text::bert_tiny,
     ),
 ];
 

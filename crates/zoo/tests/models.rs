@@ -219,12 +219,25 @@ fn registry_lists_every_model_with_info() {
     let names = model_names();
     assert_eq!(
         names,
-        ["jsc-tiny", "jsc-toy", "jsc-s", "jsc-three-linear", "jsc-three-layer", "toy", "toy_tiny", "mlp", "tfc", "mnist-cnn", "vgg7"]
+        [
+            "jsc-tiny",
+            "jsc-toy",
+            "jsc-s",
+            "jsc-three-linear",
+            "jsc-three-layer",
+            "toy",
+            "toy_tiny",
+            "mlp",
+            "tfc",
+            "mnist-cnn",
+            "vgg7",
+            "bert-tiny"
+        ]
     );
     for name in names {
         let info = model_info(name).unwrap();
         assert_eq!(info.name, name);
-        assert!(["physical", "vision", "toy"].contains(&info.family), "{name}");
+        assert!(["physical", "vision", "sequence", "toy"].contains(&info.family), "{name}");
         assert!(!info.description.is_empty());
     }
     assert_eq!(model_info("JSC-Tiny").map(|i| i.name), Some("jsc-tiny"));

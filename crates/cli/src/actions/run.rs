@@ -65,6 +65,25 @@ fn random_input(shape: &[usize], seed: u64) -> Result<Tensor> {
     Ok(Tensor::new(shape.to_vec(), data)?)
 }
 
+/// The number of rows of the embeddings that read the graph's first input as ids (the smallest,
+/// if several do), or `None` when no embedding reads it: such a model takes token ids, which
+/// `--random` draws uniformly from `0..rows` instead of standard normal values.
+fn input_vocab(graph: &Graph) -> Option<usize> {
+    let x = *graph.inputs().first()?;
+    let rows = graph.users(x).into_iter().filter_map(|u| match graph.node(u).op {
+        mase_ir::Op::Embedding { num_embeddings, .. } if graph.node(u).inputs.first() == Some(&x) => Some(num_embeddings),
+        _ => None,
+    });
+    rows.min()
+}
+
+/// `--random`'s batch for a model that takes token ids: whole numbers uniform in `0..vocab`.
+fn random_ids(shape: &[usize], vocab: usize, seed: u64) -> Result<Tensor> {
+    let mut rng = Rng::new(seed).fork(RANDOM_INPUT_STREAM);
+    let n = shape.iter().product::<usize>();
+    Ok(Tensor::new(shape.to_vec(), (0..n).map(|_| rng.below(vocab.max(1) as u64) as f32).collect())?)
+}
+
 /// The model to run, its weights, its name and (where known) one sample's shape.
 struct Model {
     graph: Graph,
@@ -152,6 +171,10 @@ pub fn run(args: &RunModelArgs) -> Result<()> {
         );
     }
     let model = load_model(&s, args, &x, &human)?;
+    let x = match (args.random.is_some(), input_vocab(&model.graph)) {
+        (true, Some(vocab)) => random_ids(&x.shape, vocab, s.seed)?,
+        _ => x,
+    };
     if let Some(want) = model.sample_shape.as_deref().filter(|&w| w != &x.shape[1..]) {
         bail!("input of shape {:?}: model `{}` takes samples of shape {want:?} (after the batch dimension)", x.shape, model.label);
     }
