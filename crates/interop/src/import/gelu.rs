@@ -17,15 +17,10 @@ pub(crate) struct ErfGelus {
     pub inner: HashSet<usize>,
 }
 
-/// The scalar value of a constant operand, from an initializer or a `Constant` node.
-fn scalar(name: &str, inits: &HashMap<&str, f32>) -> Option<f32> {
-    inits.get(name).copied()
-}
-
 /// Whether `a` or `b` is the scalar `want` (to 1e-6 relative), and the other operand's name.
 fn with_const<'a>(n: &'a NodeProto, want: f32, consts: &HashMap<&str, f32>) -> Option<&'a str> {
     let [a, b] = &n.input[..] else { return None };
-    let is = |v: &str| scalar(v, consts).is_some_and(|c| (c - want).abs() <= 1e-6 * want.abs());
+    let is = |v: &str| consts.get(v).is_some_and(|c| (c - want).abs() <= 1e-6 * want.abs());
     match (is(a), is(b)) {
         (false, true) => Some(a),
         (true, false) => Some(b),
@@ -36,7 +31,8 @@ fn with_const<'a>(n: &'a NodeProto, want: f32, consts: &HashMap<&str, f32>) -> O
 /// Finds every `Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5` chain whose inner values
 /// nothing else reads (the `Add` and both `Mul`s may take their operands in either order).
 pub(crate) fn find(graph: &GraphProto) -> ErfGelus {
-    // Scalar constants: initializers and `Constant` nodes with a one-element `value`.
+    // Scalar constants by value name: initializers and `Constant` nodes with a one-element
+    // float `value`.
     let mut consts: HashMap<&str, f32> = HashMap::new();
     for t in &graph.initializer {
         if let Some(v) = from_proto(t).ok().filter(|c| c.is_float()).and_then(|c| c.scalar_f32()) {
@@ -67,7 +63,8 @@ pub(crate) fn find(graph: &GraphProto) -> ErfGelus {
             continue;
         }
         let x = &div.input[0];
-        if scalar(&div.input[1], &consts).is_none_or(|c| (c - std::f32::consts::SQRT_2).abs() > 1e-6) || consts.contains_key(x.as_str()) {
+        if consts.get(div.input[1].as_str()).is_none_or(|c| (c - std::f32::consts::SQRT_2).abs() > 1e-6) || consts.contains_key(x.as_str())
+        {
             continue;
         }
         let chain = (|| {
