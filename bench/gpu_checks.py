@@ -119,6 +119,9 @@ def correctness(device):
         rows[name] = check_graph(mg, x, y, device)
     for path in sorted((REPO / "crates/interop/tests/fixtures").glob("*/*.onnx")):
         mg = MaseGraph(model=str(path))
+        if mg._raw.io_counts != (1, 1):
+            # Several inputs or outputs: python/tests/test_multi_io.py checks those on the CPU.
+            continue
         shape = mg._raw.sample_shape
         x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
         rows[str(path.relative_to(REPO))] = check_graph(mg, x, None, device)

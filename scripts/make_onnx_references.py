@@ -267,6 +267,60 @@ def op_models(rng):
         print(f"ops/{name}.onnx (opset {opset}): {x.shape} -> {y.shape}")
 
 
+def multi_io_models(rng):
+    """Models with several inputs or outputs, and the exact GELU as torch.onnx writes it before
+    opset 20 (`Div, Erf, Add, Mul, Mul`), each run in onnxruntime: `x0, x1, ...` are the inputs
+    in graph order, `y0, y1, ...` onnxruntime's outputs."""
+    import torch
+
+    out = FIX / "multi_io"
+    out.mkdir(exist_ok=True)
+    f32 = lambda *shape: rng.normal(0.0, 1.0, size=shape).astype(np.float32)
+    init = lambda name, a: numpy_helper.from_array(np.asarray(a), name)
+    I = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    const = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.float32)))
+    N = "N"
+    models = {}
+    # `forward(a, b)` returning `(a + b, relu(a @ w), a @ w)`: the matmul is returned and read.
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("MatMul", ["a", "w"], ["m"]),
+        helper.make_node("Relu", ["m"], ["r"]),
+    ]
+    graph = helper.make_graph(nodes, "two_inputs_three_outputs", [I("a", [N, 3]), I("b", [N, 3])], [I("s", [N, 3]), I("r", [N, 4]), I("m", [N, 4])], [init("w", f32(3, 4))])
+    models["two_inputs_three_outputs"] = (helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), [[3], [3]])
+    # The exact GELU chain, its constants as an initializer (sqrt 2) and as `Constant` nodes.
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Div", ["h", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        const("one", 1.0),
+        helper.make_node("Add", ["one", "e"], ["a"]),
+        helper.make_node("Mul", ["a", "h"], ["m"]),
+        const("half", 0.5),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "gelu_erf_chain", [I("x", [N, 5])], [I("y", [N, 4])], [init("w", f32(5, 4)), init("sqrt2", np.array(np.sqrt(2.0), np.float32))])
+    models["gelu_erf_chain"] = (helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), [[5]])
+    # nn.GELU as torch.onnx exports it at opset 17 (no Gelu operator before 20).
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 3)).eval()
+    path = out / "torch_gelu_opset17.onnx"
+    torch.onnx.export(net, (torch.zeros(2, 6),), str(path), opset_version=17, dynamo=False, input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    models["torch_gelu_opset17"] = (onnx.load(str(path)), [[6]])
+    for name, (model, samples) in models.items():
+        onnx.checker.check_model(model)
+        xs = [rng.normal(0.0, 1.0, size=[7] + s).astype(np.float32) for s in samples]
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        feed = {i.name: x for i, x in zip(sess.get_inputs(), xs)}
+        ys = sess.run(None, feed)
+        onnx.save(model, str(out / f"{name}.onnx"))
+        arrays = {f"x{k}": x for k, x in enumerate(xs)}
+        arrays.update({f"y{k}": y.astype(np.float32) for k, y in enumerate(ys)})
+        np.savez(out / f"{name}.npz", **arrays)
+        print(f"multi_io/{name}.onnx: {[x.shape for x in xs]} -> {[y.shape for y in ys]} ({[n.op_type for n in model.graph.node]})")
+
+
 def torch_fixtures():
     """Small torch.save files: strided views, offsets, half types, a pickled module."""
     import collections
@@ -324,6 +378,7 @@ def main():
         ckpt_reference(shared, rng)
         op_models(np.random.default_rng(7))
         torch_fixtures()
+        multi_io_models(np.random.default_rng(11))
     if (FIX / "trained").is_dir():
         trained_references()
 

@@ -301,18 +301,13 @@ def test_unmappable_nodes_are_listed_in_one_value_error():
 BAD = [
     # (what, module factory, sample shape, words of the one-line message)
     (
-        "two inputs",
-        lambda: type("Two", (nn.Module,), {"forward": lambda self, x, y: x + y})(),
-        None,
-        "forward takes 2 inputs (x, y)",
-    ),
-    (
         "data-dependent control flow",
         lambda: type("Branch", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(),
         None,
         "torch.fx cannot trace Branch",
     ),
-    ("tuple output", lambda: type("Pair", (nn.Module,), {"forward": lambda self, x: (x, x)})(), None, "returns tuple"),
+    ("dict output", lambda: type("Named", (nn.Module,), {"forward": lambda self, x: {"y": x}})(), None, "returns dict"),
+    ("tuple with a number", lambda: type("Pair", (nn.Module,), {"forward": lambda self, x: (x, 2)})(), None, "a tuple holding int"),
     ("shape mismatch", lambda: nn.Sequential(nn.Linear(16, 8), nn.Linear(16, 5)), (16,), "node `_1` (linear)"),
 ]
 

@@ -68,12 +68,21 @@ fn a_ints(name: &str, v: &[usize]) -> AttributeProto {
     AttributeProto { name: name.into(), ints: v.iter().map(|&x| x as i64).collect(), r#type: 7, ..Default::default() }
 }
 
-/// Per-sample input shape: the option, the input's metadata, or the first layer's width.
-fn sample_shape(graph: &Graph, opts: &ExportOptions) -> Result<Vec<usize>> {
-    if let Some(s) = &opts.sample_shape {
+/// Per-sample shape of every graph input, in order: the option (for the first input), each
+/// input's metadata, or the first layer's width.
+fn sample_shapes(graph: &Graph, opts: &ExportOptions) -> Result<Vec<Vec<usize>>> {
+    let inputs = graph.inputs();
+    if inputs.is_empty() {
+        return Err(xerr("graph", "it has no input"));
+    }
+    inputs.iter().enumerate().map(|(k, &input)| sample_shape(graph, input, opts.sample_shape.as_ref().filter(|_| k == 0))).collect()
+}
+
+/// Per-sample shape of one graph input: `given`, its metadata, or the first layer's width.
+fn sample_shape(graph: &Graph, input: NodeId, given: Option<&Vec<usize>>) -> Result<Vec<usize>> {
+    if let Some(s) = given {
         return Ok(s.clone());
     }
-    let input = graph.inputs().first().copied().ok_or_else(|| xerr("graph", "it has no input"))?;
     if let Some(ArgMeta::Tensor(t)) = graph.node(input).meta.common.results.get("data_out_0") {
         if t.shape.len() > 1 {
             return Ok(t.shape[1..].to_vec());
@@ -644,12 +653,11 @@ fn onnx_name(key: &str, op: &str) -> String {
 /// Exports a graph and its parameters as an ONNX model.
 pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) -> Result<ModelProto> {
     mase_ir::validate(graph, Some(params))?;
-    let sample = sample_shape(graph, opts)?;
+    let samples = sample_shapes(graph, opts)?;
     let consts = |name: &str| params.get(name).map(|t| t.shape.clone());
     let probe = |b: usize| -> Result<Vec<ValueInfo>> {
-        let mut s = vec![b];
-        s.extend(&sample);
-        Ok(graph.infer_shapes(&[s], &consts)?)
+        let batches: Vec<Vec<usize>> = samples.iter().map(|s| std::iter::once(b).chain(s.iter().copied()).collect()).collect();
+        Ok(graph.infer_shapes(&batches, &consts)?)
     };
     let (p2, p3) = (probe(2)?, probe(3)?);
     let shapes = p2.iter().zip(&p3).map(|(a, b)| [a.shape().to_vec(), b.shape().to_vec()]).collect();
@@ -670,9 +678,18 @@ pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
         }
         ex.node(id)?;
     }
-    let out = graph.output_node()?;
-    let src = graph.node(out).inputs[0];
-    let output = crate::onnx::float_value_info(&ex.names[src.0], &ex.dims(src));
+    // One ONNX graph output per returned value, in order; a value returned twice is written
+    // once more through an `Identity`, since ONNX output names are unique.
+    let mut outputs: Vec<crate::onnx::proto::ValueInfoProto> = Vec::new();
+    for (k, src) in graph.output_values()?.into_iter().enumerate() {
+        let mut name = ex.names[src.0].clone();
+        if outputs.iter().any(|o| o.name == name) {
+            let copy = format!("{name}_output_{k}");
+            ex.add(onnx_name(&copy, "Identity"), "Identity", vec![name], copy.clone(), vec![]);
+            name = copy;
+        }
+        outputs.push(crate::onnx::float_value_info(&name, &ex.dims(src)));
+    }
     let layer_norm = graph.nodes().iter().any(|n| matches!(n.op, Op::LayerNorm { .. }));
     let opset = if layer_norm { LAYER_NORM_OPSET } else { EXPORT_OPSET };
     let mut opset_import = vec![OperatorSetIdProto { domain: String::new(), version: opset }];
@@ -689,7 +706,7 @@ pub fn export_model(graph: &Graph, params: &ParamStore, opts: &ExportOptions) ->
             name: "mase_graph".into(),
             initializer: ex.inits,
             input: inputs,
-            output: vec![output],
+            output: outputs,
             ..Default::default()
         }),
         ..Default::default()

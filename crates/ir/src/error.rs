@@ -13,7 +13,7 @@ pub enum IrError {
     DuplicateName(String),
     #[error("graph has no output node")]
     NoOutput,
-    #[error("graph has {0} output nodes; exactly one is supported")]
+    #[error("graph has {0} output nodes; a graph has one, which returns every output")]
     ManyOutputs(usize),
     #[error("no node named `{0}`")]
     UnknownNode(String),

@@ -177,7 +177,13 @@ impl Graph {
 
     /// The graph output.
     pub fn output(&mut self, value: NodeId) -> NodeId {
-        self.push("output", NodeKind::Output, "output".to_string(), Op::Output, &[value])
+        self.outputs(&[value])
+    }
+
+    /// The graph's outputs, in order: a forward returning the tuple `(a, b)` gives one `output`
+    /// node whose inputs are `a` and `b` (torch.fx's `return (a, b)`).
+    pub fn outputs(&mut self, values: &[NodeId]) -> NodeId {
+        self.push("output", NodeKind::Output, "output".to_string(), Op::Output, values)
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -242,6 +248,7 @@ impl Graph {
         Ok(())
     }
 
+    /// The placeholders, in order (the forward's arguments).
     pub fn inputs(&self) -> Vec<NodeId> {
         self.ids().filter(|&i| self.node(i).kind == NodeKind::Placeholder).collect()
     }
@@ -254,6 +261,11 @@ impl Graph {
             1 => Ok(outs[0]),
             n => Err(IrError::ManyOutputs(n)),
         }
+    }
+
+    /// The values the graph returns, in order (the inputs of its output node).
+    pub fn output_values(&self) -> Result<Vec<NodeId>> {
+        Ok(self.node(self.output_node()?).inputs.clone())
     }
 
     /// Nodes that consume `id`, in graph order, each once.
@@ -320,5 +332,42 @@ mod tests {
         // The removed name stays reserved, as in torch.fx.
         let again = g.call_module("seq.1", Op::Relu, &[NodeId(1)]);
         assert_eq!(g.node(again).name, "seq_2");
+    }
+
+    /// `forward(self, a, b)` returning `(a @ b, a)`.
+    fn two_in_two_out() -> Graph {
+        let mut g = Graph::new();
+        let a = g.placeholder("a");
+        let b = g.placeholder("b");
+        let m = g.call_function("torch.matmul", Op::MatMul, &[a, b]);
+        g.outputs(&[m, a]);
+        g
+    }
+
+    #[test]
+    fn several_inputs_and_outputs_print_infer_and_round_trip() {
+        let g = two_in_two_out();
+        crate::validate(&g, None).unwrap();
+        assert_eq!(g.inputs(), [NodeId(0), NodeId(1)]);
+        assert_eq!(g.output_values().unwrap(), [NodeId(2), NodeId(0)]);
+        let want = "graph():\n    %a : [num_users=2] = placeholder[target=a]\n    %b : [num_users=1] = placeholder[target=b]\n    %matmul : [num_users=1] = call_function[target=torch.matmul](args = (%a, %b), kwargs = {})\n    return (matmul, a)\n";
+        assert_eq!(g.to_string(), want);
+        let shapes = g.infer_shapes(&[vec![2, 3, 4], vec![2, 4, 5]], &|_| None).unwrap();
+        let got: Vec<&[usize]> = shapes.iter().map(|v| v.shape()).collect();
+        // The output node's own value is its first output's.
+        assert_eq!(got, [&[2, 3, 4][..], &[2, 4, 5], &[2, 3, 5], &[2, 3, 5]]);
+        let missing = g.infer_shapes(&[vec![2, 3, 4]], &|_| None).unwrap_err().to_string();
+        assert_eq!(missing, "node `b`: graph has more inputs than the 1 shape(s) given");
+        let back: Graph = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+        assert_eq!(back, g);
+    }
+
+    #[test]
+    fn an_output_returning_nothing_is_refused() {
+        let mut g = Graph::new();
+        g.placeholder("x");
+        g.outputs(&[]);
+        let e = crate::validate(&g, None).unwrap_err().to_string();
+        assert_eq!(e, "node `output`: the output returns no value; it needs at least one");
     }
 }

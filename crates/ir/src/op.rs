@@ -727,6 +727,8 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Input | Op::Constant => Some(0),
+            // The graph's outputs, in order: one or more (`validate` refuses none).
+            Op::Output => None,
             Op::Reshape { .. } | Op::Concat { .. } | Op::Opaque { .. } => None,
             // The input and the integer inputs its sizes read; any number of tensors; the integer
             // operands (none to two).

@@ -44,8 +44,13 @@ impl fmt::Display for Graph {
             let users = self.users(id).len();
             match n.kind {
                 NodeKind::Output => {
-                    let v = n.inputs.first().map(|i| self.node(*i).name.as_str()).unwrap_or("None");
-                    writeln!(f, "    return {v}")?;
+                    // Several outputs print as fx prints a returned tuple.
+                    let names: Vec<&str> = n.inputs.iter().map(|i| self.node(*i).name.as_str()).collect();
+                    match names[..] {
+                        [] => writeln!(f, "    return None")?,
+                        [v] => writeln!(f, "    return {v}")?,
+                        _ => writeln!(f, "    return ({})", names.join(", "))?,
+                    }
                 }
                 NodeKind::Placeholder | NodeKind::GetAttr => {
                     writeln!(f, "    %{} : [num_users={users}] = {}[target={}]", n.name, n.kind.as_str(), n.target)?;

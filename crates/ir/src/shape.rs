@@ -99,7 +99,8 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
     let shaped = |s: Shaped| s.map(ValueInfo::Tensor).map_err(err);
     match op {
         Op::Input | Op::Constant => Err(err("inputs and constants take their shape from outside the graph".into())),
-        Op::Output => Ok(inputs[0].clone()),
+        // The output node's own value is its first output's (several outputs are its inputs).
+        Op::Output => inputs.first().cloned().ok_or_else(|| err("the output returns no value".into())),
         Op::Linear { in_features, out_features, .. } => shaped(linear(tensor_in(0)?, *in_features, *out_features)),
         Op::Conv1d(c) => shaped(conv(c, tensor_in(0)?, 1)),
         Op::Conv2d(c) => shaped(conv(c, tensor_in(0)?, 2)),

@@ -5,7 +5,8 @@ use crate::op::Op;
 use crate::{IrError, ParamStore, Result};
 use std::collections::HashSet;
 
-/// Checks unique names, inputs defined before use, one output, arities, and (when `params` is
+/// Checks unique names, inputs defined before use, one output node returning at least one value,
+/// arities, and (when `params` is
 /// given) that every parameter a module needs is present with the right shape.
 pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
     let mut names = HashSet::new();
@@ -57,7 +58,10 @@ pub fn validate(graph: &Graph, params: Option<&ParamStore>) -> Result<()> {
             });
         }
     }
-    graph.output_node()?;
+    let out = graph.node(graph.output_node()?);
+    if out.inputs.is_empty() {
+        return Err(IrError::Invalid { node: out.name.clone(), reason: "the output returns no value; it needs at least one".into() });
+    }
     if let Some(ps) = params {
         for (name, spec) in graph.param_specs() {
             let t = ps.require(&name)?;

@@ -100,10 +100,37 @@ impl PassContext {
         })
     }
 
+    /// The shape of one sample of every graph input, in order: [`PassContext::sample_shape`]
+    /// for a graph with one input; for several, each placeholder's metadata (`data_out_0`,
+    /// recorded by the tracer, the ONNX importer or `add_common_metadata`).
+    pub fn sample_shapes(&self, graph: &Graph) -> Option<Vec<Vec<usize>>> {
+        let inputs = graph.inputs();
+        if inputs.len() == 1 {
+            return self.sample_shape(graph).map(|s| vec![s]);
+        }
+        inputs
+            .iter()
+            .map(|&i| match graph.node(i).meta.common.results.get("data_out_0") {
+                Some(ArgMeta::Tensor(t)) if !t.shape.is_empty() => Some(t.shape[1..].to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Refuses, for pass `pass`, a graph with several inputs (passes that run the model on the
+    /// data set's batches, or rebuild it for one input shape).
+    pub fn require_one_input(pass: &str, graph: &Graph) -> Result<()> {
+        match graph.inputs().len() {
+            1 => Ok(()),
+            inputs => Err(PassError::SeveralInputs { pass: pass.into(), inputs }),
+        }
+    }
+
     /// The first `num_samples` samples of `split` (or seeded random samples), cut into batches
     /// of `batch_size`. Taking the first samples in order, rather than a shuffled draw as
     /// MASE's data loader does, makes statistics reproducible run to run.
     pub fn batches(&self, pass: &str, graph: &Graph, split: Split, num_samples: usize, batch_size: usize) -> Result<Vec<Batch>> {
+        PassContext::require_one_input(pass, graph)?;
         let bs = batch_size.max(1);
         match &self.inputs {
             InputSource::Data(s) => {

@@ -39,6 +39,10 @@ pub enum PassError {
     #[error("pass `{pass}`: node `{node}` has no {what}; run `{needed}` first")]
     MissingMeta { pass: String, node: String, what: String, needed: String },
     /// A pass needs data (samples) and the context has none.
+    /// A pass that runs or rebuilds the model on batches of one tensor, given a graph with
+    /// several inputs.
+    #[error("pass `{pass}` runs the model on batches of one input tensor; the graph has {inputs} inputs")]
+    SeveralInputs { pass: String, inputs: usize },
     #[error("pass `{pass}` needs input samples: {reason}")]
     NoData { pass: String, reason: String },
     /// A quantization config is wrong for a node.

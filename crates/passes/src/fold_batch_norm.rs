@@ -47,6 +47,7 @@ pub struct FoldChange {
 
 /// The pass: [`fold_graph`], then the metadata refresh.
 pub fn fold_batch_norm(graph: &mut Graph, ctx: &mut PassContext, _args: &FoldArgs) -> Result<PassReport> {
+    PassContext::require_one_input(PASS, graph)?;
     let sample = ctx.sample_shape(graph).ok_or_else(|| PassError::NoData {
         pass: PASS.into(),
         reason: "the input shape is unknown: give a data set or run add_common_metadata first".into(),

@@ -278,3 +278,53 @@ fn hardware_metadata_of_a_graph_without_hardware_nodes() {
     let report = pass("add_hardware_metadata", &mut g, &mut ctx, json!(null));
     assert_eq!(report.json["hardware_nodes"], 0);
 }
+
+/// `forward(a, b)` returning `(fc(a) + b, fc(a))`, its inputs' shapes recorded in the
+/// placeholders' metadata (as the ONNX importer and Python's `dummy_in` record them).
+fn two_inputs_two_outputs() -> (mase_ir::Graph, mase_passes::PassContext) {
+    use mase_ir::{Graph, Op};
+    let mut g = Graph::new();
+    let a = g.placeholder("a");
+    let b = g.placeholder("b");
+    let fc = g.call_module("fc", Op::Linear { in_features: 4, out_features: 3, bias: true }, &[a]);
+    let s = g.call_function("operator.add", Op::Add, &[fc, b]);
+    g.outputs(&[s, fc]);
+    for (name, shape) in [("a", vec![2, 4]), ("b", vec![2, 3])] {
+        let id = g.require(name).unwrap();
+        g.node_mut(id).meta.common.results.insert("data_out_0".into(), ArgMeta::Tensor(TensorMeta::float32(shape)));
+    }
+    let params = mase_runtime::init_params(&g, &mut mase_ir::Rng::new(0));
+    (g, mase_passes::PassContext::new(params))
+}
+
+#[test]
+fn several_inputs_and_outputs_get_metadata_and_costs() {
+    let (mut g, mut ctx) = two_inputs_two_outputs();
+    let r = run_pass("add_common_metadata", &mut g, &mut ctx, &json!({"batch_size": 5})).unwrap();
+    assert_eq!(r.json["input_shape"], json!([[5, 4], [5, 3]]));
+    // Every input and output edge, by name: (node, table, key, shape).
+    let cases: &[(&str, &str, &str, &[usize])] = &[
+        ("a", "results", "data_out_0", &[5, 4]),
+        ("b", "results", "data_out_0", &[5, 3]),
+        ("add", "args", "data_in_1", &[5, 3]),
+        ("output", "args", "data_in_0", &[5, 3]),
+        ("output", "args", "data_in_1", &[5, 3]),
+    ];
+    for &(node, table, key, shape) in cases {
+        assert_eq!(tensor(&g, node, table, key).shape, shape, "{node}.{table}.{key}");
+    }
+    run_pass("add_software_metadata", &mut g, &mut ctx, &json!({})).unwrap();
+    let sw = &g.node(g.require("output").unwrap()).meta.software;
+    assert_eq!(sw["args"].as_object().unwrap().keys().collect::<Vec<_>>(), ["data_in_0", "data_in_1"]);
+    // The cost passes see both inputs: the linear layer's 4 x 3 weight and 3 biases, and the
+    // addition of `b`'s 3 values per sample.
+    let flops = run_pass("flops", &mut g, &mut ctx, &json!({})).unwrap();
+    assert_eq!(flops.json["total"]["params"], json!(15), "{}", flops.json);
+    let add = flops.json["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "add").unwrap();
+    assert_eq!(add["flops"], json!(3), "{add}");
+    // Passes that run the model on the data set's batches take one input tensor.
+    for (pass, args) in [("latency", json!({})), ("fold_batch_norm", json!({}))] {
+        let e = run_pass(pass, &mut g, &mut ctx, &args).unwrap_err().to_string();
+        assert_eq!(e, format!("pass `{pass}` runs the model on batches of one input tensor; the graph has 2 inputs"));
+    }
+}

@@ -21,6 +21,26 @@ const INIT_STREAM: u64 = 1;
 /// trainable parameter's gradient by name.
 type GradsOut<'py> = (Option<Bound<'py, PyArrayDyn<f32>>>, Vec<(String, Bound<'py, PyArrayDyn<f32>>)>);
 
+/// What `backward_many` returns: each input's gradient (flat), then the parameters'.
+type GradsManyOut<'py> = (Vec<Option<Bound<'py, PyArrayDyn<f32>>>>, Vec<(String, Bound<'py, PyArrayDyn<f32>>)>);
+
+/// Writes the buffers a train-mode forward moved (`name -> values`) into `targets`
+/// (`name -> float32 array`, such as the PyTorch view's buffers).
+fn write_buffers(targets: &Bound<'_, PyDict>, moved: Vec<(String, Vec<f32>)>) -> PyResult<()> {
+    for (name, data) in moved {
+        let Some(target) = targets.get_item(&name)? else { continue };
+        let mut arr: PyReadwriteArrayDyn<'_, f32> =
+            target.extract().map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: expected a writable float32 numpy array")))?;
+        let slice =
+            arr.as_slice_mut().map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: the array must be C-contiguous")))?;
+        if slice.len() != data.len() {
+            return Err(raise(ErrorClass::Value, &format!("buffer `{name}`: {} values expected, got {}", data.len(), slice.len())));
+        }
+        slice.copy_from_slice(&data);
+    }
+    Ok(())
+}
+
 /// One node as the PyTorch view reads it (`NativeGraph::view_records`).
 #[derive(serde::Serialize)]
 struct ViewRecord<'a> {
@@ -293,22 +313,118 @@ impl NativeGraph {
             })
         })?;
         if let Some(targets) = buffers {
-            for (name, data) in moved {
-                let Some(target) = targets.get_item(&name)? else { continue };
-                let mut arr: PyReadwriteArrayDyn<'_, f32> = target
-                    .extract()
-                    .map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: expected a writable float32 numpy array")))?;
-                let slice = arr
-                    .as_slice_mut()
-                    .map_err(|_| raise(ErrorClass::Value, &format!("buffer `{name}`: the array must be C-contiguous")))?;
-                if slice.len() != data.len() {
-                    return Err(raise(ErrorClass::Value, &format!("buffer `{name}`: {} values expected, got {}", data.len(), slice.len())));
-                }
-                slice.copy_from_slice(&data);
-            }
+            write_buffers(targets, moved)?;
         }
         let arr = ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
         Ok(arr.into_pyarray(py))
+    }
+
+    /// Runs the model on one float32 batch per graph input (in the forward's argument order),
+    /// for graphs with several inputs or outputs; returns every output, in order. `train`,
+    /// `input_grad` and `buffers` are as for `forward`.
+    #[pyo3(signature = (xs, train=false, input_grad=false, buffers=None))]
+    fn forward_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        xs: Vec<PyReadonlyArrayDyn<'py, f32>>,
+        train: bool,
+        input_grad: bool,
+        buffers: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Vec<Bound<'py, PyArrayDyn<f32>>>> {
+        let shapes: Vec<Vec<usize>> = xs.iter().map(|x| x.shape().to_vec()).collect();
+        let data = xs
+            .iter()
+            .enumerate()
+            .map(|(k, x)| x.as_slice().map_err(|_| raise(ErrorClass::Value, &format!("input {k}: the array must be C-contiguous"))))
+            .collect::<PyResult<Vec<&[f32]>>>()?;
+        let moving: Vec<String> =
+            if train { self.ctx.params.iter().filter(|(_, e)| !e.trainable).map(|(n, _)| n.to_string()).collect() } else { Vec::new() };
+        let (outs, moved) = guarded("forward", || {
+            py.allow_threads(|| {
+                crate::probe::rendezvous().map_err(|e| raise(ErrorClass::Value, &e))?;
+                let exec = self.executor()?;
+                exec.set_keep_input_grad(input_grad);
+                let mode = if train { Mode::Train } else { Mode::Eval };
+                let batches: Vec<(&[f32], &[usize])> = data.iter().zip(&shapes).map(|(d, s)| (*d, s.as_slice())).collect();
+                exec.forward_many(&batches, mode).map_err(|e| to_py(&e))?;
+                let outs: Vec<(Vec<usize>, Vec<f32>)> =
+                    (0..exec.output_count()).filter_map(|k| exec.output(k).map(|(s, v)| (s.to_vec(), v.to_vec()))).collect();
+                let moved: Vec<(String, Vec<f32>)> = moving.iter().filter_map(|n| exec.param(n).map(|d| (n.clone(), d.to_vec()))).collect();
+                for (name, data) in &moved {
+                    if let Some(t) = self.ctx.params.get_mut(name) {
+                        t.data.copy_from_slice(data);
+                    }
+                }
+                Ok((outs, moved))
+            })
+        })?;
+        if let Some(targets) = buffers {
+            write_buffers(targets, moved)?;
+        }
+        outs.into_iter()
+            .map(|(shape, v)| {
+                let arr = ArrayD::from_shape_vec(IxDyn(&shape), v).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+                Ok(arr.into_pyarray(py))
+            })
+            .collect()
+    }
+
+    /// Backward from one gradient per output after a train-mode `forward_many`: returns each
+    /// input's gradient as a flat float32 array (None where the forward did not ask for it or
+    /// nothing differentiable reads the input) and the trainable parameters' gradients.
+    fn backward_many<'py>(&mut self, py: Python<'py>, output_grads: Vec<PyReadonlyArrayDyn<'py, f32>>) -> PyResult<GradsManyOut<'py>> {
+        let gs = output_grads
+            .iter()
+            .enumerate()
+            .map(|(k, g)| g.as_slice().map_err(|_| raise(ErrorClass::Value, &format!("gradient of output {k} must be C-contiguous"))))
+            .collect::<PyResult<Vec<&[f32]>>>()?;
+        let (inputs, params) = guarded("backward", || {
+            py.allow_threads(|| {
+                let exec =
+                    self.exec.as_mut().ok_or_else(|| raise(ErrorClass::Value, "backward: no train-mode forward to go back through"))?;
+                exec.backward_many(&gs).map_err(|e| to_py(&e))?;
+                let inputs: Vec<Option<Vec<f32>>> = (0..exec.input_count()).map(|k| exec.input_grad_of(k).map(<[f32]>::to_vec)).collect();
+                Ok((inputs, exec.grads()))
+            })
+        })?;
+        let flat = |v: Vec<f32>| ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map(|a| a.into_pyarray(py));
+        let inputs = inputs
+            .into_iter()
+            .map(|g| g.map(flat).transpose().map_err(|e| raise(ErrorClass::Value, &e.to_string())))
+            .collect::<PyResult<_>>()?;
+        let mut grads = Vec::with_capacity(params.len());
+        for (name, data) in params {
+            let shape = self.ctx.params.get(&name).map(|t| t.shape.clone()).unwrap_or_else(|| vec![data.len()]);
+            let arr = ArrayD::from_shape_vec(IxDyn(&shape), data).map_err(|e| raise(ErrorClass::Value, &e.to_string()))?;
+            grads.push((name, arr.into_pyarray(py)));
+        }
+        Ok((inputs, grads))
+    }
+
+    /// Number of graph inputs and of values the graph returns.
+    #[getter]
+    fn io_counts(&self) -> PyResult<(usize, usize)> {
+        let outputs = self.graph.output_values().map_err(|e| to_py(&e))?.len();
+        Ok((self.graph.inputs().len(), outputs))
+    }
+
+    /// Records the shape of every graph input (batch first, in order) in the placeholders'
+    /// metadata, where `add_common_metadata` and the cost passes read the shapes of a graph with
+    /// several inputs (MASE's `dummy_in` with one array per input).
+    fn use_input_shapes(&mut self, shapes: Vec<Vec<usize>>) -> PyResult<()> {
+        let inputs = self.graph.inputs();
+        if shapes.len() != inputs.len() {
+            let names: Vec<&str> = inputs.iter().map(|&i| self.graph.node(i).name.as_str()).collect();
+            return Err(raise(
+                ErrorClass::Value,
+                &format!("dummy_in: {} arrays given; the graph has {} inputs ({})", shapes.len(), inputs.len(), names.join(", ")),
+            ));
+        }
+        for (&i, shape) in inputs.iter().zip(shapes) {
+            let meta = mase_ir::ArgMeta::Tensor(mase_ir::TensorMeta::float32(shape));
+            self.graph.node_mut(i).meta.common.results.insert("data_out_0".into(), meta);
+        }
+        Ok(())
     }
 
     /// Backward from `output_grad` (the gradient of the last train-mode forward's output):

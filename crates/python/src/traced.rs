@@ -71,7 +71,8 @@ pub fn build(label: &str, records: &str, state: &Bound<'_, PyDict>, sample_shape
     }
     let params = collect_params(label, &graph, tensors, &model.trainable_constants)?;
     mase_ir::validate(&graph, Some(&params)).map_err(|e| bad(label, e))?;
-    if let Some(sample) = sample_shape {
+    // A sample shape describes one input; a graph with several learns theirs from its inputs.
+    if let Some(sample) = sample_shape.filter(|_| graph.inputs().len() == 1) {
         let mut batch = vec![2];
         batch.extend(sample);
         graph.infer_shapes(&[batch], &|name| params.get(name).map(|t| t.shape.clone())).map_err(|e| bad(label, e))?;
@@ -90,12 +91,8 @@ fn build_graph(label: &str, records: Vec<NodeRecord>) -> PyResult<Graph> {
             .map(|i| ids.get(i).copied().ok_or_else(|| bad(label, format!("node `{}`: input `{i}` is not an earlier node", r.name))))
             .collect::<PyResult<Vec<NodeId>>>()?;
         let id = match r.kind {
-            NodeKind::Output => {
-                let [value] = inputs[..] else {
-                    return Err(bad(label, format!("the output returns {} values; mase-rs models return one tensor", inputs.len())));
-                };
-                g.output(value)
-            }
+            // A forward returning a tuple or list returns several values, in order.
+            NodeKind::Output => g.outputs(&inputs),
             kind => g.add_node(&r.name, kind, &r.target, r.op, &inputs),
         };
         g.node_mut(id).quant = r.quant;

@@ -10,8 +10,20 @@ pub enum RuntimeError {
     /// A graph-level problem found by the IR (bad shape, missing parameter, invalid node).
     #[error(transparent)]
     Ir(#[from] IrError),
-    #[error("graph has {count} inputs; the executor runs graphs with exactly one input")]
+    #[error("graph has {count} inputs; the executor runs graphs with at least one input")]
     InputCount { count: usize },
+    /// A call that takes one input batch and gives one output (training, evaluation, the
+    /// single-tensor forward) on a graph with several.
+    #[error(
+        "graph has {inputs} input(s) and {outputs} output(s); {call} takes a graph with exactly one of each (several go through `forward_many` / `backward_many`, which training and evaluation do not use)"
+    )]
+    NotSingle { call: &'static str, inputs: usize, outputs: usize },
+    #[error("{got} input batches given; the graph has {expected} inputs")]
+    InputBatches { expected: usize, got: usize },
+    #[error("{got} output gradients given; the graph has {expected} outputs")]
+    OutputGrads { expected: usize, got: usize },
+    #[error("output {index} (`{node}`) is an integer (a size); graph outputs must be tensors")]
+    IntegerOutput { index: usize, node: String },
     #[error("input data has {got} values, but shape {shape:?} needs {expected}")]
     InputLength { shape: Vec<usize>, expected: usize, got: usize },
     #[error("input has {got} {what} per sample, graph `{input}` expects {expected}")]
@@ -28,6 +40,10 @@ pub enum RuntimeError {
     LossShape { node: String, shape: Vec<usize> },
     #[error("output gradient has {got} values, the output has {expected}")]
     OutputGradLength { expected: usize, got: usize },
+    #[error("gradient of output {index} has {got} values, the output has {expected}")]
+    OutputGradLengthOf { index: usize, expected: usize, got: usize },
+    #[error("input {index} (`{input}`): data has {got} values, but shape {shape:?} needs {expected}")]
+    InputLengthOf { index: usize, input: String, shape: Vec<usize>, expected: usize, got: usize },
     #[error("node `{node}` ({op}) needs more than one value per channel in training, got input shape {shape:?}")]
     BatchNormSingleValue { node: String, op: String, shape: Vec<usize> },
     #[error(

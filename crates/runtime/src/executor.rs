@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// evaluation with another batch size one more.
 const MAX_PLANS: usize = 4;
 
+/// Graph inputs whose batches [`Executor::forward_many`] gathers without allocating.
+const MAX_INLINE_INPUTS: usize = 8;
+
 /// Gives each executor an identity, so an optimizer can tell whether it is stepping the same
 /// parameters as last time.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -189,16 +192,16 @@ impl Executor {
     /// batch norm uses batch statistics and updates its running statistics, dropout is active,
     /// and the activations are kept for backward.
     pub fn forward(&mut self, x: &[f32], x_shape: &[usize], mode: Mode) -> Result<&[f32]> {
-        let p = self.prepare(x_shape, x.len(), mode)?;
-        self.run_forward(p, x, mode, Keep::Every)?;
+        let p = self.prepare(x_shape, x.len(), mode, "forward")?;
+        self.run_forward(p, &[x], mode, Keep::Every)?;
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
 
     /// An evaluation forward on this executor's own thread pool that keeps only the output, so
     /// it runs the fused epilogues (the replicas of `crate::infer` run their slices with it).
     pub(crate) fn forward_output(&mut self, x: &[f32], x_shape: &[usize]) -> Result<&[f32]> {
-        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
-        self.run_forward(p, x, Mode::Eval, Keep::Output)?;
+        let p = self.prepare(x_shape, x.len(), Mode::Eval, "forward")?;
+        self.run_forward(p, &[x], Mode::Eval, Keep::Output)?;
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
 
@@ -211,7 +214,7 @@ impl Executor {
     /// in its own output pass, see `doc/runtime.md`), so `value` answers `None` for the nodes
     /// whose values the fused chains skip.
     pub fn infer(&mut self, x: &[f32], x_shape: &[usize]) -> Result<&[f32]> {
-        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        let p = self.prepare(x_shape, x.len(), Mode::Eval, "infer")?;
         self.run_infer(p, x)?;
         Ok(&self.plans[p].vals[self.topo.storage[self.topo.output]])
     }
@@ -240,9 +243,9 @@ impl Executor {
     /// held). Lightning's weight is `1 / accumulate_grad_batches`. The returned loss is the
     /// unweighted mean cross-entropy.
     pub fn accumulate_grad(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32], weight: f32) -> Result<StepStats> {
-        let p = self.prepare(x_shape, x.len(), Mode::Train)?;
+        let p = self.prepare(x_shape, x.len(), Mode::Train, "training")?;
         let classes = self.check_labels(p, labels)?;
-        self.run_forward(p, x, Mode::Train, Keep::Every)?;
+        self.run_forward(p, &[x], Mode::Train, Keep::Every)?;
         let out = self.topo.storage[self.topo.output];
         let plan = &mut self.plans[p];
         plan.ensure_grads();
@@ -274,7 +277,7 @@ impl Executor {
 
     /// Forward in evaluation mode and the loss and accuracy against `labels`; no gradients.
     pub fn eval_batch(&mut self, x: &[f32], x_shape: &[usize], labels: &[u32]) -> Result<StepStats> {
-        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        let p = self.prepare(x_shape, x.len(), Mode::Eval, "evaluation")?;
         let classes = self.check_labels(p, labels)?;
         self.run_infer(p, x)?;
         let out = self.topo.storage[self.topo.output];
@@ -285,6 +288,7 @@ impl Executor {
     /// training mode, for losses other than cross-entropy. Gradients are written, not
     /// accumulated.
     pub fn backward(&mut self, output_grad: &[f32]) -> Result<()> {
+        self.require_single("backward")?;
         let p = self.current.filter(|&p| self.plans[p].trained).ok_or(RuntimeError::NoTrainingForward)?;
         let out = self.topo.storage[self.topo.output];
         let plan = &mut self.plans[p];
@@ -297,6 +301,83 @@ impl Executor {
         self.run_backward(p);
         self.grads_held = true;
         Ok(())
+    }
+
+    /// Runs the graph on one batch per graph input (in placeholder order, each `(values,
+    /// shape)`, the batch first); the outputs are then read with [`Executor::output`]. A forward
+    /// in [`Mode::Train`] keeps the activations for [`Executor::backward_many`]. Single-input,
+    /// single-output graphs may use this too; training and evaluation against labels take
+    /// graphs with one input and one output only.
+    pub fn forward_many(&mut self, xs: &[(&[f32], &[usize])], mode: Mode) -> Result<()> {
+        let p = self.prepare_many(xs, mode)?;
+        // At most a few inputs: the slices are gathered on the stack.
+        let mut data: [&[f32]; MAX_INLINE_INPUTS] = [&[]; MAX_INLINE_INPUTS];
+        if xs.len() <= MAX_INLINE_INPUTS {
+            for (d, (x, _)) in data.iter_mut().zip(xs) {
+                *d = x;
+            }
+            return self.run_forward(p, &data[..xs.len()], mode, Keep::Every);
+        }
+        let data: Vec<&[f32]> = xs.iter().map(|(x, _)| *x).collect();
+        self.run_forward(p, &data, mode, Keep::Every)
+    }
+
+    /// Number of graph inputs (placeholders).
+    pub fn input_count(&self) -> usize {
+        self.topo.inputs.len()
+    }
+
+    /// Number of values the graph returns.
+    pub fn output_count(&self) -> usize {
+        self.topo.outputs.len()
+    }
+
+    /// Shape and values of output `k` after the last forward (`None` before any forward, for
+    /// `k` out of range, or for a value a fused evaluation forward did not keep).
+    pub fn output(&self, k: usize) -> Option<(&[usize], &[f32])> {
+        self.value(NodeId(*self.topo.outputs.get(k)?))
+    }
+
+    /// Backward from one gradient per output (in output order, each the length of its output)
+    /// after a [`Executor::forward_many`] in training mode. Where two outputs are the same value,
+    /// or one output is read by the nodes computing another, the gradients are summed.
+    /// Parameter and input gradients are written, not accumulated.
+    pub fn backward_many(&mut self, output_grads: &[&[f32]]) -> Result<()> {
+        let p = self.current.filter(|&p| self.plans[p].trained).ok_or(RuntimeError::NoTrainingForward)?;
+        let outputs = &self.topo.outputs;
+        if output_grads.len() != outputs.len() {
+            return Err(RuntimeError::OutputGrads { expected: outputs.len(), got: output_grads.len() });
+        }
+        let plan = &mut self.plans[p];
+        for (k, (&o, g)) in outputs.iter().zip(output_grads).enumerate() {
+            let expected = plan.vals[self.topo.storage[o]].len();
+            if g.len() != expected {
+                return Err(RuntimeError::OutputGradLengthOf { index: k, expected, got: g.len() });
+            }
+        }
+        plan.ensure_grads();
+        for (k, (&o, g)) in outputs.iter().zip(output_grads).enumerate() {
+            let s = self.topo.storage[o];
+            // The first output stored in a buffer writes it, later ones add (in output order).
+            if outputs[..k].iter().any(|&e| self.topo.storage[e] == s) {
+                plan.grads[s].iter_mut().zip(g.iter()).for_each(|(d, v)| *d += v);
+            } else {
+                plan.grads[s].copy_from_slice(g);
+            }
+        }
+        self.grads_held = false;
+        self.run_backward(p);
+        self.grads_held = true;
+        Ok(())
+    }
+
+    /// Gradient with respect to graph input `k` from the last backward, when
+    /// [`Executor::set_keep_input_grad`] asked for it; `None` also when nothing differentiable
+    /// reads that input (PyTorch leaves its `.grad` unset then).
+    pub fn input_grad_of(&self, k: usize) -> Option<&[f32]> {
+        let plan = &self.plans[self.current?];
+        let s = self.topo.storage[*self.topo.inputs.get(k)?];
+        (self.keep_input_grad && !plan.grads.is_empty() && self.grad_plan.written[s]).then(|| plan.grads[s].as_slice())
     }
 
     /// Current values of all parameters and buffers, in state-dict order.
@@ -419,8 +500,19 @@ impl Executor {
         self.topo.is_tensor[node.0].then(|| (plan.shapes[node.0].as_slice(), plan.vals[s].as_slice()))
     }
 
-    /// Checks the batch, selects (or compiles) the plan for its shape, and returns its index.
-    pub(crate) fn prepare(&mut self, x_shape: &[usize], x_len: usize, mode: Mode) -> Result<usize> {
+    /// Refuses a graph with several inputs or outputs in a call that takes one of each.
+    fn require_single(&self, call: &'static str) -> Result<()> {
+        let (inputs, outputs) = (self.topo.inputs.len(), self.topo.outputs.len());
+        if inputs != 1 || outputs != 1 {
+            return Err(RuntimeError::NotSingle { call, inputs, outputs });
+        }
+        Ok(())
+    }
+
+    /// Checks the batch of a single-input, single-output call (`call` names it in the error),
+    /// selects (or compiles) the plan for its shape, and returns its index.
+    pub(crate) fn prepare(&mut self, x_shape: &[usize], x_len: usize, mode: Mode, call: &'static str) -> Result<usize> {
+        self.require_single(call)?;
         if x_shape.first().is_none_or(|&n| n == 0) {
             return Err(RuntimeError::EmptyBatch { shape: x_shape.to_vec() });
         }
@@ -428,11 +520,48 @@ impl Executor {
         if x_len != expected {
             return Err(RuntimeError::InputLength { shape: x_shape.to_vec(), expected, got: x_len });
         }
-        let p = match self.plans.iter().position(|p| p.x_shape == x_shape) {
+        self.select_plan(std::slice::from_ref(&x_shape), mode)
+    }
+
+    /// Checks one batch per graph input and selects (or compiles) the plan for their shapes.
+    fn prepare_many(&mut self, xs: &[(&[f32], &[usize])], mode: Mode) -> Result<usize> {
+        if xs.len() != self.topo.inputs.len() {
+            return Err(RuntimeError::InputBatches { expected: self.topo.inputs.len(), got: xs.len() });
+        }
+        for (k, (x, shape)) in xs.iter().enumerate() {
+            if shape.first().is_none_or(|&n| n == 0) {
+                return Err(RuntimeError::EmptyBatch { shape: shape.to_vec() });
+            }
+            let expected = shape.iter().product::<usize>();
+            if x.len() != expected {
+                let input = self.graph.node(NodeId(self.topo.inputs[k])).name.clone();
+                return Err(RuntimeError::InputLengthOf { index: k, input, shape: shape.to_vec(), expected, got: x.len() });
+            }
+        }
+        // At most a few inputs: the shapes are compared without collecting them.
+        let p = self.plans.iter().position(|p| p.in_shapes.len() == xs.len() && p.in_shapes.iter().zip(xs).all(|(a, (_, b))| a == b));
+        match p {
+            Some(p) => self.select_plan_at(p, mode),
+            None => {
+                let shapes: Vec<&[usize]> = xs.iter().map(|(_, s)| *s).collect();
+                self.select_plan(&shapes, mode)
+            }
+        }
+    }
+
+    /// The plan for input batches of `shapes` (compiled when new), checked for `mode`.
+    fn select_plan(&mut self, shapes: &[&[usize]], mode: Mode) -> Result<usize> {
+        let x_shape = shapes[0];
+        let p = match self
+            .plans
+            .iter()
+            .position(|p| p.in_shapes.len() == shapes.len() && p.in_shapes.iter().zip(shapes).all(|(a, b)| a == b))
+        {
             Some(p) => p,
             None => {
                 let threads = self.pool.as_ref().map_or(1, |p| p.current_num_threads());
-                let plan = Plan::build(&self.graph, &self.topo, &self.params, x_shape, threads, self.conv_algo)
+                let owned: Vec<Vec<usize>> = shapes.iter().map(|s| s.to_vec()).collect();
+                let plan = Plan::build(&self.graph, &self.topo, &self.params, &owned, threads, self.conv_algo)
                     .map_err(|e| self.explain(e, x_shape))?;
                 if self.plans.len() >= MAX_PLANS {
                     self.plans.remove(0);
@@ -443,6 +572,12 @@ impl Executor {
                 self.plans.len() - 1
             }
         };
+        self.select_plan_at(p, mode)
+    }
+
+    /// Checks plan `p` for `mode` and records its per-sample shape.
+    fn select_plan_at(&mut self, p: usize, mode: Mode) -> Result<usize> {
+        let x_shape = &self.plans[p].x_shape;
         if mode == Mode::Train {
             if let Some(e) = &self.plans[p].train_blocker {
                 return Err(e.clone());
@@ -521,9 +656,11 @@ impl Executor {
         Ok(classes)
     }
 
-    fn run_forward(&mut self, p: usize, x: &[f32], mode: Mode, keep: Keep) -> Result<()> {
+    fn run_forward(&mut self, p: usize, xs: &[&[f32]], mode: Mode, keep: Keep) -> Result<()> {
         let Plan { vals, kerns, trained, ins, quant, fusion, fused, .. } = &mut self.plans[p];
-        vals[self.topo.storage[self.topo.input]].copy_from_slice(x);
+        for (&input, x) in self.topo.inputs.iter().zip(xs) {
+            vals[self.topo.storage[input]].copy_from_slice(x);
+        }
         let train = mode == Mode::Train;
         let fuse = !train && keep == Keep::Output && self.fusion == Fusion::On;
         for (i, kern) in kerns.iter_mut().enumerate() {
@@ -567,7 +704,7 @@ impl Executor {
         let threads = self.pool.as_ref().map_or(1, |pool| pool.current_num_threads());
         let rows = if threads > 1 { self.work_per_row(p).and_then(|w| infer::slices(self.plans[p].x_shape[0], threads, w)) } else { None };
         let (Some(rows), Some(pool)) = (rows, &self.pool) else {
-            return self.run_forward(p, x, Mode::Eval, Keep::Output);
+            return self.run_forward(p, &[x], Mode::Eval, Keep::Output);
         };
         let source = ReplicaSource {
             graph: &self.graph,

@@ -24,7 +24,10 @@ use mase_ir::{Graph, Node, Op, ValueInfo};
 
 /// The graph compiled for one input shape.
 pub(crate) struct Plan {
+    /// Shape of the first input batch.
     pub x_shape: Vec<usize>,
+    /// Shape of every input batch, in placeholder order (the plan's key).
+    pub in_shapes: Vec<Vec<usize>>,
     /// Shape of every node's value (`[]` for integers).
     pub shapes: Vec<Vec<usize>>,
     /// Value buffers by storage; empty for aliases and integers.
@@ -58,11 +61,18 @@ fn dim(d: i64, rank: usize) -> usize {
 }
 
 impl Plan {
-    /// Compiles the graph for inputs of `x_shape`; `threads` is the size of the executor's pool,
-    /// which sets how many per-thread workspaces batch-parallel kernels get.
-    pub fn build(graph: &Graph, topo: &Topo, params: &[ParamSlot], x_shape: &[usize], threads: usize, algo: ConvAlgo) -> Result<Plan> {
+    /// Compiles the graph for inputs of `in_shapes` (one per placeholder); `threads` is the size
+    /// of the executor's pool, which sets how many per-thread workspaces batch-parallel kernels get.
+    pub fn build(
+        graph: &Graph,
+        topo: &Topo,
+        params: &[ParamSlot],
+        in_shapes: &[Vec<usize>],
+        threads: usize,
+        algo: ConvAlgo,
+    ) -> Result<Plan> {
         let constant_shape = |name: &str| params.iter().find(|s| s.name == name).map(|s| s.shape.clone());
-        let infos = graph.infer_shapes(&[x_shape.to_vec()], &constant_shape)?;
+        let infos = graph.infer_shapes(in_shapes, &constant_shape)?;
         let shapes: Vec<Vec<usize>> = infos.iter().map(|v| v.shape().to_vec()).collect();
         let mut vals = Vec::with_capacity(graph.len());
         let mut kerns = Vec::with_capacity(graph.len());
@@ -88,7 +98,8 @@ impl Plan {
         let (ins, quant) = crate::quant::plan_quant(graph, topo, &shapes, &mut vals)?;
         let fusion = crate::fuse::plan(graph, topo, &shapes);
         Ok(Plan {
-            x_shape: x_shape.to_vec(),
+            x_shape: in_shapes.first().cloned().unwrap_or_default(),
+            in_shapes: in_shapes.to_vec(),
             shapes,
             vals,
             grads: Vec::new(),

@@ -11,9 +11,13 @@ use std::collections::HashMap;
 /// Batch-independent wiring of a graph.
 #[derive(Clone, Debug)]
 pub(crate) struct Topo {
-    /// The graph input (placeholder) and output nodes.
+    /// The first graph input (placeholder) and the output node.
     pub input: usize,
     pub output: usize,
+    /// Every graph input (placeholder), in order.
+    pub inputs: Vec<usize>,
+    /// The values the graph returns, in order (the output node's inputs).
+    pub outputs: Vec<usize>,
     /// Node whose buffer holds each node's value: itself, or for `output`, `flatten` and `view`
     /// the storage of its data input, because those only reinterpret a contiguous buffer.
     pub storage: Vec<usize>,
@@ -33,11 +37,16 @@ pub(crate) fn is_alias(op: &Op) -> bool {
 
 impl Topo {
     pub fn new(graph: &Graph, params: &[ParamSlot]) -> Result<Topo> {
-        let inputs = graph.inputs();
-        if inputs.len() != 1 {
-            return Err(RuntimeError::InputCount { count: inputs.len() });
-        }
+        let inputs: Vec<usize> = graph.inputs().iter().map(|i| i.0).collect();
+        let Some(&input) = inputs.first() else {
+            return Err(RuntimeError::InputCount { count: 0 });
+        };
         let output = graph.output_node()?.0;
+        let outputs: Vec<usize> = graph.node(mase_ir::NodeId(output)).inputs.iter().map(|i| i.0).collect();
+        // A returned size is a Python integer; the executor's outputs are tensors.
+        if let Some((k, &o)) = outputs.iter().enumerate().find(|(_, &o)| graph.nodes()[o].op.gives_int()) {
+            return Err(RuntimeError::IntegerOutput { index: k, node: graph.nodes()[o].name.clone() });
+        }
         let by_name: HashMap<&str, usize> = params.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
         let slot = |name: &str| {
             by_name
@@ -60,7 +69,7 @@ impl Topo {
             });
             is_tensor.push(!node.op.gives_int());
         }
-        Ok(Topo { input: inputs[0].0, output, storage, ins, slots, is_tensor })
+        Ok(Topo { input, output, inputs, outputs, storage, ins, slots, is_tensor })
     }
 }
 
@@ -82,6 +91,9 @@ pub(crate) struct GradPlan {
     pub nodes: Vec<NodeGrad>,
     /// Whether each parameter slot receives a gradient.
     pub reached: Vec<bool>,
+    /// Whether backward writes each value buffer (by storage): a graph input's gradient is
+    /// `None` where nothing differentiable reads it.
+    pub written: Vec<bool>,
 }
 
 impl GradPlan {
@@ -98,8 +110,11 @@ impl GradPlan {
             };
         }
         // Backward sweep: the first contribution to a buffer writes it, later ones add.
+        // Every output's gradient is given; a later contribution to the same buffer adds to it.
         let mut seen = vec![false; nodes.len()];
-        seen[topo.storage[topo.output]] = true;
+        for &o in &topo.outputs {
+            seen[topo.storage[o]] = true;
+        }
         let mut param_seen = vec![false; params.len()];
         let mut plan = vec![NodeGrad::default(); nodes.len()];
         for i in (0..nodes.len()).rev() {
@@ -131,6 +146,6 @@ impl GradPlan {
                 })
                 .collect();
         }
-        GradPlan { nodes: plan, reached: param_seen }
+        GradPlan { nodes: plan, reached: param_seen, written: seen }
     }
 }

@@ -108,3 +108,29 @@ fn warm_steps_allocate_nothing() {
         }
     }
 }
+
+#[test]
+fn warm_steps_with_several_inputs_and_outputs_allocate_nothing() {
+    // `forward(a, b)` returning `(fc(a) * b, fc(a))`.
+    let mut g = Graph::new();
+    let a = g.placeholder("a");
+    let b = g.placeholder("b");
+    let fc = g.call_module("fc", Op::Linear { in_features: 6, out_features: 4, bias: true }, &[a]);
+    let m = g.call_function("operator.mul", Op::Mul, &[fc, b]);
+    g.outputs(&[m, fc]);
+    let params = init_params(&g, &mut Rng::new(0));
+    let mut rng = Rng::new(1);
+    let mut draw = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+    let (xa, xb, g0, g1) = (draw(16 * 6), draw(16 * 4), draw(16 * 4), draw(16 * 4));
+    let mut exec = Executor::new(&g, &params, ExecOptions { threads: 1, seed: 0 }).unwrap();
+    exec.set_keep_input_grad(true);
+    let mut opt = Optimizer::new(OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, weight_decay: 0.0, nesterov: false }, 1e-2);
+    let mut step = |exec: &mut Executor| {
+        exec.forward_many(&[(&xa, &[16, 6]), (&xb, &[16, 4])], Mode::Train).unwrap();
+        exec.backward_many(&[&g0, &g1]).unwrap();
+        exec.step(&mut opt).unwrap();
+        exec.forward_many(&[(&xa, &[16, 6]), (&xb, &[16, 4])], Mode::Eval).unwrap();
+    };
+    step(&mut exec);
+    assert_eq!(allocations(|| (0..3).for_each(|_| step(&mut exec))), 0, "warm multi-input steps must not allocate");
+}

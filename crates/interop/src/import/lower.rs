@@ -24,6 +24,19 @@ impl Importer {
         Ok(())
     }
 
+    /// The exact GELU of value `x` in place of the chain ending at `n` (`gelu::find`), named
+    /// after `n`, its last `Mul`.
+    pub(crate) fn erf_gelu(&mut self, n: &NodeProto, x: &str) -> Result<()> {
+        let v = self.value(x)?;
+        if !matches!(v, Val::Computed(_)) {
+            return Err(err(n, format!("the exact GELU ending here reads `{x}`, which is {}; it must be a computed tensor", v.kind())));
+        }
+        let out = Val::Computed(self.call(n, mase_ir::Op::Gelu { tanh: false }, vec![v])?);
+        let first = n.output.first().filter(|o| !o.is_empty()).ok_or_else(|| err(n, "the node has no output"))?;
+        self.vals.insert(first.clone(), out);
+        Ok(())
+    }
+
     /// Adds to the error of node `n` that an input's batch dimension is not in axis 0 because a
     /// `Transpose` without `perm` (which reverses all dimensions) moved it.
     fn explain_moved_batch(&self, n: &NodeProto, e: InteropError) -> InteropError {

@@ -11,6 +11,7 @@
 //! it (`[1, 16]`, `[789444, 16]`); a shape constant equal to that fixed size in the batch position
 //! of a `Reshape` is read as the batch.
 
+mod gelu;
 mod lower;
 mod ops;
 mod util;
@@ -50,10 +51,14 @@ pub struct ImportOptions {
 pub struct Imported {
     pub graph: Graph,
     pub params: ParamStore,
-    /// Shape of one input sample (the input's shape without the batch dimension).
+    /// Shape of one input sample (the first input's shape without the batch dimension).
     pub sample_shape: Vec<usize>,
-    /// Shape of one output sample.
+    /// Shape of one output sample (the first output's).
     pub output_shape: Vec<usize>,
+    /// Shape of one sample of every graph input, in order.
+    pub sample_shapes: Vec<Vec<usize>>,
+    /// Shape of one sample of every graph output, in order.
+    pub output_shapes: Vec<Vec<usize>>,
     /// The standard ONNX opset the file imports.
     pub opset: i64,
     /// Things the importer changed or assumed, one sentence each (a fixed batch made dynamic).
@@ -79,10 +84,11 @@ pub fn import_bytes(bytes: &[u8], opts: &ImportOptions) -> Result<Imported> {
 pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported> {
     let graph = model.graph.as_ref().ok_or_else(|| InteropError::Graph { reason: "the model has no graph".into() })?;
     let opset = standard_opset(model)?;
-    check_supported(graph, model, opset)?;
+    let gelus = gelu::find(graph);
+    check_supported(graph, model, opset, &gelus)?;
     check_single_writers(graph)?;
     let mut im = Importer::new(opset, opts.clone());
-    im.run(graph)
+    im.run(graph, &gelus)
 }
 
 fn standard_opset(model: &ModelProto) -> Result<i64> {
@@ -119,9 +125,10 @@ fn check_single_writers(graph: &GraphProto) -> Result<()> {
 }
 
 /// All unsupported operators of the graph, in one error.
-fn check_supported(graph: &GraphProto, model: &ModelProto, opset: i64) -> Result<()> {
+fn check_supported(graph: &GraphProto, model: &ModelProto, opset: i64, gelus: &gelu::ErfGelus) -> Result<()> {
     let mut bad: Vec<UnsupportedOp> = Vec::new();
-    for n in &graph.node {
+    // The inner nodes of an exact GELU (its `Erf`) are imported with the chain's last `Mul`.
+    for n in graph.node.iter().enumerate().filter(|(k, _)| !gelus.inner.contains(k)).map(|(_, n)| n) {
         let standard = n.domain.is_empty() || n.domain == "ai.onnx";
         let ok = (standard && ops::lowering(&n.op_type).is_some()) || crate::qonnx::is_quant_op(n);
         if !ok {
@@ -200,7 +207,7 @@ impl Importer {
         }
     }
 
-    fn run(&mut self, graph: &GraphProto) -> Result<Imported> {
+    fn run(&mut self, graph: &GraphProto, gelus: &gelu::ErfGelus) -> Result<Imported> {
         for t in &graph.initializer {
             let c = from_proto(t)?;
             self.vals.insert(t.name.clone(), Val::Const(c));
@@ -220,40 +227,38 @@ impl Importer {
             *self.uses.entry(o.name.clone()).or_default() += 1;
         }
         let inputs: Vec<_> = graph.input.iter().filter(|i| !self.vals.contains_key(&i.name)).collect();
-        let input = match inputs.as_slice() {
-            [one] => *one,
-            [] => return Err(InteropError::Graph { reason: "the graph has no input that is not an initializer".into() }),
-            many => {
-                let names: Vec<&str> = many.iter().map(|i| i.name.as_str()).collect();
-                return Err(InteropError::Graph {
-                    reason: format!("the graph has {} inputs ({}); mase-rs imports models with one input", many.len(), names.join(", ")),
-                });
-            }
-        };
-        let sample_shape = self.add_input(input)?;
-        for n in &graph.node {
-            self.node(n)?;
+        if inputs.is_empty() {
+            return Err(InteropError::Graph { reason: "the graph has no input that is not an initializer".into() });
         }
-        let out = match graph.output.as_slice() {
-            [one] => one,
-            [] => return Err(InteropError::Graph { reason: "the graph has no output".into() }),
-            many => {
-                return Err(InteropError::Graph {
-                    reason: format!("the graph has {} outputs; mase-rs imports models with one output", many.len()),
-                })
+        // One placeholder per graph input, in the file's order.
+        let sample_shapes = inputs.iter().map(|i| self.add_input(i)).collect::<Result<Vec<_>>>()?;
+        for (k, n) in graph.node.iter().enumerate() {
+            if gelus.inner.contains(&k) {
+                continue;
             }
-        };
-        let d = match self.value(&out.name)? {
-            Val::Computed(d) => d,
-            other => {
-                return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) })
+            match gelus.last.get(&k) {
+                Some(x) => self.erf_gelu(n, x)?,
+                None => self.node(n)?,
             }
-        };
-        if let Some(q) = d.quant.clone() {
-            self.attach_output_quant(d.id, q, &out.name)?;
         }
-        let out_id = self.g.output(d.id);
-        let p = self.probes[d.id.0].clone();
+        if graph.output.is_empty() {
+            return Err(InteropError::Graph { reason: "the graph has no output".into() });
+        }
+        let mut outs = Vec::with_capacity(graph.output.len());
+        for out in &graph.output {
+            let d = match self.value(&out.name)? {
+                Val::Computed(d) => d,
+                other => {
+                    return Err(InteropError::Graph { reason: format!("output `{}` is {}, not a computed tensor", out.name, other.kind()) })
+                }
+            };
+            if let Some(q) = d.quant.clone() {
+                self.attach_output_quant(d.id, q, &out.name)?;
+            }
+            outs.push(d.id);
+        }
+        self.g.outputs(&outs);
+        let p = self.probes[outs[0].0].clone();
         self.probes.push(p);
         mase_ir::validate(&self.g, Some(&self.params))?;
         if !self.folded.is_empty() {
@@ -261,18 +266,21 @@ impl Importer {
             let ops: Vec<String> = self.folded.iter().map(|(op, k)| format!("{op} {k}")).collect();
             self.notes.push(format!("{total} nodes computing constants or shapes were folded at import time ({})", ops.join(", ")));
         }
-        let output_shape = self.dyn_of(out_id)?.shape.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
+        let sample_of = |c: Computed| c.shape.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { *v as usize } else { 0 }).collect();
+        let output_shapes: Vec<Vec<usize>> = outs.iter().map(|&o| self.dyn_of(o).map(sample_of)).collect::<Result<_>>()?;
         Ok(Imported {
             graph: std::mem::take(&mut self.g),
             params: std::mem::take(&mut self.params),
-            sample_shape,
-            output_shape,
+            sample_shape: sample_shapes[0].clone(),
+            output_shape: output_shapes[0].clone(),
+            sample_shapes,
+            output_shapes,
             opset: self.opset,
             notes: std::mem::take(&mut self.notes),
         })
     }
 
-    /// The placeholder for the graph input; returns the per-sample shape.
+    /// The placeholder for a graph input; returns the per-sample shape.
     fn add_input(&mut self, input: &crate::onnx::proto::ValueInfoProto) -> Result<Vec<usize>> {
         use crate::onnx::proto::{tensor_shape_proto::dimension::Value as DV, type_proto::Value as TV};
         let bad = |reason: String| InteropError::Graph { reason: format!("input `{}`: {reason}", input.name) };

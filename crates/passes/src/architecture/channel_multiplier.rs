@@ -446,6 +446,7 @@ pub fn widen_graph(graph: &Graph, params: &ParamStore, args: &ChannelArgs, sampl
 
 /// The pass: [`widen_graph`] on the context's parameters, then the metadata refresh.
 pub fn channel_multiplier(graph: &mut Graph, ctx: &mut PassContext, args: &ChannelArgs) -> Result<PassReport> {
+    PassContext::require_one_input(PASS, graph)?;
     let sample = args.input_shape.clone().or_else(|| ctx.sample_shape(graph)).ok_or_else(|| PassError::NoData {
         pass: PASS.into(),
         reason: "the input shape is unknown: give a data set, run add_common_metadata first, or set `input_shape`".into(),

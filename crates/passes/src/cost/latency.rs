@@ -46,6 +46,7 @@ fn time_forward(exec: &mut Executor, x: &[f32], shape: &[usize], warmup: usize, 
 /// The pass. Needs input samples or a known input shape (random inputs are used without data).
 pub fn latency(graph: &mut Graph, ctx: &mut PassContext, args: &LatencyArgs) -> Result<PassReport> {
     const PASS: &str = "latency";
+    PassContext::require_one_input(PASS, graph)?;
     let batch = args.batch_size.unwrap_or(ctx.batch_size).max(1);
     let (warmup, repeats) = (args.warmup.unwrap_or(3), args.repeats.unwrap_or(20).max(1));
     let (x, shape) = match &ctx.inputs {

@@ -5,7 +5,7 @@
 pub mod count;
 pub mod latency;
 
-use crate::metadata::common::infer;
+use crate::metadata::common::{batched, infer};
 use crate::select::type_key;
 use crate::table::{Table, TableFormat};
 use crate::{PassContext, PassError, PassReport, Result};
@@ -24,13 +24,11 @@ pub struct CostArgs {
 
 /// Counts of every node for one sample, in graph order, with the node's name and type.
 pub fn graph_costs(pass: &str, graph: &Graph, ctx: &PassContext) -> Result<Vec<(String, String, NodeCost)>> {
-    let sample = ctx.sample_shape(graph).ok_or_else(|| PassError::NoData {
+    let samples = ctx.sample_shapes(graph).ok_or_else(|| PassError::NoData {
         pass: pass.into(),
         reason: "the input shape is unknown: give a data set or run add_common_metadata on a graph with a known input".into(),
     })?;
-    let mut shape = vec![1];
-    shape.extend(sample);
-    let values = infer(graph, ctx, shape)?;
+    let values = infer(graph, ctx, &batched(1, &samples))?;
     Ok(graph
         .nodes()
         .iter()

@@ -35,43 +35,52 @@ pub struct CommonArgs {
 /// The pass.
 pub fn add_common_metadata(graph: &mut Graph, ctx: &mut PassContext, args: &CommonArgs) -> Result<PassReport> {
     const PASS: &str = "add_common_metadata";
-    let inputs = graph.inputs();
-    if inputs.len() != 1 {
-        return Err(PassError::args(PASS, format!("the graph has {} inputs; metadata needs exactly one", inputs.len())));
-    }
-    let sample = ctx.sample_shape(graph).ok_or_else(|| PassError::NoData {
+    let samples = ctx.sample_shapes(graph).ok_or_else(|| PassError::NoData {
         pass: PASS.into(),
-        reason: "the input shape is unknown: give a data set or run the pass on a graph whose input has metadata".into(),
+        reason: "the input shape is unknown: give a data set or run the pass on a graph whose inputs have metadata".into(),
     })?;
     let batch = args.batch_size.unwrap_or(ctx.batch_size).max(1);
-    let mut shape = vec![batch];
-    shape.extend(sample);
-    let values = infer(graph, ctx, shape.clone())?;
+    let shapes = batched(batch, &samples);
+    let values = infer(graph, ctx, &shapes)?;
     annotate(graph, &values);
+    // One input reports its shape as before; several report the list.
+    let shape = if shapes.len() == 1 { json!(shapes[0]) } else { json!(shapes) };
     let nodes_in = graph.meta.common.get("nodes_in").cloned().unwrap_or(Value::Null);
     let nodes_out = graph.meta.common.get("nodes_out").cloned().unwrap_or(Value::Null);
     Ok(PassReport::new(PASS, json!({"input_shape": shape, "nodes": graph.len(), "nodes_in": nodes_in, "nodes_out": nodes_out})))
 }
 
-/// Shapes of every value for an input batch of `shape`.
-pub(crate) fn infer(graph: &Graph, ctx: &PassContext, shape: Vec<usize>) -> Result<Vec<ValueInfo>> {
+/// Shapes of every value for one input batch of each shape in `shapes` (in placeholder order).
+pub(crate) fn infer(graph: &Graph, ctx: &PassContext, shapes: &[Vec<usize>]) -> Result<Vec<ValueInfo>> {
     let consts = |name: &str| ctx.params.get(name).map(|t| t.shape.clone());
-    Ok(graph.infer_shapes(&[shape], &consts)?)
+    Ok(graph.infer_shapes(shapes, &consts)?)
 }
 
-/// The dummy input shape recorded by an earlier `add_common_metadata`, if any.
-pub(crate) fn recorded_input_shape(graph: &Graph) -> Option<Vec<usize>> {
-    let input = *graph.inputs().first()?;
-    match graph.node(input).meta.common.results.get("data_out_0") {
-        Some(ArgMeta::Tensor(t)) => Some(t.shape.clone()),
-        _ => None,
+/// Each sample shape with the batch `batch` in front.
+pub(crate) fn batched(batch: usize, samples: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    samples.iter().map(|s| std::iter::once(batch).chain(s.iter().copied()).collect()).collect()
+}
+
+/// The dummy input shapes recorded by an earlier `add_common_metadata` (one per input), if
+/// every input has one.
+pub(crate) fn recorded_input_shapes(graph: &Graph) -> Option<Vec<Vec<usize>>> {
+    let inputs = graph.inputs();
+    if inputs.is_empty() {
+        return None;
     }
+    inputs
+        .iter()
+        .map(|&i| match graph.node(i).meta.common.results.get("data_out_0") {
+            Some(ArgMeta::Tensor(t)) => Some(t.shape.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Recomputes common metadata after a transform changed formats, when the graph has it.
 pub(crate) fn refresh(graph: &mut Graph, ctx: &PassContext) -> Result<()> {
-    if let Some(shape) = recorded_input_shape(graph) {
-        let values = infer(graph, ctx, shape)?;
+    if let Some(shapes) = recorded_input_shapes(graph) {
+        let values = infer(graph, ctx, &shapes)?;
         annotate(graph, &values);
     }
     Ok(())

@@ -49,7 +49,7 @@ fn entries(graph: &Graph, id: NodeId) -> Result<(Vec<String>, Vec<String>)> {
     let data_in = |k: usize| (0..k).map(|i| format!("data_in_{i}")).collect::<Vec<_>>();
     Ok(match (n.kind, ty) {
         (NodeKind::Placeholder, _) | (NodeKind::GetAttr, _) => (vec![], out),
-        (NodeKind::Output, _) => (data_in(1), vec![]),
+        (NodeKind::Output, _) => (data_in(n.inputs.len()), vec![]),
         (NodeKind::CallModule, _) => {
             // Parameters first, then buffers, as `named_parameters()` then `named_buffers()`.
             let specs = n.op.param_specs();

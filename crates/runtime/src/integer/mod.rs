@@ -286,7 +286,7 @@ impl Executor {
     /// Forward in evaluation mode with integer arithmetic wherever the quantization allows (see
     /// [`crate::integer`]); returns the output and which nodes ran in integer arithmetic.
     pub fn forward_integer(&mut self, x: &[f32], x_shape: &[usize]) -> Result<(&[f32], IntegerReport)> {
-        let p = self.prepare(x_shape, x.len(), Mode::Eval)?;
+        let p = self.prepare(x_shape, x.len(), Mode::Eval, "integer execution")?;
         let report = self.run_integer_plan(p, x)?;
         Ok((&self.plans[p].vals[self.topo.storage[self.topo.output]], report))
     }

@@ -330,13 +330,13 @@ class MaseGraph:
 
     # Running the model.
 
-    def forward(self, x=None, **inputs):
+    def forward(self, *xs, **inputs):
         """The model's output for a batch `x` (`[N, ...sample]`, numpy or torch), as the same
-        kind of array; `mg(x)` and `mg(**{"x": x})` are the same call."""
-        if x is None:
-            if len(inputs) != 1:
-                raise ValueError(f"MaseGraph: the model takes one input, got {len(inputs)}")
-            x = next(iter(inputs.values()))
+        kind of array; `mg(x)` and `mg(**{"x": x})` are the same call. A model with several
+        inputs takes one batch per input, in the forward's order or by name (`mg(a, b)`,
+        `mg(a=a, b=b)`); one returning a tuple or list returns a tuple of arrays."""
+        xs = self._arguments(xs, inputs)
+        n_in, n_out = self._native.io_counts
         training = self._training()
         if self._torch is not None and self._has_opaque():
             # PyTorch runs a graph with modules kept whole.
@@ -345,14 +345,40 @@ class MaseGraph:
             model = self.model
             model.train(training)
             with torch.no_grad():
-                out = model(torch.from_numpy(to_numpy(x)))
-            return like(out.numpy(), x)
-        out = self._native.forward(to_numpy(x), training)
+                out = model(*[torch.from_numpy(to_numpy(x, f"input {k}")) for k, x in enumerate(xs)])
+            outs = [like(o.numpy(), xs[0]) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+            return outs[0] if n_out == 1 else tuple(outs)
+        if n_in == 1 and n_out == 1:
+            outs = [self._native.forward(to_numpy(xs[0]), training)]
+        else:
+            outs = self._native.forward_many([to_numpy(x, f"input {k}") for k, x in enumerate(xs)], training)
         if training and self._torch is not None:
             self._torch.batches_run(1)
         if training and self._link is not None:
             self._link.pull_buffers()
-        return like(out, x)
+        outs = [like(o, xs[0]) for o in outs]
+        return outs[0] if n_out == 1 else tuple(outs)
+
+    def _arguments(self, xs, inputs):
+        """The batches of a call, one per graph input in the forward's order: positional, or by
+        the forward's argument names (one input takes any name, as before)."""
+        names = [n.target for n in self.nodes if n.op == "placeholder"]
+        if inputs and xs:
+            raise TypeError("MaseGraph: give the inputs either by position or by name, not both")
+        if inputs:
+            if len(names) == 1 and len(inputs) == 1:
+                return [next(iter(inputs.values()))]
+            unknown = sorted(set(inputs) - set(names))
+            missing = [n for n in names if n not in inputs]
+            if unknown or missing:
+                raise TypeError(
+                    f"MaseGraph: the model's inputs are {', '.join(names)}; "
+                    + "; ".join(p for p in (f"unknown {', '.join(unknown)}" if unknown else "", f"missing {', '.join(missing)}" if missing else "") if p)
+                )
+            return [inputs[n] for n in names]
+        if len(xs) != len(names):
+            raise TypeError(f"MaseGraph: the model takes {len(names)} input(s) ({', '.join(names)}), got {len(xs)}")
+        return list(xs)
 
     __call__ = forward
 

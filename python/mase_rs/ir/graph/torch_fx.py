@@ -998,6 +998,22 @@ def _input_nodes(node):
     return found
 
 
+def _returned(out):
+    """The values a forward returns, in order: one tensor, or the entries of a tuple or list of
+    tensors (the graph's several outputs)."""
+    if _is_node(out):
+        return [out]
+    if isinstance(out, (tuple, list)) and out and all(_is_node(v) for v in out):
+        return list(out)
+    # torch.fx hands dicts and lists over as its immutable subclasses.
+    kinds = {dict: "dict", list: "list", tuple: "tuple"}
+    what = next((name for kind, name in kinds.items() if isinstance(out, kind)), type(out).__name__)
+    if isinstance(out, (tuple, list)):
+        kinds = ", ".join(sorted({type(v).__name__ for v in out if not _is_node(v)})) or "nothing"
+        what = f"a {what} holding {kinds}"
+    raise _NoOp(f"the forward returns {what}; mase-rs models return a tensor or a tuple or list of tensors")
+
+
 # How many nodes a refusal lists by name.
 _LISTED = 40
 
@@ -1015,11 +1031,8 @@ def node_records(gm, lower=None):
 
     modules, functions = _module_table(nn), _function_table(torch)
     records, failures, alias, trainable, constants = [], [], {}, [], {}
-    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != 1:
-        raise ValueError(
-            f"MaseGraph: forward takes {len(placeholders)} inputs ({', '.join(placeholders)}); mase-rs models take one tensor"
-        )
+    if not any(n.op == "placeholder" for n in gm.graph.nodes):
+        raise ValueError("MaseGraph: forward takes no inputs; mase-rs models take at least one tensor")
 
     def name_of(v):
         return alias.get(v.name, v.meta.get("mase_name", v.name))
@@ -1034,10 +1047,7 @@ def node_records(gm, lower=None):
             elif node.op == "placeholder":
                 op, ins = {"op": "input"}, []
             elif node.op == "output":
-                out = node.args[0]
-                if not _is_node(out):
-                    raise _NoOp(f"the forward returns {type(out).__name__}; mase-rs models return one tensor")
-                op, ins = {"op": "output"}, [out]
+                op, ins = {"op": "output"}, _returned(node.args[0])
             elif node.op == "get_attr":
                 value = _attribute(gm, node.target)
                 if not isinstance(value, torch.Tensor):

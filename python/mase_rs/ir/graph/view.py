@@ -78,12 +78,18 @@ def _is_parameter(root, path):
 
 def _forward(self, *args, **kwargs):
     link = self.__dict__.get("_mase_link")
-    if link is not None and len(args) == 1 and not kwargs:
+    if link is not None and len(args) == 1 and not kwargs and link.mg._native.io_counts == (1, 1):
         x = args[0]
         if isinstance(x, np.ndarray):
             return link.mg.forward(x)
         if link.runs_in_rust(x):
             return link.rust_forward(self, x)
+    elif link is not None and args and not kwargs:
+        # Several inputs or outputs: one autograd node over every input and output.
+        if all(isinstance(x, np.ndarray) for x in args):
+            return link.mg.forward(*args)
+        if all(isinstance(x, torch.Tensor) and link.runs_in_rust(x) for x in args):
+            return link.rust_forward_many(self, args)
     if link is not None and self.training:
         # PyTorch's batch norm updates its running statistics without bumping their version.
         link.buffers_dirty = True
@@ -116,6 +122,43 @@ class _RustFunction(torch.autograd.Function):
         by_name = dict(grads)
         out = [None, None, torch.from_numpy(gx) if gx is not None and ctx.needs_input_grad[2] else None]
         for name, need in zip(ctx.names, ctx.needs_input_grad[3:]):
+            g = by_name.get(name)
+            out.append(torch.from_numpy(g) if need and g is not None else None)
+        return tuple(out)
+
+
+class _RustManyFunction(torch.autograd.Function):
+    """`_RustFunction` for a graph with several inputs or outputs: the inputs after
+    `inputs` (their number), then the parameters; one output per graph output."""
+
+    @staticmethod
+    def forward(ctx, link, train, inputs, *args):
+        xs, params = args[:inputs], args[inputs:]
+        raw = link.mg._raw
+        want_x = bool(train and any(ctx.needs_input_grad[3 : 3 + inputs]))
+        buffers = link.buffer_arrays() if train else None
+        outs = raw.forward_many([x.detach().contiguous().numpy() for x in xs], train=train, input_grad=want_x, buffers=buffers)
+        link.tape += 1
+        ctx.link, ctx.tape, ctx.train, ctx.names = link, link.tape, train, link.trainable
+        ctx.shapes = [x.shape for x in xs]
+        return tuple(torch.from_numpy(o) for o in outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        link = ctx.link
+        if link.tape != ctx.tape:
+            raise RuntimeError(
+                "mase-rs: the Rust executor keeps the activations of its last forward only; call "
+                "backward before the next forward of mg.model, or mase_rs.set_backend('torch')"
+            )
+        gxs, grads = link.mg._raw.backward_many([g.detach().to(torch.float32).contiguous().numpy() for g in grads])
+        inputs = len(ctx.shapes)
+        out = [None, None, None]
+        for gx, shape, need in zip(gxs, ctx.shapes, ctx.needs_input_grad[3 : 3 + inputs]):
+            # An input nothing differentiable reads gets no gradient, as in PyTorch.
+            out.append(torch.from_numpy(gx).reshape(shape) if need and gx is not None else None)
+        by_name = dict(grads)
+        for name, need in zip(ctx.names, ctx.needs_input_grad[3 + inputs :]):
             g = by_name.get(name)
             out.append(torch.from_numpy(g) if need and g is not None else None)
         return tuple(out)
@@ -194,7 +237,8 @@ class Link:
                 arg = target if target.isidentifier() and not keyword.iskeyword(target) else f"input_{i}"
                 node = fx.create_node("placeholder", arg, name=name)
             elif kind == "output":
-                node = fx.output(ins[0])
+                # Several outputs are the tuple the forward returns.
+                node = fx.output(ins[0] if len(ins) == 1 else tuple(ins))
             elif kind == "get_attr":
                 t = torch.from_numpy(np.array(state[target]))
                 root[target] = nn.Parameter(t) if target in trainable else t
@@ -439,6 +483,18 @@ class Link:
             if self.mg._torch is not None:
                 self.mg._torch.batches_run(1)
         return out
+
+    def rust_forward_many(self, module, xs):
+        """`rust_forward` of a graph with several inputs or outputs: a tuple when it returns
+        several values."""
+        self.to_rust()
+        params = [self.tensor(n) for n in self.trainable]
+        outs = _RustManyFunction.apply(self, module.training, len(xs), *xs, *params)
+        if module.training:
+            self.count_batches(1)
+            if self.mg._torch is not None:
+                self.mg._torch.batches_run(1)
+        return outs[0] if len(outs) == 1 else outs
 
 
 def _stamp(t):

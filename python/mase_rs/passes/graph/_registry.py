@@ -34,7 +34,15 @@ def _python_args(mg, name, pass_args):
     `input_generator` (its data set, batch size and split)."""
     args = dict(pass_args or {})
     dummy_in = args.pop("dummy_in", None)
-    if dummy_in is not None and name == "add_common_metadata" and "batch_size" not in args:
+    if dummy_in is not None and name == "add_common_metadata" and mg._native.io_counts[0] > 1:
+        # One array per input, in the forward's order (MASE's `{"a": batch_a, "b": batch_b}`).
+        arrays = list(dummy_in.values()) if isinstance(dummy_in, dict) else list(dummy_in)
+        shapes = [_dummy_in_shape(mase_name(name), a) for a in arrays]
+        if any(s is None for s in shapes):
+            raise TypeError(f"{mase_name(name)}: dummy_in: a graph with several inputs needs one array per input")
+        mg._native.use_input_shapes([[int(d) for d in s] for s in shapes])
+        args.setdefault("batch_size", int(shapes[0][0]))
+    elif dummy_in is not None and name == "add_common_metadata" and "batch_size" not in args:
         shape = _dummy_in_shape(mase_name(name), dummy_in)
         if shape is not None:
             args["batch_size"] = int(shape[0])
