@@ -5,7 +5,7 @@ use crate::error::{BenchError, Result};
 
 /// The models the benchmark knows, in the order it runs them. `jsc-toy-q` is jsc-toy with
 /// fake quantization on every linear layer (see [`build_bench_model`]).
-pub const MODELS: [&str; 6] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7"];
+pub const MODELS: [&str; 8] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "resnet18", "vit-tiny"];
 
 /// The graph of a benchmarked model: the zoo's model of that name, or for a name ending in `-q`
 /// the zoo's model with integer 8/4 fake quantization on the data input, weight and bias of
@@ -89,8 +89,9 @@ pub struct Case {
     pub phase: Phase,
 }
 
-/// The cases for the named models: 256-row batches for the tabular and MNIST models, and one
-/// fixed CIFAR batch of 32 and one of 128 for vgg7.
+/// The cases for the named models: 256-row batches for the tabular and MNIST models, one fixed
+/// CIFAR batch of 32 and one of 128 for vgg7, and one fixed CIFAR batch of 64 for resnet18 and
+/// vit-tiny (issue 20's speed goals), which take `vgg_steps` steps as vgg7 does.
 pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
     let mut out = Vec::new();
     for name in models {
@@ -107,6 +108,7 @@ pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
                     out.push(case(cifar_synthetic(batch, cfg.seed), batch, 1, cfg.vgg_steps));
                 }
             }
+            "resnet18" | "vit-tiny" => out.push(case(cifar_synthetic(64, cfg.seed), 64, 1, cfg.vgg_steps)),
             _ => out.push(case(jsc_synthetic(cfg.rows, cfg.seed), 256, 10, cfg.steps)),
         }
     }
@@ -134,6 +136,7 @@ mod tests {
         assert_eq!(shapes(&["jsc-toy-q"]), [("jsc-toy-q", 256, vec![256, 16])]);
         assert_eq!(shapes(&["tfc"]), [("tfc", 256, vec![256, 1, 28, 28])]);
         assert_eq!(shapes(&["vgg7"]), [("vgg7", 32, vec![32, 3, 32, 32]), ("vgg7", 128, vec![128, 3, 32, 32])]);
+        assert_eq!(shapes(&["resnet18", "vit-tiny"]), [("resnet18", 64, vec![64, 3, 32, 32]), ("vit-tiny", 64, vec![64, 3, 32, 32])]);
     }
 
     #[test]

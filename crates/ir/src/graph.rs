@@ -2,7 +2,7 @@
 
 use crate::meta::{GraphMeta, NodeMeta};
 use crate::naming::Namer;
-use crate::op::{Op, ParamSpec};
+use crate::op::{Init, Op, ParamSpec};
 use crate::shape::ValueInfo;
 use crate::{IrError, Result};
 use serde::{Deserialize, Serialize};
@@ -69,11 +69,25 @@ impl Node {
     }
 }
 
+/// A tensor that the graph owns itself rather than a module: an `nn.Parameter` set directly on
+/// a model (a ViT's `class_token`, `encoder.pos_embedding`) or on a module the graph spells out
+/// as its ops (`nn.MultiheadAttention`'s packed `in_proj_weight`). A `get_attr` node reads it at
+/// `target`, which is its state-dict name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphParam {
+    pub target: String,
+    pub shape: Vec<usize>,
+    pub trainable: bool,
+    pub init: Init,
+}
+
 #[derive(Deserialize)]
 struct GraphRepr {
     nodes: Vec<Node>,
     #[serde(default)]
     meta: GraphMeta,
+    #[serde(default)]
+    params: Vec<GraphParam>,
 }
 
 impl From<GraphRepr> for Graph {
@@ -82,7 +96,7 @@ impl From<GraphRepr> for Graph {
         for n in &r.nodes {
             namer.reserve(&n.name);
         }
-        Graph { nodes: r.nodes, meta: r.meta, namer }
+        Graph { nodes: r.nodes, meta: r.meta, params: r.params, namer }
     }
 }
 
@@ -92,13 +106,17 @@ impl From<GraphRepr> for Graph {
 pub struct Graph {
     nodes: Vec<Node>,
     pub meta: GraphMeta,
+    /// The tensors the graph owns itself ([`Graph::parameter`]); graphs without any (every
+    /// traced or imported one, whose `get_attr` tensors come with them) write no `params` key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    params: Vec<GraphParam>,
     #[serde(skip)]
     namer: Namer,
 }
 
 impl PartialEq for Graph {
     fn eq(&self, other: &Graph) -> bool {
-        self.nodes == other.nodes && self.meta == other.meta
+        self.nodes == other.nodes && self.meta == other.meta && self.params == other.params
     }
 }
 
@@ -140,6 +158,22 @@ impl Graph {
     /// A constant tensor stored in the parameter store under `target`.
     pub fn get_attr(&mut self, target: &str) -> NodeId {
         self.push(target, NodeKind::GetAttr, target.to_string(), Op::Constant, &[])
+    }
+
+    /// A tensor the graph owns (see [`GraphParam`]), read by the `get_attr` node this returns:
+    /// `target` is its state-dict name, and [`Graph::param_specs`] lists it, so that a model
+    /// built from scratch draws it by `init` like a module's weight. A second call with the same
+    /// target reads the same tensor (as fx makes one `get_attr` node per read).
+    pub fn parameter(&mut self, target: &str, shape: Vec<usize>, trainable: bool, init: Init) -> NodeId {
+        if !self.params.iter().any(|p| p.target == target) {
+            self.params.push(GraphParam { target: target.to_string(), shape, trainable, init });
+        }
+        self.get_attr(target)
+    }
+
+    /// The tensors the graph owns itself, in the order they were declared.
+    pub fn graph_params(&self) -> &[GraphParam] {
+        &self.params
     }
 
     /// A node with a name of the caller's choosing (made unique and fx-compatible by the namer),
@@ -229,18 +263,38 @@ impl Graph {
         }
     }
 
+    /// The declared shape of the graph's own tensor `target`, if it owns one of that name.
+    fn param_shape(&self, target: &str) -> Option<Vec<usize>> {
+        self.params.iter().find(|p| p.target == target).map(|p| p.shape.clone())
+    }
+
     /// Nodes that consume `id`, in graph order, each once.
     pub fn users(&self, id: NodeId) -> Vec<NodeId> {
         self.ids().filter(|&u| self.node(u).inputs.contains(&id)).collect()
     }
 
-    /// Every parameter and buffer the graph needs, with its state-dict name, in node order.
+    /// Every parameter and buffer the graph needs, with its state-dict name, in node order: the
+    /// modules' and, at the first `get_attr` node reading each, the graph's own ([`GraphParam`],
+    /// whose spec has an empty relative `name`: no module owns it).
     pub fn param_specs(&self) -> Vec<(String, ParamSpec)> {
-        self.nodes.iter().flat_map(|n| n.params()).collect()
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            if n.kind == NodeKind::GetAttr {
+                let owned = self.params.iter().find(|p| p.target == n.target);
+                if let Some(p) = owned.filter(|p| !out.iter().any(|(name, _)| *name == p.target)) {
+                    let spec = ParamSpec { name: "", shape: p.shape.clone(), trainable: p.trainable, init: p.init.clone() };
+                    out.push((p.target.clone(), spec));
+                }
+            } else {
+                out.extend(n.params());
+            }
+        }
+        out
     }
 
     /// Shapes of every node's value for concrete input shapes (one per placeholder, in order).
-    /// Constants take the shape of their tensor in `constant_shape`.
+    /// Constants take the shape of their tensor in `constant_shape`, or else the declared shape
+    /// of the graph's own tensor of that name.
     pub fn infer_shapes(&self, input_shapes: &[Vec<usize>], constant_shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Vec<ValueInfo>> {
         let mut out: Vec<ValueInfo> = Vec::with_capacity(self.nodes.len());
         let mut next_input = 0;
@@ -254,9 +308,8 @@ impl Graph {
                     next_input += 1;
                     ValueInfo::Tensor(s.clone())
                 }
-                Op::Constant => ValueInfo::Tensor(constant_shape(&n.target).ok_or_else(|| IrError::Param {
-                    name: n.target.clone(),
-                    reason: format!("constant read by node `{}` is missing", n.name),
+                Op::Constant => ValueInfo::Tensor(constant_shape(&n.target).or_else(|| self.param_shape(&n.target)).ok_or_else(|| {
+                    IrError::Param { name: n.target.clone(), reason: format!("constant read by node `{}` is missing", n.name) }
                 })?),
                 _ => {
                     let ins: Vec<ValueInfo> = n.inputs.iter().map(|i| out[i.0].clone()).collect();
@@ -272,6 +325,31 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graph_parameters_are_listed_at_their_first_read_and_survive_json() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let l = g.call_module("fc", Op::Linear { in_features: 2, out_features: 2, bias: false }, &[x]);
+        let t = g.parameter("encoder.pos", vec![1, 2], true, Init::Zeros);
+        let again = g.parameter("encoder.pos", vec![1, 2], true, Init::Zeros);
+        let a = g.call_function("operator.add", Op::Add, &[l, t]);
+        let b = g.call_function("operator.add", Op::Add, &[a, again]);
+        g.output(b);
+        let specs: Vec<(String, Vec<usize>, bool)> = g.param_specs().into_iter().map(|(n, s)| (n, s.shape, s.trainable)).collect();
+        assert_eq!(specs, [("fc.weight".to_string(), vec![2, 2], true), ("encoder.pos".to_string(), vec![1, 2], true)]);
+        assert_eq!((g.node(t).name.as_str(), g.node(again).name.as_str()), ("encoder_pos", "encoder_pos_1"));
+        // Shapes come from the declaration when the caller knows none.
+        let shapes = g.infer_shapes(&[vec![3, 2]], &|_| None).unwrap();
+        assert_eq!(shapes[b.0].shape(), [3, 2]);
+        let json = serde_json::to_string(&g).unwrap();
+        assert_eq!(serde_json::from_str::<Graph>(&json).unwrap(), g);
+        // A graph without parameters of its own writes no `params` key.
+        let mut plain = Graph::new();
+        let x = plain.placeholder("x");
+        plain.output(x);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("params"));
+    }
 
     #[test]
     fn removing_a_node_rewires_its_users_and_shifts_later_ids() {

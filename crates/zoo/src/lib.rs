@@ -16,9 +16,12 @@ mod error;
 mod file;
 mod jsc;
 mod layers;
+mod mobilenet;
 mod registry;
+mod resnet;
 mod toy;
 mod vision;
+mod vit;
 
 pub use context::ModelContext;
 pub use error::{Result, ZooError};
