@@ -1,4 +1,4 @@
-"""The zoo's torchvision models (`resnet18` with the CIFAR stem, `mobilenet_v2`) against
+"""The zoo's torchvision models (`resnet18` with the CIFAR stem, `mobilenet_v2`, `vit-tiny`) against
 torchvision itself: the zoo model's state dict loads into torchvision's model (same names and
 shapes) and torchvision's back into the zoo model; both give the same outputs in eval and the same
 gradients for a training step, on a CIFAR-shaped batch.
@@ -38,9 +38,17 @@ def cifar_mobilenet_v2(classes):
     return m
 
 
+def vit_tiny(classes):
+    """torchvision's `VisionTransformer` at the zoo's vit-tiny size on 32x32 images."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(32, 4, 6, 3, 192, 768, num_classes=classes)
+
+
 # (zoo model, torchvision reference, sample shape, classes)
 MODELS = [
     ("resnet18", cifar_resnet18, CIFAR, 10),
+    ("vit-tiny", vit_tiny, CIFAR, 10),
     ("mobilenet_v2", cifar_mobilenet_v2, CIFAR, 10),
     ("mobilenet_v2", lambda c: tv_models.mobilenet_v2(num_classes=c), (3, 64, 64), 7),
 ]
@@ -74,14 +82,17 @@ def test_zoo_model_and_torchvision_share_checkpoints_outputs_and_gradients(name,
     info = DatasetInfo(name="images", num_classes=classes, sample_shape=shape)
     zoo = MaseGraph(model=get_model(name, "cls", info))
     ref = reference(classes)
-    # The zoo's checkpoint loads into torchvision's model: the same names and shapes.
-    zoo_sd = zoo.state_dict()
-    ref_sd = ref.state_dict()
+    # The zoo's checkpoint loads into torchvision's model: the same names and shapes, less
+    # batch norm's `num_batches_tracked` counters, which mase-rs does not hold (they only matter
+    # for `momentum=None`).
+    zoo_sd = {k: torch.as_tensor(v) for k, v in zoo.state_dict().items()}
+    ref_sd = {k: v for k, v in ref.state_dict().items() if not k.endswith("num_batches_tracked")}
     assert {k: tuple(v.shape) for k, v in zoo_sd.items()} == {k: tuple(v.shape) for k, v in ref_sd.items()}
-    ref.load_state_dict(zoo_sd)
+    missing, unexpected = ref.load_state_dict(zoo_sd, strict=False)
+    assert unexpected == [] and all(k.endswith("num_batches_tracked") for k in missing)
     # And torchvision's back into the zoo's, with batch-norm statistics that matter in eval.
     randomize_buffers(ref, 1)
-    zoo.load_state_dict(ref.state_dict())
+    zoo.load_state_dict({k: v.numpy() for k, v in ref.state_dict().items() if not k.endswith("num_batches_tracked")})
     x = torch.randn(4, *shape, generator=torch.Generator().manual_seed(2))
     ref.eval()
     zoo.model.eval()
