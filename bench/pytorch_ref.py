@@ -10,6 +10,7 @@ Protocol (identical in crates/bench/src/protocol.rs):
   (eval mode, torch.no_grad());
 - vgg7: one fixed CIFAR-shaped batch of 32 and one of 128; one warm-up step, then `--vgg-steps`
   timed steps and as many timed eval batches;
+- resnet18 (CIFAR stem) and vit-tiny: one fixed CIFAR-shaped batch of 64, as vgg7's;
 - bert-tiny-mx: bert-tiny (64 tokens, 10 classes) with MXINT8 fake quantization (blocks of 32)
   on the input, weight and bias of every linear, batches of 64 sequences; two warm-up steps,
   then `--bert-steps` timed steps and as many timed eval batches;
@@ -28,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "bert-tiny-mx"]
+ALL_MODELS = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "resnet18", "vit-tiny", "bert-tiny-mx"]
 
 
 def arg(name, default):
@@ -288,6 +289,97 @@ class BertTiny(nn.Module):
         return self.classifier(self.bert(ids.long()))
 
 
+class BasicBlock(nn.Module):
+    """torchvision's ResNet `BasicBlock` (crates/zoo/src/resnet.rs)."""
+
+    def __init__(self, i, o, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(i, o, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(o)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(o, o, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(o)
+        self.downsample = None
+        if stride != 1 or i != o:
+            self.downsample = nn.Sequential(nn.Conv2d(i, o, 1, stride, bias=False), nn.BatchNorm2d(o))
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        identity = x if self.downsample is None else self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 with the CIFAR stem (3x3 conv1 of stride 1, no max pool), as
+    crates/zoo/src/resnet.rs; the same module paths as torchvision's."""
+
+    def __init__(self, ch, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(ch, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        width = 64
+        for k, o in enumerate([64, 128, 256, 512]):
+            stride = 1 if k == 0 else 2
+            setattr(self, f"layer{k + 1}", nn.Sequential(BasicBlock(width, o, stride), BasicBlock(o, o, 1)))
+            width = o
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class EncoderBlock(nn.Module):
+    """torchvision's ViT `EncoderBlock`: pre-norm attention and MLP, each with a residual."""
+
+    def __init__(self, hidden, heads, mlp):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden, eps=1e-6)
+        self.self_attention = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.dropout = nn.Dropout(0.0)
+        self.ln_2 = nn.LayerNorm(hidden, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(hidden, mlp), nn.GELU(), nn.Dropout(0.0), nn.Linear(mlp, hidden), nn.Dropout(0.0))
+
+    def forward(self, x):
+        y = self.ln_1(x)
+        y, _ = self.self_attention(y, y, y, need_weights=False)
+        x = self.dropout(y) + x
+        return x + self.mlp(self.ln_2(x))
+
+
+class VitTiny(nn.Module):
+    """torchvision's `VisionTransformer` at the zoo's vit-tiny size (crates/zoo/src/vit.rs):
+    hidden 192, 6 blocks of 3 heads, MLP 768, patches of 4 (7 on sides that are multiples of 7)."""
+
+    def __init__(self, ch, side, classes, hidden=192, layers=6, heads=3, mlp=768):
+        super().__init__()
+        self.patch, self.hidden = (7 if side % 7 == 0 else 4), hidden
+        tokens = (side // self.patch) ** 2
+        self.conv_proj = nn.Conv2d(ch, hidden, self.patch, self.patch)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, hidden))
+        self.encoder = nn.Module()
+        self.encoder.pos_embedding = nn.Parameter(torch.empty(1, tokens + 1, hidden).normal_(std=0.02))
+        self.encoder.dropout = nn.Dropout(0.0)
+        self.encoder.layers = nn.Sequential()
+        for i in range(layers):
+            self.encoder.layers.add_module(f"encoder_layer_{i}", EncoderBlock(hidden, heads, mlp))
+        self.encoder.ln = nn.LayerNorm(hidden, eps=1e-6)
+        self.heads = nn.Sequential()
+        self.heads.add_module("head", nn.Linear(hidden, classes))
+
+    def forward(self, x):
+        n = x.shape[0]
+        x = self.conv_proj(x).reshape(n, self.hidden, -1).permute(0, 2, 1)
+        x = torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)
+        e = self.encoder
+        x = e.ln(e.layers(e.dropout(x + e.pos_embedding)))
+        return self.heads(x[:, 0])
+
+
 def zoo_module(name, sample_shape, c, linear=nn.Linear):
     """The PyTorch module of zoo model `name` for data of `sample_shape` and `c` classes, with the
     zoo's module paths; `linear` builds the jsc models' linear layers (`QLinear` for jsc-toy-q)."""
@@ -319,6 +411,10 @@ def zoo_module(name, sample_shape, c, linear=nn.Linear):
         return Vgg7(sample_shape[0], c)
     if name == "bert-tiny":
         return BertTiny(sample_shape[0], c)
+    if name == "resnet18":
+        return ResNet18(sample_shape[0], c)
+    if name == "vit-tiny":
+        return VitTiny(sample_shape[0], sample_shape[1], c)
     raise KeyError(name)
 
 
@@ -330,7 +426,7 @@ def build(name):
         return zoo_module("jsc-toy", (16,), 5, linear=QLinear)
     if name == "tfc":
         return zoo_module(name, (1, 28, 28), 10)
-    if name == "vgg7":
+    if name in ("vgg7", "resnet18", "vit-tiny"):
         return zoo_module(name, (3, 32, 32), 10)
     if name == "bert-tiny-mx":
         return BertTiny(64, 10, linear=MxLinear)
@@ -430,6 +526,11 @@ def main():
             x = torch.from_numpy(r.integers(0, 17, (256, 64)).astype(np.float32))
             y = torch.from_numpy(r.integers(0, 10, 256).astype(np.int64))
             run_case(name, x, y, 64, 2, bert_steps, threads)
+        elif name in ("resnet18", "vit-tiny"):
+            g = torch.Generator().manual_seed(1)
+            x = torch.randn(64, 3, 32, 32, generator=g)
+            y = torch.randint(0, 10, (64,), generator=g)
+            run_case(name, x, y, 64, 1, vgg_steps, threads)
         else:
             build(name)
 

@@ -6,13 +6,14 @@
 #
 # usage: bench/run.sh [--threads N] [--models a,b] [--repeat R] [--steps N] [--vgg-steps N]
 #   --threads N   one thread count (default: both 1 and 2)
-#   --models a,b  subset of jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7,bert-tiny-mx (default: all;
+#   --models a,b  subset of jsc-tiny,jsc-toy,jsc-toy-q,jsc-three-layer,tfc,vgg7,resnet18,vit-tiny,
+#                 bert-tiny-mx (default: the first six and bert-tiny-mx;
 #                 jsc-toy-q is jsc-toy with 8/4 fixed-point fake quantization on every Linear,
 #                 bert-tiny-mx is bert-tiny with MXINT8 on every Linear, batch 64)
 #   --repeat R    run every case R times and keep the best median of each side (default 1);
 #                 on a machine shared with other work, 2 or 3 filters out disturbed runs
-#   --steps N     timed steps of the small models (default 500); --vgg-steps N for vgg7 (default 3);
-#                 --bert-steps N for bert-tiny-mx (default 20)
+#   --steps N     timed steps of the small models (default 500); --vgg-steps N for vgg7, resnet18
+#                 and vit-tiny (default 3); --bert-steps N for bert-tiny-mx (default 20)
 #   --append      add to the lines already in bench/results.jsonl instead of replacing them, so
 #                 that a rerun of disturbed cases improves the table (each side keeps its best)
 # The two frameworks run back to back for each model, so both see the same machine load.
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --repeat) repeat="$2"; shift 2 ;;
     --append) append=1; shift ;;
     --steps|--vgg-steps|--bert-steps|--rows) extra+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -102,15 +102,19 @@ def test_forward_and_gradients_equal_pytorch_at_any_batch_size(n):
 
 
 class Exportable(nn.Module):
-    """The forms the ONNX export writes (an expand to the batch size of a class token needs the
-    batch size at run time, which it does not compute)."""
+    """The forms the ONNX export writes, a class token expanded to the batch size (read from the
+    input's shape at run time) among them."""
+
+    def __init__(self):
+        super().__init__()
+        self.class_token = nn.Parameter(torch.linspace(-1.0, 1.0, 3).view(1, 3))
 
     def forward(self, x):
         h = channel_shuffle(x, 2)
         a, b = h.chunk(2, dim=1)
         h = torch.stack([a[:, :, 1::2], b[..., 1:3, :]], dim=2)  # [n, 2, 2, 2, 5]
         h = h[:, 0, :, None].repeat(1, 1, 2, 1, 1) + h[:, 1].unsqueeze(2).expand(-1, -1, 2, -1, -1)
-        return h.flatten(1)
+        return torch.cat([self.class_token.expand(x.size(0), -1), h.flatten(1)], dim=1)
 
 
 def test_onnx_export_runs_in_onnxruntime_with_pytorchs_outputs(tmp_path):
@@ -125,7 +129,7 @@ def test_onnx_export_runs_in_onnxruntime_with_pytorchs_outputs(tmp_path):
     x = torch.randn(3, 4, 4, 5, generator=torch.Generator().manual_seed(3))
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
-    np.testing.assert_array_equal(got, user(x).numpy())
+    np.testing.assert_array_equal(got, user(x).detach().numpy())
 
 
 @pytest.mark.parametrize(

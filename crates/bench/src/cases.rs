@@ -6,7 +6,7 @@ use crate::error::{BenchError, Result};
 /// The models the benchmark knows, in the order it runs them. `jsc-toy-q` is jsc-toy with
 /// fake quantization on every linear layer, `bert-tiny-mx` bert-tiny with MXINT8 on every
 /// linear layer (see [`build_bench_model`]).
-pub const MODELS: [&str; 7] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "bert-tiny-mx"];
+pub const MODELS: [&str; 9] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "resnet18", "vit-tiny", "bert-tiny-mx"];
 
 /// Sequence length and classes of the bert-tiny case (digits-seq's shape).
 pub const SEQ_LEN: usize = 64;
@@ -105,9 +105,10 @@ pub struct Case {
     pub phase: Phase,
 }
 
-/// The cases for the named models: 256-row batches for the tabular and MNIST models, one
-/// fixed CIFAR batch of 32 and one of 128 for vgg7, and batches of 64 sequences of 64 token ids
-/// for bert-tiny-mx.
+/// The cases for the named models: 256-row batches for the tabular and MNIST models, one fixed
+/// CIFAR batch of 32 and one of 128 for vgg7, one fixed CIFAR batch of 64 for resnet18 and
+/// vit-tiny (issue 20's speed goals), which take `vgg_steps` steps as vgg7 does, and batches of
+/// 64 sequences of 64 token ids for bert-tiny-mx.
 pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
     let mut out = Vec::new();
     for name in models {
@@ -125,6 +126,7 @@ pub fn cases(models: &[String], cfg: &BenchConfig) -> Result<Vec<Case>> {
                 }
             }
             "bert-tiny-mx" => out.push(case(seq_synthetic(4 * SEQ_BATCH, SEQ_LEN, SEQ_CLASSES, cfg.seed), SEQ_BATCH, 2, cfg.bert_steps)),
+            "resnet18" | "vit-tiny" => out.push(case(cifar_synthetic(64, cfg.seed), 64, 1, cfg.vgg_steps)),
             _ => out.push(case(jsc_synthetic(cfg.rows, cfg.seed), 256, 10, cfg.steps)),
         }
     }
@@ -153,6 +155,7 @@ mod tests {
         assert_eq!(shapes(&["tfc"]), [("tfc", 256, vec![256, 1, 28, 28])]);
         assert_eq!(shapes(&["vgg7"]), [("vgg7", 32, vec![32, 3, 32, 32]), ("vgg7", 128, vec![128, 3, 32, 32])]);
         assert_eq!(shapes(&["bert-tiny-mx"]), [("bert-tiny-mx", 64, vec![64, 64])]);
+        assert_eq!(shapes(&["resnet18", "vit-tiny"]), [("resnet18", 64, vec![64, 3, 32, 32]), ("vit-tiny", 64, vec![64, 3, 32, 32])]);
     }
 
     #[test]

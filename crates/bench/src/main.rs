@@ -12,8 +12,8 @@ struct Args {
     /// Worker threads of the executor.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Comma-separated models (jsc-tiny, jsc-toy, jsc-toy-q, jsc-three-layer, tfc, vgg7,
-    /// bert-tiny-mx); all by default.
+    /// Comma-separated models (jsc-tiny, jsc-toy, jsc-toy-q, jsc-three-layer, tfc, vgg7, resnet18,
+    /// vit-tiny, bert-tiny-mx); all by default.
     #[arg(long, value_delimiter = ',')]
     models: Option<Vec<String>>,
     /// Print one JSON line per case instead of a table.
@@ -22,7 +22,7 @@ struct Args {
     /// Timed training steps (and eval batches) of the tabular and MNIST models.
     #[arg(long, default_value_t = BenchConfig::default().steps)]
     steps: usize,
-    /// Timed training steps (and eval batches) of vgg7.
+    /// Timed training steps (and eval batches) of the CIFAR models (vgg7, resnet18, vit-tiny).
     #[arg(long, default_value_t = BenchConfig::default().vgg_steps)]
     vgg_steps: usize,
     /// Timed training steps (and eval batches) of bert-tiny-mx.

@@ -57,18 +57,6 @@ pub struct Node {
     pub quant: Option<crate::NodeQuant>,
     #[serde(default)]
     pub meta: NodeMeta,
-    /// For a `get_attr` node whose tensor the graph itself defines (a zoo model's position ids):
-    /// its shape and how a fresh model fills it. Such a tensor is a buffer (not trainable) named
-    /// by the node's target; `None` for constants an importer or checkpoint supplies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub constant: Option<ConstantSpec>,
-}
-
-/// Shape and fill rule of a constant a graph defines itself (see [`Node::constant`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ConstantSpec {
-    pub shape: Vec<usize>,
-    pub init: Init,
 }
 
 impl Node {
@@ -76,15 +64,21 @@ impl Node {
     pub fn params(&self) -> Vec<(String, ParamSpec)> {
         match self.kind {
             NodeKind::CallModule => self.op.param_specs().into_iter().map(|s| (format!("{}.{}", self.target, s.name), s)).collect(),
-            NodeKind::GetAttr => match &self.constant {
-                Some(c) => {
-                    vec![(self.target.clone(), ParamSpec { name: "", shape: c.shape.clone(), trainable: false, init: c.init.clone() })]
-                }
-                None => Vec::new(),
-            },
             _ => Vec::new(),
         }
     }
+}
+
+/// A tensor that the graph owns itself rather than a module: an `nn.Parameter` set directly on
+/// a model (a ViT's `class_token`, `encoder.pos_embedding`) or on a module the graph spells out
+/// as its ops (`nn.MultiheadAttention`'s packed `in_proj_weight`). A `get_attr` node reads it at
+/// `target`, which is its state-dict name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphParam {
+    pub target: String,
+    pub shape: Vec<usize>,
+    pub trainable: bool,
+    pub init: Init,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +86,8 @@ struct GraphRepr {
     nodes: Vec<Node>,
     #[serde(default)]
     meta: GraphMeta,
+    #[serde(default)]
+    params: Vec<GraphParam>,
 }
 
 impl From<GraphRepr> for Graph {
@@ -100,7 +96,7 @@ impl From<GraphRepr> for Graph {
         for n in &r.nodes {
             namer.reserve(&n.name);
         }
-        Graph { nodes: r.nodes, meta: r.meta, namer }
+        Graph { nodes: r.nodes, meta: r.meta, params: r.params, namer }
     }
 }
 
@@ -110,13 +106,17 @@ impl From<GraphRepr> for Graph {
 pub struct Graph {
     nodes: Vec<Node>,
     pub meta: GraphMeta,
+    /// The tensors the graph owns itself ([`Graph::parameter`]); graphs without any (every
+    /// traced or imported one, whose `get_attr` tensors come with them) write no `params` key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    params: Vec<GraphParam>,
     #[serde(skip)]
     namer: Namer,
 }
 
 impl PartialEq for Graph {
     fn eq(&self, other: &Graph) -> bool {
-        self.nodes == other.nodes && self.meta == other.meta
+        self.nodes == other.nodes && self.meta == other.meta && self.params == other.params
     }
 }
 
@@ -128,7 +128,7 @@ impl Graph {
     fn push(&mut self, candidate: &str, kind: NodeKind, target: String, op: Op, inputs: &[NodeId]) -> NodeId {
         let name = self.namer.create(candidate);
         let id = NodeId(self.nodes.len());
-        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, quant: None, meta: NodeMeta::default(), constant: None });
+        self.nodes.push(Node { name, kind, target, inputs: inputs.to_vec(), op, quant: None, meta: NodeMeta::default() });
         id
     }
 
@@ -160,13 +160,20 @@ impl Graph {
         self.push(target, NodeKind::GetAttr, target.to_string(), Op::Constant, &[])
     }
 
-    /// A constant tensor the graph defines itself, stored under `target` as a buffer: a fresh
-    /// model's parameter store fills it by `spec.init` (as a module's buffers), and shape
-    /// inference takes its shape from `spec`.
-    pub fn constant(&mut self, target: &str, spec: ConstantSpec) -> NodeId {
-        let id = self.get_attr(target);
-        self.nodes[id.0].constant = Some(spec);
-        id
+    /// A tensor the graph owns (see [`GraphParam`]), read by the `get_attr` node this returns:
+    /// `target` is its state-dict name, and [`Graph::param_specs`] lists it, so that a model
+    /// built from scratch draws it by `init` like a module's weight. A second call with the same
+    /// target reads the same tensor (as fx makes one `get_attr` node per read).
+    pub fn parameter(&mut self, target: &str, shape: Vec<usize>, trainable: bool, init: Init) -> NodeId {
+        if !self.params.iter().any(|p| p.target == target) {
+            self.params.push(GraphParam { target: target.to_string(), shape, trainable, init });
+        }
+        self.get_attr(target)
+    }
+
+    /// The tensors the graph owns itself, in the order they were declared.
+    pub fn graph_params(&self) -> &[GraphParam] {
+        &self.params
     }
 
     /// A node with a name of the caller's choosing (made unique and fx-compatible by the namer),
@@ -268,18 +275,38 @@ impl Graph {
         Ok(self.node(self.output_node()?).inputs.clone())
     }
 
+    /// The declared shape of the graph's own tensor `target`, if it owns one of that name.
+    fn param_shape(&self, target: &str) -> Option<Vec<usize>> {
+        self.params.iter().find(|p| p.target == target).map(|p| p.shape.clone())
+    }
+
     /// Nodes that consume `id`, in graph order, each once.
     pub fn users(&self, id: NodeId) -> Vec<NodeId> {
         self.ids().filter(|&u| self.node(u).inputs.contains(&id)).collect()
     }
 
-    /// Every parameter and buffer the graph needs, with its state-dict name, in node order.
+    /// Every parameter and buffer the graph needs, with its state-dict name, in node order: the
+    /// modules' and, at the first `get_attr` node reading each, the graph's own ([`GraphParam`],
+    /// whose spec has an empty relative `name`: no module owns it).
     pub fn param_specs(&self) -> Vec<(String, ParamSpec)> {
-        self.nodes.iter().flat_map(|n| n.params()).collect()
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            if n.kind == NodeKind::GetAttr {
+                let owned = self.params.iter().find(|p| p.target == n.target);
+                if let Some(p) = owned.filter(|p| !out.iter().any(|(name, _)| *name == p.target)) {
+                    let spec = ParamSpec { name: "", shape: p.shape.clone(), trainable: p.trainable, init: p.init.clone() };
+                    out.push((p.target.clone(), spec));
+                }
+            } else {
+                out.extend(n.params());
+            }
+        }
+        out
     }
 
     /// Shapes of every node's value for concrete input shapes (one per placeholder, in order).
-    /// Constants take the shape of their tensor in `constant_shape`.
+    /// Constants take the shape of their tensor in `constant_shape`, or else the declared shape
+    /// of the graph's own tensor of that name.
     pub fn infer_shapes(&self, input_shapes: &[Vec<usize>], constant_shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Result<Vec<ValueInfo>> {
         let mut out: Vec<ValueInfo> = Vec::with_capacity(self.nodes.len());
         let mut next_input = 0;
@@ -293,13 +320,9 @@ impl Graph {
                     next_input += 1;
                     ValueInfo::Tensor(s.clone())
                 }
-                Op::Constant => match &n.constant {
-                    Some(c) => ValueInfo::Tensor(c.shape.clone()),
-                    None => ValueInfo::Tensor(constant_shape(&n.target).ok_or_else(|| IrError::Param {
-                        name: n.target.clone(),
-                        reason: format!("constant read by node `{}` is missing", n.name),
-                    })?),
-                },
+                Op::Constant => ValueInfo::Tensor(constant_shape(&n.target).or_else(|| self.param_shape(&n.target)).ok_or_else(|| {
+                    IrError::Param { name: n.target.clone(), reason: format!("constant read by node `{}` is missing", n.name) }
+                })?),
                 _ => {
                     let ins: Vec<ValueInfo> = n.inputs.iter().map(|i| out[i.0].clone()).collect();
                     n.op.infer(&n.name, &ins)?
@@ -314,6 +337,31 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graph_parameters_are_listed_at_their_first_read_and_survive_json() {
+        let mut g = Graph::new();
+        let x = g.placeholder("x");
+        let l = g.call_module("fc", Op::Linear { in_features: 2, out_features: 2, bias: false }, &[x]);
+        let t = g.parameter("encoder.pos", vec![1, 2], true, Init::Zeros);
+        let again = g.parameter("encoder.pos", vec![1, 2], true, Init::Zeros);
+        let a = g.call_function("operator.add", Op::Add, &[l, t]);
+        let b = g.call_function("operator.add", Op::Add, &[a, again]);
+        g.output(b);
+        let specs: Vec<(String, Vec<usize>, bool)> = g.param_specs().into_iter().map(|(n, s)| (n, s.shape, s.trainable)).collect();
+        assert_eq!(specs, [("fc.weight".to_string(), vec![2, 2], true), ("encoder.pos".to_string(), vec![1, 2], true)]);
+        assert_eq!((g.node(t).name.as_str(), g.node(again).name.as_str()), ("encoder_pos", "encoder_pos_1"));
+        // Shapes come from the declaration when the caller knows none.
+        let shapes = g.infer_shapes(&[vec![3, 2]], &|_| None).unwrap();
+        assert_eq!(shapes[b.0].shape(), [3, 2]);
+        let json = serde_json::to_string(&g).unwrap();
+        assert_eq!(serde_json::from_str::<Graph>(&json).unwrap(), g);
+        // A graph without parameters of its own writes no `params` key.
+        let mut plain = Graph::new();
+        let x = plain.placeholder("x");
+        plain.output(x);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("params"));
+    }
 
     #[test]
     fn removing_a_node_rewires_its_users_and_shifts_later_ids() {

@@ -25,7 +25,7 @@ mod validate;
 pub use attention::{size_of, AttnMask, Contraction};
 pub use error::{IrError, Result};
 pub use family::OpFamily;
-pub use graph::{ConstantSpec, Graph, Node, NodeId, NodeKind};
+pub use graph::{Graph, GraphParam, Node, NodeId, NodeKind};
 pub use index::{expand_shape, items_at, repeat_shape, resolve_index, IndexItem, Indexed, ReadDim, SizeOp};
 pub use meta::{ArgMeta, CommonMeta, GraphMeta, NodeMeta, TensorMeta};
 pub use naming::{snake_case, Namer};

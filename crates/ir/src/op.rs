@@ -205,6 +205,16 @@ pub enum Init {
     /// `0, 1, ..., n - 1` along the last dimension, the same for every leading index: a
     /// position-id buffer such as HuggingFace BERT's `torch.arange(n).expand((1, -1))`.
     Arange,
+    /// N(0, std^2) (torchvision's `normal_(std=0.02)` of a ViT's position embedding).
+    Gaussian {
+        std: f32,
+    },
+    /// U(-b, b) with b = sqrt(6 / (fan_in + fan_out)): `xavier_uniform_`, which
+    /// `nn.MultiheadAttention` draws its packed `in_proj_weight` from.
+    Xavier {
+        fan_in: usize,
+        fan_out: usize,
+    },
 }
 
 /// A parameter or buffer that an op owns, named relative to its module (`weight`, `running_mean`).

@@ -6,9 +6,10 @@ use mase_ir::{Graph, Init, ParamSpec, ParamStore, Rng, Tensor};
 /// drawn from `rng` in state-dict order, so the same seed gives the same model.
 /// `Uniform { fan_in }` draws from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` (PyTorch's
 /// `kaiming_uniform_(a=sqrt(5))` for weights and its bias rule, which agree); `Ones`/`Zeros`
-/// fill; `Normal` draws N(0, 1) (`nn.Embedding`); `Arange` counts along the last dimension.
-/// Constants read by `get_attr` nodes are created only when the graph defines them
-/// ([`mase_ir::Node::constant`], a zoo model's position ids); an importer's come with its tensors.
+/// fill; `Normal` draws N(0, 1) (`nn.Embedding`), `Gaussian` N(0, std^2) and `Xavier` PyTorch's
+/// `xavier_uniform_`; `Arange` counts along the last dimension (a position-id buffer). The
+/// tensors the graph owns itself ([`mase_ir::Graph::parameter`], read by `get_attr` nodes) are
+/// drawn too, in node order; constants an importer brought are not created here.
 pub fn init_params(graph: &Graph, rng: &mut Rng) -> ParamStore {
     let mut store = ParamStore::new();
     for (name, spec) in graph.param_specs() {
@@ -30,6 +31,11 @@ pub fn init_tensor(spec: &ParamSpec, rng: &mut Rng) -> Tensor {
     let data = match spec.init {
         Init::Uniform { fan_in } => {
             let bound = if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f32).sqrt() };
+            (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
+        }
+        Init::Gaussian { std } => (0..n).map(|_| rng.normal() as f32 * std).collect(),
+        Init::Xavier { fan_in, fan_out } => {
+            let bound = if fan_in + fan_out == 0 { 0.0 } else { (6.0 / (fan_in + fan_out) as f32).sqrt() };
             (0..n).map(|_| rng.uniform_range(-bound, bound)).collect()
         }
         Init::Ones => vec![1.0; n],

@@ -287,10 +287,35 @@ fn init_follows_pytorch_defaults_deterministically() {
             }
             Init::Ones => assert!(t.data.iter().all(|&v| v == 1.0)),
             Init::Zeros => assert!(t.data.iter().all(|&v| v == 0.0)),
-            Init::Normal { .. } | Init::Arange => unreachable!("the small CNN has no embedding and no position ids"),
+            Init::Normal { .. } | Init::Gaussian { .. } | Init::Xavier { .. } | Init::Arange => {
+                unreachable!("the small CNN has no embedding, no position ids and no tensor of its own")
+            }
         }
     }
     assert_eq!(a.trainable_count(), 3 * 16 * 9 + 16 + 32 + 16 * 32 * 9 + 32 + 1280 + 10);
+}
+
+/// A graph's own tensors (a ViT's position embedding, an attention's packed input projection) are
+/// drawn with the modules', trainable as declared: N(0, 0.02^2) and `xavier_uniform_`'s bound
+/// sqrt(6 / (fan_in + fan_out)).
+#[test]
+fn graph_parameters_are_drawn_by_their_rule() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let pos = g.parameter("pos", vec![100, 50], true, Init::Gaussian { std: 0.02 });
+    let w = g.parameter("in_proj_weight", vec![96, 32], true, Init::Xavier { fan_in: 32, fan_out: 96 });
+    let a = g.call_function("operator.add", Op::Add, &[x, pos]);
+    let m = g.call_function("torch.matmul", Op::MatMul, &[a, w]);
+    g.output(m);
+    let store = init_params(&g, &mut Rng::new(5));
+    assert_eq!(store.names().collect::<Vec<_>>(), ["pos", "in_proj_weight"]);
+    assert_eq!(store.trainable_count(), 100 * 50 + 96 * 32);
+    let p = &store.get("pos").unwrap().data;
+    let var = p.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / p.len() as f64;
+    assert!((var.sqrt() - 0.02).abs() < 0.001, "std {}", var.sqrt());
+    let bound = (6.0f32 / 128.0).sqrt();
+    let w = &store.get("in_proj_weight").unwrap().data;
+    assert!(w.iter().all(|v| v.abs() <= bound) && w.iter().any(|v| v.abs() > 0.95 * bound), "within ±{bound}");
 }
 
 /// `nn.Embedding`'s weight is N(0, 1) with its padding row zero.

@@ -1,8 +1,8 @@
-//! Constants a graph defines itself (`Graph::constant`): bert-tiny's position and token-type id
+//! Buffers a graph defines itself (`Graph::parameter`, not trainable): bert-tiny's position and token-type id
 //! buffers are created by `init_params`, survive a JSON round trip of the graph, and feed its
 //! embeddings with the same bits at any thread count.
 
-use mase_ir::{ConstantSpec, Graph, Init, Op, Rng};
+use mase_ir::{Graph, Init, Op, Rng};
 use mase_runtime::{init_params, ExecOptions, Executor, Mode};
 use mase_zoo::{build_model, ModelContext};
 
@@ -10,7 +10,7 @@ use mase_zoo::{build_model, ModelContext};
 fn init_params_fills_defined_constants_as_buffers() {
     let mut g = Graph::new();
     let x = g.placeholder("x");
-    let ids = g.constant("pos_ids", ConstantSpec { shape: vec![2, 3], init: Init::Arange });
+    let ids = g.parameter("pos_ids", vec![2, 3], false, Init::Arange);
     let e = g.call_module("emb", Op::Embedding { num_embeddings: 3, embedding_dim: 1, padding_idx: None, functional: false }, &[ids]);
     let y = g.call_function("operator.add", Op::Add, &[x, e]);
     g.output(y);

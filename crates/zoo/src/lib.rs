@@ -17,10 +17,13 @@ mod error;
 mod file;
 mod jsc;
 mod layers;
+mod mobilenet;
 mod registry;
+mod resnet;
 mod text;
 mod toy;
 mod vision;
+mod vit;
 
 pub use context::ModelContext;
 pub use error::{Result, ZooError};

@@ -2,7 +2,7 @@
 
 use crate::context::ModelContext;
 use crate::layers::check_graph;
-use crate::{jsc, text, toy, vision, Result, ZooError};
+use crate::{jsc, mobilenet, resnet, text, toy, vision, vit, Result, ZooError};
 use mase_ir::Graph;
 
 /// What the zoo says about a named model.
@@ -78,6 +78,28 @@ const MODELS: &[Entry] = &[
         "cifar10",
         "MASE's CIFAR VGG7: 6 conv+BN+ReLU, 3 max-pools, 8192-1024-1024-classes (14029450 params on cifar10)",
         vision::vgg7,
+    ),
+    // torchvision's classifiers, with torchvision's state-dict names.
+    entry(
+        "resnet18",
+        "vision",
+        "cifar10",
+        "torchvision's resnet18 with the CIFAR stem (conv1 3x3 stride 1, no max pool) (11173962 params on cifar10)",
+        resnet::resnet18,
+    ),
+    entry(
+        "mobilenet_v2",
+        "vision",
+        "cifar10",
+        "torchvision's mobilenet_v2 (width 1.0); stem stride 1 on images of at most 32x32, 2 above (2236682 params on cifar10)",
+        mobilenet::mobilenet_v2,
+    ),
+    entry(
+        "vit-tiny",
+        "vision",
+        "cifar10",
+        "torchvision's VisionTransformer, hidden 192, 6 layers, 3 heads, MLP 768; patch 4 (32x32) or 7 (28x28) (2693578 params on cifar10)",
+        vit::vit_tiny,
     ),
     // Sequence models.
     entry(

@@ -4,7 +4,7 @@
 use crate::context::ModelContext;
 use crate::layers::linear;
 use crate::Result;
-use mase_ir::{ConstantSpec, DimArg, Graph, IndexItem, Init, NodeId, Op};
+use mase_ir::{DimArg, Graph, IndexItem, Init, NodeId, Op};
 
 /// The vocabulary bert-tiny embeds: token ids 0..16, the pixel counts of `digits-seq`.
 pub(crate) const VOCAB: usize = 17;
@@ -79,10 +79,10 @@ fn embeddings(g: &mut Graph, cfg: &BertConfig, ids: NodeId) -> NodeId {
     let p = "bert.embeddings";
     let ids_shape = vec![1, cfg.max_position_embeddings];
     let words = g.call_module(&format!("{p}.word_embeddings"), embedding(cfg.vocab_size, cfg.hidden_size), &[ids]);
-    let type_ids = g.constant(&format!("{p}.token_type_ids"), ConstantSpec { shape: ids_shape.clone(), init: Init::Zeros });
+    let type_ids = g.parameter(&format!("{p}.token_type_ids"), ids_shape.clone(), false, Init::Zeros);
     let types = g.call_module(&format!("{p}.token_type_embeddings"), embedding(cfg.type_vocab_size, cfg.hidden_size), &[type_ids]);
     let sum = g.call_function("operator.add", Op::Add, &[words, types]);
-    let pos_ids = g.constant(&format!("{p}.position_ids"), ConstantSpec { shape: ids_shape, init: Init::Arange });
+    let pos_ids = g.parameter(&format!("{p}.position_ids"), ids_shape, false, Init::Arange);
     let pos = g.call_module(&format!("{p}.position_embeddings"), embedding(cfg.max_position_embeddings, cfg.hidden_size), &[pos_ids]);
     let sum = g.call_function("operator.add", Op::Add, &[sum, pos]);
     g.call_module(&format!("{p}.LayerNorm"), layer_norm(cfg.hidden_size, cfg.layer_norm_eps), &[sum])

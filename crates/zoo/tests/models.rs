@@ -36,7 +36,23 @@ fn trainable_counts_match_closed_forms() {
         ("mnist-cnn", DIGITS, 1898),               // 80 + 1168 + (16*2*2*10 + 10 = 650)
         ("vgg7", CIFAR10, 14_029_450),             // doc/mase-semantics.md#models-vgg7
         ("vgg7", (&[3, 32, 32], 100), 14_121_700), // last layer 1024*100 + 100 instead of 10250
-        ("jsc-tiny", (&[10], 3), 53),              // widths from the data set: 20 + 33
+        // torchvision's counts for the same modules: resnet18 (11,689,512 on ImageNet) less its
+        // 7x7 stem (9408) plus the 3x3 one (1728), less fc's 513,000 plus 5130.
+        ("resnet18", CIFAR10, 11_173_962),
+        ("resnet18", (&[3, 32, 32], 100), 11_173_962 - 5130 + 51_300), // fc 512*100 + 100
+        // mobilenet_v2 (3,504,872 on ImageNet) less classifier.1's 1,281,000 plus 12,810.
+        ("mobilenet_v2", CIFAR10, 2_236_682),
+        ("mobilenet_v2", MNIST, 2_236_682 - 2 * 32 * 9), // one input channel: stem 32*1*9 instead of 32*3*9
+        ("mobilenet_v2", (&[3, 64, 64], 10), 2_236_682), // the stride-2 stem has the same weights
+        // VisionTransformer(32, 4, 6, 3, 192, 768): six blocks of 444,864 (layer norms 768,
+        // in_proj 576*192 + 576, out_proj 192*192 + 192, MLP 192*768 + 768 + 768*192 + 192),
+        // conv_proj 192*3*16 + 192, class token 192, position embedding 65*192, encoder.ln 384,
+        // head 1930.
+        ("vit-tiny", CIFAR10, 6 * 444_864 + 9408 + 192 + 65 * 192 + 384 + 1930),
+        ("vit-tiny", CIFAR10, 2_693_578),
+        // MNIST: patches of 7 from one channel (conv_proj 192*49 + 192), 17 tokens.
+        ("vit-tiny", MNIST, 6 * 444_864 + 9600 + 192 + 17 * 192 + 384 + 1930),
+        ("jsc-tiny", (&[10], 3), 53), // widths from the data set: 20 + 33
         ("jsc-three-layer", (&[10], 3), 10 * 64 + 64 + 2080 + 1056 + 32 * 3 + 3),
     ];
     for &(name, (shape, classes), want) in cases {
@@ -139,6 +155,24 @@ fn intermediate_shapes_follow_the_architecture() {
         ("vgg7", CIFAR10, "feature_layers_20", &[8, 512, 4, 4]),
         ("vgg7", CIFAR10, "view", &[8, 8192]),
         ("tfc", MNIST, "seq_blocks_0", &[8, 784]),
+        ("resnet18", CIFAR10, "relu", &[8, 64, 32, 32]),
+        ("resnet18", CIFAR10, "layer2_0_downsample_1", &[8, 128, 16, 16]),
+        ("resnet18", CIFAR10, "layer4_1_relu_1", &[8, 512, 4, 4]),
+        ("resnet18", CIFAR10, "flatten", &[8, 512]),
+        ("mobilenet_v2", CIFAR10, "features_0_2", &[8, 32, 32, 32]),
+        ("mobilenet_v2", CIFAR10, "features_2_conv_0_2", &[8, 96, 32, 32]),
+        ("mobilenet_v2", CIFAR10, "features_2_conv_1_2", &[8, 96, 16, 16]),
+        ("mobilenet_v2", CIFAR10, "features_18_2", &[8, 1280, 2, 2]),
+        ("mobilenet_v2", (&[3, 64, 64], 10), "features_0_2", &[8, 32, 32, 32]),
+        ("mobilenet_v2", (&[3, 64, 64], 10), "features_18_2", &[8, 1280, 2, 2]),
+        ("vit-tiny", CIFAR10, "permute", &[8, 64, 192]),
+        ("vit-tiny", CIFAR10, "cat", &[8, 65, 192]),
+        ("vit-tiny", CIFAR10, "matmul", &[8, 65, 576]),
+        ("vit-tiny", CIFAR10, "transpose_1", &[8, 3, 65, 64]),
+        ("vit-tiny", CIFAR10, "scaled_dot_product_attention", &[8, 3, 65, 64]),
+        ("vit-tiny", CIFAR10, "encoder_ln", &[8, 65, 192]),
+        ("vit-tiny", CIFAR10, "getitem_18", &[8, 192]), // after the 18 chunk pieces
+        ("vit-tiny", MNIST, "cat", &[8, 17, 192]),
     ];
     for &(name, (shape, classes), node, want) in cases {
         let c = ctx(shape, classes);
@@ -196,6 +230,10 @@ fn data_sets_that_do_not_fit_are_errors() {
         ("vgg7", &[16], 5, "[channels, height, width]"),
         ("mnist-cnn", &[16], 5, "[channels, height, width]"),
         ("mnist-cnn", &[1, 3, 3], 10, "at least 4x4"),
+        ("resnet18", &[3, 7, 7], 10, "at least 8x8"),
+        ("mobilenet_v2", &[16], 10, "[channels, height, width]"),
+        ("vit-tiny", &[3, 32, 16], 10, "square images"),
+        ("vit-tiny", &[3, 30, 30], 10, "multiple of 4 or 7"),
         ("toy", &[1, 2, 2], 0, "no classes"),
         ("mlp", &[3, 0], 2, "zero-sized"),
     ];
@@ -231,6 +269,9 @@ fn registry_lists_every_model_with_info() {
             "tfc",
             "mnist-cnn",
             "vgg7",
+            "resnet18",
+            "mobilenet_v2",
+            "vit-tiny",
             "bert-tiny"
         ]
     );
@@ -243,4 +284,64 @@ fn registry_lists_every_model_with_info() {
     assert_eq!(model_info("JSC-Tiny").map(|i| i.name), Some("jsc-tiny"));
     assert_eq!(model_info("jsc-m"), None);
     assert_eq!(build_model("JSC-TOY", &ctx(JSC.0, JSC.1)).map(|g| trainable_params(&g)).ok(), Some(327));
+}
+
+#[test]
+fn torchvision_models_keep_torchvision_state_dict_names() {
+    // (model, number of state-dict tensors less `num_batches_tracked`, as torchvision's model
+    // has them, and a few names with their shapes). Python's test_zoo_torchvision.py compares
+    // every name and value with torchvision itself.
+    let cases: &[(&str, usize, &[(&str, &[usize])])] = &[
+        (
+            "resnet18",
+            102,
+            &[
+                ("conv1.weight", &[64, 3, 3, 3]),
+                ("bn1.running_mean", &[64]),
+                ("layer1.0.conv2.weight", &[64, 64, 3, 3]),
+                ("layer2.0.downsample.0.weight", &[128, 64, 1, 1]),
+                ("layer4.1.bn2.running_var", &[512]),
+                ("fc.bias", &[10]),
+            ],
+        ),
+        (
+            "mobilenet_v2",
+            262,
+            &[
+                ("features.0.0.weight", &[32, 3, 3, 3]),
+                ("features.1.conv.0.0.weight", &[32, 1, 3, 3]),
+                ("features.1.conv.1.weight", &[16, 32, 1, 1]),
+                ("features.2.conv.0.0.weight", &[96, 16, 1, 1]),
+                ("features.2.conv.1.0.weight", &[96, 1, 3, 3]),
+                ("features.2.conv.3.running_mean", &[24]),
+                ("features.18.0.weight", &[1280, 320, 1, 1]),
+                ("classifier.1.weight", &[10, 1280]),
+            ],
+        ),
+        (
+            "vit-tiny",
+            80,
+            &[
+                ("class_token", &[1, 1, 192]),
+                ("conv_proj.weight", &[192, 3, 4, 4]),
+                ("encoder.pos_embedding", &[1, 65, 192]),
+                ("encoder.layers.encoder_layer_0.ln_1.weight", &[192]),
+                ("encoder.layers.encoder_layer_0.self_attention.in_proj_weight", &[576, 192]),
+                ("encoder.layers.encoder_layer_0.self_attention.in_proj_bias", &[576]),
+                ("encoder.layers.encoder_layer_5.self_attention.out_proj.weight", &[192, 192]),
+                ("encoder.layers.encoder_layer_5.mlp.0.weight", &[768, 192]),
+                ("encoder.layers.encoder_layer_5.mlp.3.bias", &[192]),
+                ("encoder.ln.bias", &[192]),
+                ("heads.head.weight", &[10, 192]),
+            ],
+        ),
+    ];
+    for &(name, count, named) in cases {
+        let specs = build_model(name, &ctx(CIFAR10.0, CIFAR10.1)).unwrap().param_specs();
+        assert_eq!(specs.len(), count, "{name}");
+        for &(param, shape) in named {
+            let spec = specs.iter().find(|(n, _)| n == param).unwrap_or_else(|| panic!("{name} has no {param}"));
+            assert_eq!(spec.1.shape, shape, "{name}: {param}");
+        }
+    }
 }

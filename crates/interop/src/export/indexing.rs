@@ -67,23 +67,42 @@ impl Ex<'_> {
         Ok(())
     }
 
-    /// `Expand` to the output shape, the batch kept by a 1 where the input has it. An expand to
-    /// the batch size of a batch-free input (a class token) would need the batch size at run
-    /// time, which this exporter does not compute.
+    /// `Expand` to the output shape, the batch kept by a 1 where the input has it. An expand of a
+    /// batch-free input (a class token) to the batch size reads it from the graph input's shape
+    /// at run time (`Shape`, `Slice`, `Concat`); other open sizes are refused.
     pub(super) fn expand(&mut self, id: NodeId, x: String, out: &str, key: &str) -> Result<()> {
         let n = self.g.node(id);
         let name = n.name.clone();
         let (xin, dims) = (self.dims(n.inputs[0]), self.dims(id));
         let lead = dims.len() - xin.len();
         let mut target = Vec::with_capacity(dims.len());
+        let mut batch_from_input = false;
         for (d, v) in dims.iter().enumerate() {
             match (v, d.checked_sub(lead).map(|k| xin[k])) {
                 (Some(v), _) => target.push(*v as i64),
                 (None, Some(None)) => target.push(1),
+                // A batch-free input (a class token) expanded to the batch: the batch size is
+                // read from the graph input's shape at run time.
+                (None, _) if d == 0 => {
+                    batch_from_input = true;
+                    target.push(1);
+                }
                 (None, _) => return Err(xerr(&name, "an expand to the batch size of a batch-free input has no ONNX export here")),
             }
         }
-        let shape = self.i64_init(format!("{name}.shape"), &target);
+        let shape = if !batch_from_input {
+            self.i64_init(format!("{name}.shape"), &target)
+        } else {
+            let input = self.g.inputs().first().map(|&i| self.g.node(i).name.clone());
+            let input = input.ok_or_else(|| xerr(&name, "the graph has no input to read the batch size from"))?;
+            let (full, batch, joined) = (format!("{name}_input_shape"), format!("{name}_batch"), format!("{name}_target"));
+            self.add(onnx_name(key, "Shape"), "Shape", vec![input], full.clone(), vec![]);
+            let (starts, ends) = (self.i64_init(format!("{name}.batch_start"), &[0]), self.i64_init(format!("{name}.batch_end"), &[1]));
+            self.add(onnx_name(key, "Slice"), "Slice", vec![full, starts, ends], batch.clone(), vec![]);
+            let rest = self.i64_init(format!("{name}.rest"), &target[1..]);
+            self.add(onnx_name(key, "Concat"), "Concat", vec![batch, rest], joined.clone(), vec![super::a_int("axis", 0)]);
+            joined
+        };
         self.add(onnx_name(key, "Expand"), "Expand", vec![x, shape], out.into(), vec![]);
         Ok(())
     }
