@@ -6,7 +6,8 @@ use crate::error::{BenchError, Result};
 /// The models the benchmark knows, in the order it runs them. `jsc-toy-q` is jsc-toy with
 /// fake quantization on every linear layer, `bert-tiny-mx` bert-tiny with MXINT8 on every
 /// linear layer (see [`build_bench_model`]).
-pub const MODELS: [&str; 9] = ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "resnet18", "vit-tiny", "bert-tiny-mx"];
+pub const MODELS: [&str; 9] =
+    ["jsc-tiny", "jsc-toy", "jsc-toy-q", "jsc-three-layer", "tfc", "vgg7", "resnet18", "vit-tiny", "bert-tiny-mx"];
 
 /// Sequence length and classes of the bert-tiny case (digits-seq's shape).
 pub const SEQ_LEN: usize = 64;
