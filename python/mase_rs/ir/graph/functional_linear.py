@@ -13,19 +13,14 @@ by type `matmul` (or by name).
 import torch
 import torch.nn.functional as F
 
-
-def _arg(node, index, name):
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name)
+from mase_rs.ir.graph.attention import _arg
+from mase_rs.ir.graph.torch_fx import _attribute
 
 
 def _rank(gm, node):
     """The rank of a `get_attr` tensor, else None (a computed tensor's rank is not known)."""
     if isinstance(node, torch.fx.Node) and node.op == "get_attr":
-        value = gm
-        for part in node.target.split("."):
-            value = getattr(value, part)
+        value = _attribute(gm, node.target)
         if isinstance(value, torch.Tensor):
             return value.dim()
     return None
@@ -37,7 +32,7 @@ def expand(gm):
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not F.linear:
             continue
-        x, w, b = _arg(node, 0, "input"), _arg(node, 1, "weight"), _arg(node, 2, "bias")
+        x, w, b = _arg(node, 0, "input"), _arg(node, 1, "weight"), _arg(node, 2, "bias", None)
         with gm.graph.inserting_before(node):
             wt = w if _rank(gm, w) == 1 else gm.graph.call_method("transpose", (w, 0, 1))
             y = gm.graph.call_function(torch.matmul, (x, wt))
