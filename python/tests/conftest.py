@@ -50,3 +50,26 @@ def jsc_batch():
     dm.setup()
     xs, _ys = next(iter(dm.test_dataloader()))
     return np.asarray(xs, dtype=np.float32)
+
+
+def ch_command():
+    """`ch` as the start of a command line: the script pip installs beside the interpreter, or
+    `python -m mase_rs.cli` where the package was installed without it (`pip install --target`,
+    as scripts/gpu-checks.sh does on a GPU machine)."""
+    script = Path(sys.executable).parent / "ch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mase_rs.cli"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def full_float32_on_cuda():
+    """Tests compare CUDA results with the executor's to float32 rounding: cuDNN's convolutions
+    would otherwise use TF32 (10 mantissa bits) on Ampere and later GPUs."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before

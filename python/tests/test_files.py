@@ -1,13 +1,13 @@
 """MaseGraph from files: a model TOML, an ONNX file written by `ch export`, a checkpoint."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mase_rs
+from conftest import ch_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,8 +29,7 @@ def test_model_toml_needs_and_takes_dataset_info(jsc_info, jsc_batch):
 def test_onnx_export_imports_with_the_same_outputs(jsc_tiny, jsc_batch, tmp_path):
     ckpt, onnx = tmp_path / "m.ckpt", tmp_path / "m.onnx"
     jsc_tiny.save(ckpt)
-    ch = Path(sys.executable).parent / "ch"
-    r = subprocess.run([str(ch), "export", "--load", str(ckpt), "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([*ch_command(), "export", "--load", str(ckpt), "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     imported = mase_rs.MaseGraph(model=onnx)
     imported.model.eval()
@@ -50,9 +49,8 @@ def test_get_model_with_checkpoint_carries_its_weights(jsc_info, jsc_tiny, tmp_p
 
 
 def test_zoo_weights_are_those_ch_draws_for_the_seed(jsc_info, tmp_path):
-    ch = Path(sys.executable).parent / "ch"
     onnx = tmp_path / "init.onnx"
-    r = subprocess.run([str(ch), "export", "jsc-tiny", "jsc", "--seed", "3", "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([*ch_command(), "export", "jsc-tiny", "jsc", "--seed", "3", "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     drawn = mase_rs.MaseGraph(model=onnx).state_dict()
     ours = mase_rs.get_model("jsc-tiny", "cls", jsc_info, seed=3).state_dict()

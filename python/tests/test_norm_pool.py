@@ -8,8 +8,6 @@ Skipped with one line when torch is missing, except under CI=true, where torch i
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +24,7 @@ except ImportError:
 import mase_rs
 from mase_rs import DatasetInfo, MaseGraph
 from mase_rs.passes.graph.utils import get_mase_op
+from conftest import ch_command  # noqa: E402
 
 
 class LayerNorm2d(nn.LayerNorm):
@@ -168,8 +167,7 @@ def test_onnx_export_runs_in_onnxruntime_and_imports_back(tmp_path):
     mg, _ = mase_rs.init_metadata_analysis_pass(mg, None)
     mg, _ = mase_rs.add_common_metadata_analysis_pass(mg, {"dummy_in": {"x": x[:2]}, "add_value": False})
     mg.save(ckpt)
-    ch = Path(sys.executable).parent / "ch"
-    r = subprocess.run([str(ch), "export", "--load", str(ckpt), "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([*ch_command(), "export", "--load", str(ckpt), "-o", str(onnx)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {session.get_inputs()[0].name: x})

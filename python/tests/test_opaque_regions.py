@@ -4,8 +4,6 @@ model loads, equals PyTorch, trains in a torch loop and quantizes its layers."""
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ from mase_rs.passes.graph import (  # noqa: E402
     init_metadata_analysis_pass,
     quantize_transform_pass,
 )
+from conftest import ch_command  # noqa: E402
 
 Q84 = {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4, "weight_width": 8, "weight_frac_width": 4, "bias_width": 8, "bias_frac_width": 4}
 
@@ -164,9 +163,8 @@ def test_a_vit_in_miniature_trains_quantizes_and_is_refused_by_export(tmp_path):
     opaque = [n.name for n in mg.nodes if n.module and n.module["op"] == "opaque"]
     ckpt = tmp_path / "m.ckpt"
     mg.save(ckpt)
-    ch = Path(sys.executable).parent / "ch"
     for args in (["export", "--load", str(ckpt), "--format", "qonnx", "-o", str(tmp_path / "m.onnx")], ["emit", "--load", str(ckpt), "-o", str(tmp_path / "rtl")]):
-        r = subprocess.run([str(ch), *args], capture_output=True, text=True, cwd=tmp_path)
+        r = subprocess.run([*ch_command(), *args], capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode != 0
         line = r.stderr.strip().splitlines()[-1]
         assert any(f"`{name}`" in line for name in opaque), line

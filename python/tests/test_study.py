@@ -4,7 +4,6 @@ keeps them in SQLite across sessions, and builds each trial's candidate."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 import mase_rs
 from helpers import mixed_precision_space, toml_text, weight_width
+from conftest import ch_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,8 +43,7 @@ def test_ask_tell_proposes_what_ch_search_runs(tmp_path, base, sampler):
         text = text.replace("n_startup_trials = 3", "")
     config = tmp_path / "s.toml"
     config.write_text(text)
-    ch = Path(sys.executable).parent / "ch"
-    r = subprocess.run([str(ch), "search", "--config", str(config), "--json"], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([*ch_command(), "search", "--config", str(config), "--json"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     log = json.loads((tmp_path / "mase_output/s/software/search_ckpts/log.json").read_text())
     cli = [t["user_attrs_sampled_config"]["seq_blocks_2"]["config"] for t in log.values()]

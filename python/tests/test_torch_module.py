@@ -19,6 +19,7 @@ from mase_rs.passes.graph import (  # noqa: E402
     quantize_transform_pass,
 )
 from mase_rs.passes.graph.utils import get_mase_op, get_module_by_name, get_parent_name  # noqa: E402
+from conftest import ch_command  # noqa: E402
 
 
 class JSC_Three_Linear_Layers(nn.Module):
@@ -472,8 +473,6 @@ class WithOwnModule(nn.Module):
 
 def test_modules_the_graph_cannot_lower_stay_pytorch_modules(tmp_path):
     import subprocess
-    import sys
-    from pathlib import Path
 
     torch.manual_seed(0)
     user = WithOwnModule()
@@ -501,9 +500,8 @@ def test_modules_the_graph_cannot_lower_stay_pytorch_modules(tmp_path):
     assert type(mg.modules["seq_blocks.0"]).__name__ == "LinearInteger"
     ckpt = tmp_path / "m.ckpt"
     mg.save(ckpt)
-    ch = Path(sys.executable).parent / "ch"
     for args in (["export", "--load", str(ckpt), "--format", "qonnx", "-o", str(tmp_path / "m.onnx")], ["emit", "--load", str(ckpt), "-o", str(tmp_path / "rtl")]):
-        r = subprocess.run([str(ch), *args], capture_output=True, text=True, cwd=tmp_path)
+        r = subprocess.run([*ch_command(), *args], capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode != 0
         line = r.stderr.strip().splitlines()[-1]
         assert "seq_blocks_1" in line and ("Scale" in line or "opaque" in line), line
