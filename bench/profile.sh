@@ -16,7 +16,7 @@ cargo build --release -p mase-bench >&2
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 steps=3000
-[ "$model" = vgg7 ] && steps=3
+case "$model" in vgg7|resnet18|vit-tiny) steps=3 ;; esac
 # A small data set keeps its generation (not timed, but profiled) out of the top of the list.
 perf record -q -o "$out/perf.data" -g "$root/target/release/mase-bench" --models "$model" --phase "$phase" --steps "$steps" --vgg-steps "$steps" --rows "${ROWS:-8192}" "$@"
 perf report -i "$out/perf.data" --no-children --stdio -g none --percent-limit 0.5 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40

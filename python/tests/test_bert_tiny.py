@@ -69,6 +69,15 @@ def test_eval_outputs_equal_pytorch():
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=engine)
     finally:
         mase_rs.set_backend("rust")
+    # Token ids as PyTorch holds them (int64) run on the executor too (float32 holds them
+    # exactly); ids beyond 2**24 would not, and take PyTorch.
+    link = zoo.model.__dict__["_mase_link"]
+    before = link.tape
+    with torch.no_grad():
+        got = zoo.model(ids)
+    assert link.tape == before + 1
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+    assert not link.runs_in_rust(ids + 2**24 + 1)
 
 
 def test_gradients_of_one_training_step_equal_pytorch():
@@ -77,7 +86,7 @@ def test_gradients_of_one_training_step_equal_pytorch():
     ref.train()
     F.cross_entropy(ref(ids), labels).backward()
     zoo.model.train()
-    loss = F.cross_entropy(zoo.model(ids.float()), labels)
+    loss = F.cross_entropy(zoo.model(ids), labels)
     loss.backward()
     got = {k: p.grad for k, p in zoo.model.named_parameters()}
     want = {k: p.grad for k, p in ref.named_parameters()}

@@ -178,6 +178,8 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Sub => NodeKernel::Binary(Binary::new(BinOp::Sub, ins[0], ins[1], out)),
         Op::Mul => NodeKernel::Binary(Binary::new(BinOp::Mul, ins[0], ins[1], out)),
         Op::MatMul => NodeKernel::MatMul(MatMul::new(ins[0], ins[1])),
+        // `p = 0` is an alias of its input (`topo::is_alias`).
+        Op::Dropout { p } if *p == 0.0 => NodeKernel::Nop,
         Op::Dropout { p } => NodeKernel::Dropout(Dropout::new(*p, numel(out))),
         Op::StochasticDepth { p, mode } => NodeKernel::StochasticDepth(StochasticDepth::new(*p, *mode, out)),
         Op::Div => NodeKernel::Binary(Binary::new(BinOp::Div, ins[0], ins[1], out)),

@@ -30,9 +30,10 @@ pub(crate) struct Topo {
     pub is_tensor: Vec<bool>,
 }
 
-/// Whether a node's value is its first input's buffer under another shape.
+/// Whether a node's value is its first input's buffer under another shape: reshapes, and
+/// dropout with `p = 0`, the identity in training too (as PyTorch returns its input).
 pub(crate) fn is_alias(op: &Op) -> bool {
-    matches!(op, Op::Output | Op::Flatten { .. } | Op::Reshape { .. })
+    matches!(op, Op::Output | Op::Flatten { .. } | Op::Reshape { .. }) || matches!(op, Op::Dropout { p } if *p == 0.0)
 }
 
 impl Topo {

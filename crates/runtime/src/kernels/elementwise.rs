@@ -68,6 +68,20 @@ impl Kernel for Binary {
             }
             return;
         }
+        if let Some((len, [sa, sb])) = self.contiguous_rows() {
+            let (shape, st, idx) = (&self.out_shape, &self.st, &mut self.idx);
+            walk_rows(shape, &st[0], &st[1], idx, |j, ia, ib| {
+                let yr = &mut y[j..][..len];
+                let (ar, br) = (Side::of(a, ia, len, sa), Side::of(b, ib, len, sb));
+                match op {
+                    BinOp::Add => row_apply(yr, ar, br, |p, q| p + q),
+                    BinOp::Sub => row_apply(yr, ar, br, |p, q| p - q),
+                    BinOp::Mul => row_apply(yr, ar, br, |p, q| p * q),
+                    BinOp::Div | BinOp::Pow => row_apply(yr, ar, br, |p, q| apply(op, p, q)),
+                }
+            });
+            return;
+        }
         walk(&self.out_shape, &self.st[0], &self.st[1], &mut self.idx, |j, ia, ib| y[j] = apply(op, a[ia], b[ib]));
     }
 
@@ -94,12 +108,77 @@ impl Kernel for Binary {
             return;
         }
         acc.prepare(dx);
+        if let Some((len, strides)) = self.contiguous_rows() {
+            // Row by row, each element of `dx` gets the same additions in the same order as in
+            // the element walk below.
+            let (sm, so) = (strides[i], strides[1 - i]);
+            let (shape, st, idx) = (&self.out_shape, &self.st, &mut self.idx);
+            walk_rows(shape, &st[i], &st[1 - i], idx, |j, im, io| {
+                let g = &dy[j..][..len];
+                match (sm, Side::of(other, io, len, so)) {
+                    (1, Side::Row(o)) => dx[im..][..len].iter_mut().zip(g.iter().zip(o)).for_each(|(d, (&g, &o))| *d += local(g, o)),
+                    (1, Side::Value(o)) => dx[im..][..len].iter_mut().zip(g).for_each(|(d, &g)| *d += local(g, o)),
+                    (_, Side::Row(o)) => dx[im] = g.iter().zip(o).fold(dx[im], |d, (&g, &o)| d + local(g, o)),
+                    (_, Side::Value(o)) => dx[im] = g.iter().fold(dx[im], |d, &g| d + local(g, o)),
+                }
+            });
+            return;
+        }
         let (mine, theirs) = (&self.st[i], &self.st[1 - i]);
         walk(&self.out_shape, mine, theirs, &mut self.idx, |j, im, io| dx[im] += local(dy[j], other[io]));
     }
 }
 
+/// One operand's part of an output row: a run of values, or one value broadcast along the row.
+#[derive(Clone, Copy)]
+enum Side<'a> {
+    Row(&'a [f32]),
+    Value(f32),
+}
+
+impl<'a> Side<'a> {
+    /// The operand `data` at offset `at` for a row of `len` values, read with last-dimension
+    /// stride `stride` (1 or 0).
+    #[inline(always)]
+    fn of(data: &'a [f32], at: usize, len: usize, stride: usize) -> Side<'a> {
+        if stride == 1 {
+            Side::Row(&data[at..][..len])
+        } else {
+            Side::Value(data[at])
+        }
+    }
+}
+
+/// `y[t] = f(a[t], b[t])` over one row, with the operands' kind decided outside the loop so that
+/// it vectorises.
+#[inline(always)]
+fn row_apply(y: &mut [f32], a: Side<'_>, b: Side<'_>, f: impl Fn(f32, f32) -> f32) {
+    match (a, b) {
+        (Side::Row(a), Side::Row(b)) => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&p, &q))| *o = f(p, q)),
+        (Side::Row(a), Side::Value(q)) => y.iter_mut().zip(a).for_each(|(o, &p)| *o = f(p, q)),
+        (Side::Value(p), Side::Row(b)) => y.iter_mut().zip(b).for_each(|(o, &q)| *o = f(p, q)),
+        (Side::Value(p), Side::Value(q)) => y.fill(f(p, q)),
+    }
+}
+
+/// `walk` over whole rows of the last dimension: `f(j, ia, ib)` with the offsets of each row's
+/// first element.
+fn walk_rows(shape: &[usize], sa: &[usize], sb: &[usize], idx: &mut [usize], mut f: impl FnMut(usize, usize, usize)) {
+    let last = shape.len() - 1;
+    let len = shape[last];
+    walk(&shape[..last], &sa[..last], &sb[..last], &mut idx[..last], |j, ia, ib| f(j * len, ia, ib));
+}
+
 impl Binary {
+    /// The row length and both inputs' last-dimension strides, where rows are long enough to be
+    /// worth their own loops and each input either runs along them (stride 1) or holds one
+    /// value per row (stride 0).
+    fn contiguous_rows(&self) -> Option<(usize, [usize; 2])> {
+        let len = *self.out_shape.last()?;
+        let strides = [*self.st[0].last()?, *self.st[1].last()?];
+        (len >= 8 && strides.iter().all(|&s| s <= 1)).then_some((len, strides))
+    }
+
     /// Gradients of `a / b` and `a ** b`, which need both operands and the output: PyTorch's
     /// formulas `g / b`, `-g * y / b`, `g * b * a^(b - 1)` and `g * y * ln(a)`.
     fn backward_div_pow(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {

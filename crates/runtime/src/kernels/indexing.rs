@@ -2,7 +2,7 @@
 //! `expand` and `repeat`: each output value is one input value at a fixed offset, so one gather
 //! kernel runs them all, with the strides of each.
 
-use super::shape_ops::{strides, walk};
+use super::shape_ops::{runs, strides, walk};
 use super::{Accum, Bwd, Fwd, Kernel};
 use mase_ir::Indexed;
 
@@ -11,16 +11,20 @@ use mase_ir::Indexed;
 /// output gradient to the input value it came from, in output order, so a value read several
 /// times (`expand`, `repeat`) sums its gradients in the same order on any thread count.
 pub(crate) struct Gather {
+    /// The output's shape without its trailing dimensions that read consecutive input values.
     shape: Vec<usize>,
     src_strides: Vec<usize>,
+    /// Values of those trailing dimensions, copied as one run (1 where there are none).
+    run: usize,
     base: usize,
     idx: Vec<usize>,
 }
 
 impl Gather {
     fn new(shape: Vec<usize>, src_strides: Vec<usize>, base: usize) -> Gather {
+        let (shape, src_strides, run) = runs(&shape, &src_strides);
         let idx = vec![0; shape.len()];
-        Gather { shape, src_strides, base, idx }
+        Gather { shape, src_strides, run, base, idx }
     }
 
     /// `x[items]` for an input of shape `x`, resolved by [`mase_ir::resolve_index`].
@@ -54,14 +58,21 @@ impl Gather {
 impl Kernel for Gather {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let x = &cx.input(0)[self.base..];
-        let st = &self.src_strides;
-        walk(&self.shape, st, st, &mut self.idx, |j, ia, _| y[j] = x[ia]);
+        let (st, run) = (&self.src_strides, self.run);
+        if run == 1 {
+            walk(&self.shape, st, st, &mut self.idx, |j, ia, _| y[j] = x[ia]);
+        } else {
+            walk(&self.shape, st, st, &mut self.idx, |j, ia, _| y[j * run..][..run].copy_from_slice(&x[ia..][..run]));
+        }
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
         acc.prepare(dx);
         let (dy, d) = (cx.dy, &mut dx[self.base..]);
-        let st = &self.src_strides;
-        walk(&self.shape, st, st, &mut self.idx, |j, ia, _| d[ia] += dy[j]);
+        let (st, run) = (&self.src_strides, self.run);
+        // Run by run, each input value gets its additions in the same (output) order.
+        walk(&self.shape, st, st, &mut self.idx, |j, ia, _| {
+            d[ia..][..run].iter_mut().zip(&dy[j * run..][..run]).for_each(|(d, g)| *d += g)
+        });
     }
 }

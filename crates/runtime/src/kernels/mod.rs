@@ -10,6 +10,7 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
+pub(crate) mod gelu;
 pub(crate) mod indexing;
 pub(crate) mod layer_norm;
 pub(crate) mod linear;

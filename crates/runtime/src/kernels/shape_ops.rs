@@ -44,6 +44,20 @@ pub(crate) fn walk(shape: &[usize], sa: &[usize], sb: &[usize], idx: &mut [usize
     }
 }
 
+/// Splits a strided read of an output of `shape` (input stride `src_strides[d]` along output
+/// dimension `d`) into the outer dimensions and the length of the runs of trailing values that
+/// are consecutive in the input (the head dimension of attention's transposes, the features of
+/// a `[L, B, E]` swap, the rows of a slice), so that those move as whole runs.
+pub(crate) fn runs(shape: &[usize], src_strides: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
+    let mut keep = shape.len();
+    let mut run = 1;
+    while keep > 0 && src_strides[keep - 1] == run {
+        keep -= 1;
+        run *= shape[keep];
+    }
+    (shape[..keep].to_vec(), src_strides[..keep].to_vec(), run)
+}
+
 /// Row-major strides of a shape.
 pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -81,9 +95,13 @@ impl Kernel for Constant {
 
 /// A permutation of dimensions (`transpose` is the permutation that swaps two).
 pub(crate) struct Permute {
-    out_shape: Vec<usize>,
-    /// Stride in the input of each output dimension.
+    /// The output's shape without its trailing dimensions that stay contiguous in the input.
+    outer_shape: Vec<usize>,
+    /// Stride in the input of each of those output dimensions.
     src_strides: Vec<usize>,
+    /// Values of the trailing dimensions that are copied as one run (1 where the last dimension
+    /// moves).
+    run: usize,
     idx: Vec<usize>,
 }
 
@@ -91,25 +109,39 @@ impl Permute {
     /// `perm[d]` is the input dimension that becomes output dimension `d`.
     pub fn new(in_shape: &[usize], perm: &[usize]) -> Permute {
         let st = strides(in_shape);
-        Permute {
-            out_shape: perm.iter().map(|&p| in_shape[p]).collect(),
-            src_strides: perm.iter().map(|&p| st[p]).collect(),
-            idx: vec![0; perm.len()],
-        }
+        let out_shape: Vec<usize> = perm.iter().map(|&p| in_shape[p]).collect();
+        let src_strides: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
+        let (outer_shape, src_strides, run) = runs(&out_shape, &src_strides);
+        let idx = vec![0; outer_shape.len()];
+        Permute { outer_shape, src_strides, run, idx }
     }
 }
 
 impl Kernel for Permute {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let x = cx.input(0);
-        let st = &self.src_strides;
-        walk(&self.out_shape, st, st, &mut self.idx, |j, ia, _| y[j] = x[ia]);
+        let (st, run) = (&self.src_strides, self.run);
+        if run == 1 {
+            walk(&self.outer_shape, st, st, &mut self.idx, |j, ia, _| y[j] = x[ia]);
+        } else {
+            walk(&self.outer_shape, st, st, &mut self.idx, |j, ia, _| y[j * run..][..run].copy_from_slice(&x[ia..][..run]));
+        }
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, _i: usize, dx: &mut [f32], acc: Accum) {
         let dy = cx.dy;
-        let st = &self.src_strides;
-        walk(&self.out_shape, st, st, &mut self.idx, |j, ia, _| acc.put(&mut dx[ia], dy[j]));
+        let (st, run) = (&self.src_strides, self.run);
+        if run == 1 {
+            walk(&self.outer_shape, st, st, &mut self.idx, |j, ia, _| acc.put(&mut dx[ia], dy[j]));
+        } else {
+            walk(&self.outer_shape, st, st, &mut self.idx, |j, ia, _| {
+                let (to, from) = (&mut dx[ia..][..run], &dy[j * run..][..run]);
+                match acc {
+                    Accum::Write => to.copy_from_slice(from),
+                    Accum::Add => to.iter_mut().zip(from).for_each(|(t, f)| *t += f),
+                }
+            });
+        }
     }
 }
 

@@ -462,7 +462,7 @@ class Link:
     def runs_in_rust(self, x):
         if backend.get_backend() != "rust" or not isinstance(x, torch.Tensor) or self.opaque:
             return False
-        if x.device.type != "cpu" or x.dtype != torch.float32:
+        if x.device.type != "cpu" or not (x.dtype == torch.float32 or _ids_in_float32(x)):
             return False
         probe = self.tensor(self.names[0]) if self.names else None
         if probe is not None and probe.device.type != "cpu":
@@ -474,6 +474,7 @@ class Link:
         return True
 
     def rust_forward(self, module, x):
+        x = x if x.dtype == torch.float32 else x.to(torch.float32)
         self.to_rust()
         params = [self.tensor(n) for n in self.trainable]
         out = _RustFunction.apply(self, module.training, x, *params)
@@ -487,6 +488,7 @@ class Link:
     def rust_forward_many(self, module, xs):
         """`rust_forward` of a graph with several inputs or outputs: a tuple when it returns
         several values."""
+        xs = [x if x.dtype == torch.float32 else x.to(torch.float32) for x in xs]
         self.to_rust()
         params = [self.tensor(n) for n in self.trainable]
         outs = _RustManyFunction.apply(self, module.training, len(xs), *xs, *params)
@@ -495,6 +497,17 @@ class Link:
             if self.mg._torch is not None:
                 self.mg._torch.batches_run(1)
         return outs[0] if len(outs) == 1 else outs
+
+
+_INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _ids_in_float32(x):
+    """Whether `x` holds integers (token ids, class indices) that float32 represents exactly, as
+    the executor reads its inputs: within 2**24 in magnitude."""
+    if x.dtype not in _INTEGER_DTYPES:
+        return False
+    return x.numel() == 0 or (int(x.min()) >= -(2**24) and int(x.max()) <= 2**24)
 
 
 def _stamp(t):
