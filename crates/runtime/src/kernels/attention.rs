@@ -1,6 +1,7 @@
 //! `einsum` of two operands, `scaled_dot_product_attention` and `embedding`.
 
 use super::shape_ops::{strides, walk};
+use super::vector::{exp_nonpositive, multiversion};
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::gemm::{gemm, Mat, MatMut};
 use mase_ir::{size_of, AttnMask, Contraction};
@@ -192,12 +193,21 @@ fn softmax_row(row: &mut [f32]) {
         row.fill(0.0);
         return;
     }
-    let mut sum = 0.0;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
+    exp_shifted(row, max);
+    let sum = row.iter().fold(0.0, |s, v| s + v);
     row.iter_mut().for_each(|v| *v /= sum);
+}
+
+multiversion! {
+    /// `v = e^(v - max)` over a row, in vectors (`vector::exp_nonpositive`; NaN stays NaN).
+    fn exp_shifted(row: &mut [f32], max: f32) => exp_shifted_loop
+}
+
+#[inline(always)]
+fn exp_shifted_loop(row: &mut [f32], max: f32) {
+    for v in row.iter_mut() {
+        *v = exp_nonpositive(*v - max);
+    }
 }
 
 impl Kernel for Attention {

@@ -6,19 +6,21 @@
 //! of Numerical Recipes' `erfcc`, `erfc(z) = t exp(-z² + P(t))` with `t = 1 / (1 + z/2)`, here as
 //! `t exp(-z²) Q(t)` with a degree-9 polynomial `Q` fitted (Chebyshev least squares on `z` in
 //! [0, 10.5], beyond which f32's `Φ` underflows) to within 4e-8 of `erfc` relative to it. The one
-//! exponential, shared with the density `φ` of the derivative, is Cephes' `expf` (a Cody-Waite
-//! reduction and a degree-7 minimax polynomial); `x²` is split into its rounded value and the
+//! exponential, shared with the density `φ` of the derivative, is Cephes' `expf`
+//! (`vector::exp_parts`); `x²` is split into its rounded value and the
 //! exact remainder (a fused multiply-add), so that `exp(-x²/2)` keeps its digits far into the
 //! tail. `Φ` comes out within 4e-7 of its value (a few f32 roundings).
 //!
 //! Everything is plain arithmetic without branches or library calls, so the loops vectorise
-//! (16 lanes with AVX-512); the multiply-adds are fused on every path (in hardware, or by the
-//! library's correctly rounded `fmaf`), so the bits depend neither on the instruction set nor on
-//! the thread count.
+//! (16 lanes with AVX-512, `vector::multiversion!`) and give the same bits on every CPU and
+//! thread count.
 //!
 //! PyTorch's own CPU kernel evaluates `0.5 x (1 + erf(x / sqrt 2))` with an `erf` accurate to about
 //! 1.5e-7 absolute: as close as this one for `Φ` near 1, and without any correct digit in the far
 //! left tail, where this one keeps its 4e-7 relative to the value.
+
+use super::vector::{exp_parts, multiversion, powers_of_two};
+use super::Accum;
 
 /// `Q(t)`, lowest degree first: `erfc(z) exp(z²) / t` for `t = 1 / (1 + z/2)`.
 const FIT: [f32; 10] = [
@@ -33,34 +35,6 @@ const FIT: [f32; 10] = [
     -0.142_662_8,
     0.016_113_823,
 ];
-
-/// `e^a` for `a` in [-175, 0] as a value in [1/sqrt 2, sqrt 2] and a power of two `n` in
-/// [-252, 0] (NaN stays NaN in the value).
-#[inline(always)]
-fn exp_parts(a: f32) -> (f32, i32) {
-    // 1.5 * 2^23: adding it rounds to an integer, held in the low bits of the sum.
-    const SHIFT: f32 = 12_582_912.0;
-    let kd = a * std::f32::consts::LOG2_E + SHIFT;
-    let n = kd - SHIFT;
-    // Cephes' two-part ln 2: `n * 0.693359375` is exact for the `n` here.
-    let r = (a - n * 0.693_359_4) - n * -2.121_944_4e-4;
-    let mut p: f32 = 1.987_569_1e-4;
-    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1] {
-        p = p.mul_add(r, c);
-    }
-    let value = p.mul_add(r * r, r) + 1.0;
-    let n = (kd.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    (value, n.clamp(-252, 0))
-}
-
-/// `2^n` as two factors, each a normal f32 (`n` in [-252, 0]), so that a product with both
-/// underflows gradually, once.
-#[inline(always)]
-fn powers_of_two(n: i32) -> (f32, f32) {
-    let half = n >> 1;
-    let power = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-    (power(half), power(n - half))
-}
 
 /// `(Φ(-|x|), exp(-x² / 2))`.
 #[inline(always)]
@@ -116,40 +90,16 @@ fn slope(x: f32, g: f32) -> f32 {
     g * (phi + x * density * INV_SQRT_2PI)
 }
 
-/// `y = GELU(x)`.
-pub(crate) fn forward(y: &mut [f32], x: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the features the function was compiled for.
-            return unsafe { wide::forward(y, x) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: as above.
-            return unsafe { narrow::forward(y, x) };
-        }
-    }
-    forward_loop(y, x)
+multiversion! {
+    /// `y = GELU(x)`.
+    pub(crate) fn forward(y: &mut [f32], x: &[f32]) => forward_loop
 }
 
-/// `dx (=|+=) dy * GELU'(x)`.
-pub(crate) fn backward(acc: super::Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the features the function was compiled for.
-            return unsafe { wide::backward(acc, dx, x, dy) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: as above.
-            return unsafe { narrow::backward(acc, dx, x, dy) };
-        }
-    }
-    backward_loop(acc, dx, x, dy)
+multiversion! {
+    /// `dx (=|+=) dy * GELU'(x)`.
+    pub(crate) fn backward(acc: Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) => backward_loop
 }
 
-// Plain index loops: iterator adapters are generic functions that LLVM does not always inline
-// into a function compiled for other features, and the loop would then not vectorise.
 #[inline(always)]
 fn forward_loop(y: &mut [f32], x: &[f32]) {
     let n = y.len().min(x.len());
@@ -160,16 +110,16 @@ fn forward_loop(y: &mut [f32], x: &[f32]) {
 }
 
 #[inline(always)]
-fn backward_loop(acc: super::Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) {
+fn backward_loop(acc: Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) {
     let n = dx.len().min(x.len()).min(dy.len());
     let (dx, x, dy) = (&mut dx[..n], &x[..n], &dy[..n]);
     match acc {
-        super::Accum::Write => {
+        Accum::Write => {
             for i in 0..n {
                 dx[i] = slope(x[i], dy[i]);
             }
         }
-        super::Accum::Add => {
+        Accum::Add => {
             for i in 0..n {
                 dx[i] += slope(x[i], dy[i]);
             }
@@ -177,33 +127,9 @@ fn backward_loop(acc: super::Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) {
     }
 }
 
-/// The loops compiled for wider vectors, chosen at run time. The arithmetic, and so the bits,
-/// are the same on every path: Rust contracts no multiply-add.
-macro_rules! with_features {
-    ($name:ident, $features:literal) => {
-        #[cfg(target_arch = "x86_64")]
-        mod $name {
-            use super::super::Accum;
-
-            #[target_feature(enable = $features)]
-            pub(super) unsafe fn forward(y: &mut [f32], x: &[f32]) {
-                super::forward_loop(y, x)
-            }
-
-            #[target_feature(enable = $features)]
-            pub(super) unsafe fn backward(acc: Accum, dx: &mut [f32], x: &[f32], dy: &[f32]) {
-                super::backward_loop(acc, dx, x, dy)
-            }
-        }
-    };
-}
-
-with_features!(wide, "avx512f,fma");
-with_features!(narrow, "avx2,fma");
-
 #[cfg(test)]
 mod tests {
-    use super::{exp_parts, normal_cdf, powers_of_two};
+    use super::normal_cdf;
 
     #[test]
     fn the_normal_cdf_matches_tabulated_values_in_both_tails() {
@@ -233,17 +159,5 @@ mod tests {
         }
         assert!(normal_cdf(f32::NAN).is_nan());
         assert_eq!((normal_cdf(f32::NEG_INFINITY), normal_cdf(f32::INFINITY)), (0.0, 1.0));
-    }
-
-    #[test]
-    fn exp_matches_the_library_to_f32_precision() {
-        for i in -1750..=0 {
-            let a = i as f32 / 10.0;
-            let (m, n) = exp_parts(a);
-            let (s1, s2) = powers_of_two(n);
-            let got = f64::from(m) * f64::from(s1) * f64::from(s2);
-            let want = f64::from(a).exp();
-            assert!((got - want).abs() <= want * 2.5e-7, "exp({a}) = {got:e}, want {want:e}");
-        }
     }
 }

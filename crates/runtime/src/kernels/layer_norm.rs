@@ -111,15 +111,11 @@ impl Kernel for RowNorm {
         let x = &cx.vals[cx.ins[0]];
         for_each_chunk(cx.pool, x.len(), &mut self.stats, 1, |r, st| {
             let row = &x[r * m..][..m];
-            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / m as f64;
-            let var = row
-                .iter()
-                .map(|&v| {
-                    let d = f64::from(v) - mean;
-                    d * d
-                })
-                .sum::<f64>()
-                / m as f64;
+            let mean = sum_f64(m, |j| f64::from(row[j])) / m as f64;
+            let var = sum_f64(m, |j| {
+                let d = f64::from(row[j]) - mean;
+                d * d
+            }) / m as f64;
             let rstd = (1.0 / (var + eps).sqrt()) as f32;
             // The shift from the rounded factors, so a constant row normalises to exactly 0.
             st[0] = [rstd, -(mean as f32) * rstd, mean as f32];
@@ -159,21 +155,40 @@ impl Kernel for RowNorm {
         self.dw.fill(0.0);
         self.db.fill(0.0);
         let l = self.l;
-        for r in 0..l.rows {
-            let [scale, shift, _] = self.stats[r];
-            let (xr, gr) = (&x[r * m..][..m], &dy[r * m..][..m]);
-            let (mut sg, mut sgx) = (0.0f64, 0.0f64);
-            for (j, (&v, &g)) in xr.iter().zip(gr).enumerate() {
-                let a = (r % l.groups) * l.per_group + j / l.inner;
-                let xhat = f64::from(v * scale + shift);
-                let g = f64::from(g);
-                self.dw[a] += g * xhat;
-                self.db[a] += g;
-                let gw = g * w.map_or(1.0, |w| f64::from(w[a]));
-                sg += gw;
-                sgx += gw * xhat;
+        if l.groups == 1 && l.inner == 1 {
+            // Layer norm: entry `j` of a row is position `j` of the affine parameters. The
+            // parameter sums run across rows in row order, as in the general loop below.
+            for r in 0..l.rows {
+                let [scale, shift, _] = self.stats[r];
+                let (xr, gr) = (&x[r * m..][..m], &dy[r * m..][..m]);
+                let (dw, db) = (&mut self.dw[..m], &mut self.db[..m]);
+                for j in 0..m {
+                    let g = f64::from(gr[j]);
+                    dw[j] += g * f64::from(xr[j] * scale + shift);
+                    db[j] += g;
+                }
+                let gw = |j: usize| f64::from(gr[j]) * w.map_or(1.0, |w| f64::from(w[j]));
+                let sg = sum_f64(m, gw);
+                let sgx = sum_f64(m, |j| gw(j) * f64::from(xr[j] * scale + shift));
+                self.coef[r] = [(sg / m as f64) as f32, (sgx / m as f64) as f32];
             }
-            self.coef[r] = [(sg / m as f64) as f32, (sgx / m as f64) as f32];
+        } else {
+            for r in 0..l.rows {
+                let [scale, shift, _] = self.stats[r];
+                let (xr, gr) = (&x[r * m..][..m], &dy[r * m..][..m]);
+                let (mut sg, mut sgx) = (0.0f64, 0.0f64);
+                for (j, (&v, &g)) in xr.iter().zip(gr).enumerate() {
+                    let a = (r % l.groups) * l.per_group + j / l.inner;
+                    let xhat = f64::from(v * scale + shift);
+                    let g = f64::from(g);
+                    self.dw[a] += g * xhat;
+                    self.db[a] += g;
+                    let gw = g * w.map_or(1.0, |w| f64::from(w[a]));
+                    sg += gw;
+                    sgx += gw * xhat;
+                }
+                self.coef[r] = [(sg / m as f64) as f32, (sgx / m as f64) as f32];
+            }
         }
         let Some(acc) = cx.param_acc else { return };
         for (a, sums) in [(self.weight, &self.dw), (self.bias, &self.db)] {
@@ -198,10 +213,18 @@ impl Kernel for RowNorm {
         let (x, dy) = (cx.input(0), cx.dy);
         let w = affine_values(self.weight, cx.params, |k| cx.input(k));
         let this = &*self;
+        let layer = this.l.groups == 1 && this.l.inner == 1;
         for_each_chunk(cx.pool, dx.len(), dx, m, |r, dxr| {
             let [scale, shift, _] = this.stats[r];
             let [mg, mgx] = this.coef[r];
             let (xr, gr) = (&x[r * m..][..m], &dy[r * m..][..m]);
+            if layer {
+                for (j, (d, (&v, &g))) in dxr.iter_mut().zip(xr.iter().zip(gr)).enumerate() {
+                    let gw = g * w.map_or(1.0, |w| w[j]);
+                    acc.put(d, scale * (gw - mg - (v * scale + shift) * mgx));
+                }
+                return;
+            }
             for (j, (d, (&v, &g))) in dxr.iter_mut().zip(xr.iter().zip(gr)).enumerate() {
                 let gw = g * w.map_or(1.0, |w| w[this.entry(r, j)]);
                 let xhat = v * scale + shift;
@@ -209,4 +232,22 @@ impl Kernel for RowNorm {
             }
         });
     }
+}
+
+/// `f(0) + ... + f(n - 1)` in f64, in eight interleaved partial sums added in a fixed tree, so
+/// that the loop vectorises; the order depends on `n` alone.
+#[inline(always)]
+fn sum_f64(n: usize, f: impl Fn(usize) -> f64) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let whole = n - n % 8;
+    for j in (0..whole).step_by(8) {
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            *lane += f(j + k);
+        }
+    }
+    let mut sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for j in whole..n {
+        sum += f(j);
+    }
+    sum
 }

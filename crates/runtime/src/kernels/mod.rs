@@ -20,6 +20,7 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
+pub(crate) mod vector;
 pub(crate) mod winograd;
 
 use crate::slots::ParamSlot;
