@@ -11,6 +11,7 @@
 //! NaN and infinities propagate as in PyTorch: a row holding one makes its variance NaN (or its
 //! mean infinite), so every value of the row is NaN.
 
+use super::vector::sum_f64;
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::par::for_each_chunk;
 use crate::slots::ParamSlot;
@@ -232,22 +233,4 @@ impl Kernel for RowNorm {
             }
         });
     }
-}
-
-/// `f(0) + ... + f(n - 1)` in f64, in eight interleaved partial sums added in a fixed tree, so
-/// that the loop vectorises; the order depends on `n` alone.
-#[inline(always)]
-fn sum_f64(n: usize, f: impl Fn(usize) -> f64) -> f64 {
-    let mut lanes = [0.0f64; 8];
-    let whole = n - n % 8;
-    for j in (0..whole).step_by(8) {
-        for (k, lane) in lanes.iter_mut().enumerate() {
-            *lane += f(j + k);
-        }
-    }
-    let mut sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    for j in whole..n {
-        sum += f(j);
-    }
-    sum
 }

@@ -5,6 +5,7 @@
 //! accumulated in f64, as PyTorch's CPU kernel does. Evaluation uses the running statistics.
 
 use super::activation::relu_grad;
+use super::vector::sum_f64;
 use super::{Accum, Bwd, Fwd, Kernel};
 use crate::par::for_each_chunk;
 use crate::slots::ParamSlot;
@@ -97,17 +98,21 @@ impl BatchNorm {
         }
         let block = |ch: usize, i: usize| (i * c + ch) * s;
         for_each_chunk(pool, n * c * s, &mut self.sums, 2, |ch, out| {
-            let total: f64 = (0..n).map(|i| x[block(ch, i)..][..s].iter().map(|&v| f64::from(v)).sum::<f64>()).sum();
+            // Each image's plane in eight f64 lanes (`sum_f64`), the planes in image order.
+            let total: f64 = (0..n)
+                .map(|i| {
+                    let xb = &x[block(ch, i)..][..s];
+                    sum_f64(s, |j| f64::from(xb[j]))
+                })
+                .sum();
             let mu = total / m;
             let sq: f64 = (0..n)
                 .map(|i| {
-                    x[block(ch, i)..][..s]
-                        .iter()
-                        .map(|&v| {
-                            let d = f64::from(v) - mu;
-                            d * d
-                        })
-                        .sum::<f64>()
+                    let xb = &x[block(ch, i)..][..s];
+                    sum_f64(s, |j| {
+                        let d = f64::from(xb[j]) - mu;
+                        d * d
+                    })
                 })
                 .sum();
             out[0] = total;
@@ -152,11 +157,10 @@ impl BatchNorm {
             let (mut sd, mut dot) = (0.0f64, 0.0f64);
             for i in 0..n {
                 let k = (i * c + ch) * s;
-                for ((&xv, &g), &r) in x[k..k + s].iter().zip(&dy[k..k + s]).zip(&r_all[k..k + s]) {
-                    let g = mask(r, g);
-                    sd += f64::from(g);
-                    dot += f64::from(xv - mean[ch]) * f64::from(g);
-                }
+                let (xb, gb, rb) = (&x[k..k + s], &dy[k..k + s], &r_all[k..k + s]);
+                let g = |j: usize| mask(rb[j], gb[j]);
+                sd += sum_f64(s, |j| f64::from(g(j)));
+                dot += sum_f64(s, |j| f64::from(xb[j] - mean[ch]) * f64::from(g(j)));
             }
             out[0] = sd;
             out[1] = dot;

@@ -138,44 +138,66 @@ pub(crate) fn transformable(data: &[f32]) -> bool {
     data.iter().fold(true, |ok, v| ok & (v.abs() < TRANSFORM_LIMIT))
 }
 
-/// `G g G^T` of one 3x3 kernel `k` (row-major) into `out[e * stride]`, `e` over the 4x4 result.
+/// Kernels transformed together, one per lane: the input channels `i0 .. i0 + LANES` of one
+/// output channel.
+const LANES: usize = 16;
+
+/// `G g G^T` of `LANES` 3x3 kernels at once: `k[t][l]` is element `t` (row-major) of kernel `l`,
+/// `out[e][l]` element `e` of its 4x4 transform. Each lane computes exactly what one kernel alone
+/// would, so the loops vectorise across kernels.
 #[inline(always)]
-fn kernel_transform(k: [f32; 9], out: &mut [f32], stride: usize) {
+fn kernel_transform(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; 16]) {
     // G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]; first on the rows.
-    let mut t = [0.0f32; 12];
+    let mut t = [[0.0f32; LANES]; 12];
     for c in 0..3 {
-        let (g0, g1, g2) = (k[c], k[3 + c], k[6 + c]);
-        t[c] = g0;
-        t[3 + c] = 0.5 * (g0 + g1 + g2);
-        t[6 + c] = 0.5 * (g0 - g1 + g2);
-        t[9 + c] = g2;
+        for l in 0..LANES {
+            let (g0, g1, g2) = (k[c][l], k[3 + c][l], k[6 + c][l]);
+            t[c][l] = g0;
+            t[3 + c][l] = 0.5 * (g0 + g1 + g2);
+            t[6 + c][l] = 0.5 * (g0 - g1 + g2);
+            t[9 + c][l] = g2;
+        }
     }
     for r in 0..4 {
-        let (g0, g1, g2) = (t[3 * r], t[3 * r + 1], t[3 * r + 2]);
-        out[(4 * r) * stride] = g0;
-        out[(4 * r + 1) * stride] = 0.5 * (g0 + g1 + g2);
-        out[(4 * r + 2) * stride] = 0.5 * (g0 - g1 + g2);
-        out[(4 * r + 3) * stride] = g2;
+        for l in 0..LANES {
+            let (g0, g1, g2) = (t[3 * r][l], t[3 * r + 1][l], t[3 * r + 2][l]);
+            out[4 * r][l] = g0;
+            out[4 * r + 1][l] = 0.5 * (g0 + g1 + g2);
+            out[4 * r + 2][l] = 0.5 * (g0 - g1 + g2);
+            out[4 * r + 3][l] = g2;
+        }
     }
 }
 
 /// The transformed weights `u` (`[16, cout, cin]`) of the convolution `g` from a PyTorch weight
 /// `w`. With `flip`, `w` is the weight of the convolution whose input gradient `g` is
 /// (`[g.cin, g.cout, 3, 3]`), read flipped in both directions with its channel axes swapped.
+/// `LANES` input channels at a time, so that each of the 16 output planes gets a contiguous run.
 pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f32]) {
     let plane = g.cout * g.cin;
+    let mut k = [[0.0f32; LANES]; 9];
+    let mut out = [[0.0f32; LANES]; 16];
     for o in 0..g.cout {
-        for i in 0..g.cin {
-            let mut k = [0.0f32; 9];
-            if flip {
-                let src = &w[(i * g.cout + o) * 9..][..9];
-                for (t, v) in k.iter_mut().enumerate() {
-                    *v = src[8 - t];
+        for i0 in (0..g.cin).step_by(LANES) {
+            let n = LANES.min(g.cin - i0);
+            for l in 0..n {
+                let i = i0 + l;
+                if flip {
+                    let src = &w[(i * g.cout + o) * 9..][..9];
+                    for t in 0..9 {
+                        k[t][l] = src[8 - t];
+                    }
+                } else {
+                    let src = &w[(o * g.cin + i) * 9..][..9];
+                    for t in 0..9 {
+                        k[t][l] = src[t];
+                    }
                 }
-            } else {
-                k.copy_from_slice(&w[(o * g.cin + i) * 9..][..9]);
             }
-            kernel_transform(k, &mut u[o * g.cin + i..], plane);
+            kernel_transform(&k, &mut out);
+            for (e, run) in out.iter().enumerate() {
+                u[e * plane + o * g.cin + i0..][..n].copy_from_slice(&run[..n]);
+            }
         }
     }
 }
