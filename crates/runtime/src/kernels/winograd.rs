@@ -182,16 +182,9 @@ pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f3
             let n = LANES.min(g.cin - i0);
             for l in 0..n {
                 let i = i0 + l;
-                if flip {
-                    let src = &w[(i * g.cout + o) * 9..][..9];
-                    for t in 0..9 {
-                        k[t][l] = src[8 - t];
-                    }
-                } else {
-                    let src = &w[(o * g.cin + i) * 9..][..9];
-                    for t in 0..9 {
-                        k[t][l] = src[t];
-                    }
+                let src = if flip { &w[(i * g.cout + o) * 9..][..9] } else { &w[(o * g.cin + i) * 9..][..9] };
+                for (t, row) in k.iter_mut().enumerate() {
+                    row[l] = if flip { src[8 - t] } else { src[t] };
                 }
             }
             kernel_transform(&k, &mut out);
