@@ -86,10 +86,15 @@ impl ConvGeom {
 
 /// Unrolls one channel `xc` (`[h, w]`) into its `kh * kw` rows of the column matrix.
 fn im2col_channel(g: &ConvGeom, xc: &[f32], out: &mut [f32]) {
+    im2col_channel_strided(g, xc, out, g.ohw());
+}
+
+/// [`im2col_channel`] into rows `stride` values apart (the rows of several images side by side).
+fn im2col_channel_strided(g: &ConvGeom, xc: &[f32], out: &mut [f32], stride: usize) {
     let ohw = g.ohw();
     for ky in 0..g.kh {
         for kx in 0..g.kw {
-            let dst = &mut out[(ky * g.kw + kx) * ohw..][..ohw];
+            let dst = &mut out[(ky * g.kw + kx) * stride..][..ohw];
             let x0 = (kx * g.dw) as isize - g.pw as isize;
             let (lo, hi) = g.valid_cols(x0);
             for oy in 0..g.oh {
@@ -169,6 +174,49 @@ pub(crate) struct Conv {
     dw_partials: Vec<f32>,
     /// The Winograd paths, where they apply and pay (boxed: most convolutions have none).
     wino: Option<Box<WinoConv>>,
+    /// Images per matrix product of the direct forward and weight gradient (see
+    /// [`images_per_product`]).
+    per_product: usize,
+}
+
+/// Output columns a product of the direct path should have at least: below, images are put side
+/// by side in one product, so that the weight matrix is packed once for several images and the
+/// weight gradient is updated once per run of images rather than once per image (resnet18's
+/// 8x8 and 4x4 layers, whose products per image are 64 and 16 columns wide).
+const MIN_PRODUCT_COLUMNS: usize = 256;
+
+/// Images per product: 1 for images of at least [`MIN_PRODUCT_COLUMNS`] outputs and for grouped
+/// convolutions; else enough images for that many columns, at most a weight-gradient group's
+/// (so the runs start at the same images on any thread count).
+fn images_per_product(g: &ConvGeom) -> usize {
+    let ohw = g.ohw().max(1);
+    if g.groups != 1 || ohw >= MIN_PRODUCT_COLUMNS {
+        return 1;
+    }
+    MIN_PRODUCT_COLUMNS.div_ceil(ohw).clamp(1, g.n.div_ceil(DW_GROUPS).max(1))
+}
+
+/// The column matrix `[kkg, count * ohw]` of `count` images side by side (image `j`'s columns
+/// at `j * ohw` in every row) into `wide`.
+fn im2col_images(g: &ConvGeom, x: &[f32], count: usize, wide: &mut [f32]) {
+    let (hw, khkw, width) = (g.hw(), g.kh * g.kw, count * g.ohw());
+    for j in 0..count {
+        for c in 0..g.cin {
+            let xc = &x[(j * g.cin + c) * hw..][..hw];
+            im2col_channel_strided(g, xc, &mut wide[c * khkw * width + j * g.ohw()..], width);
+        }
+    }
+}
+
+/// `[rows, len]` blocks of `count` images (image-major, as a batch holds them) into `[rows,
+/// count * len]` with image `j`'s block at column `j * len`.
+fn side_by_side(images: &[f32], count: usize, rows: usize, len: usize, out: &mut [f32]) {
+    let width = count * len;
+    for j in 0..count {
+        for r in 0..rows {
+            out[r * width + j * len..][..len].copy_from_slice(&images[(j * rows + r) * len..][..len]);
+        }
+    }
 }
 
 /// The Winograd forward and input-gradient paths of one convolution (see `winograd`).
@@ -274,7 +322,15 @@ fn winograd_batch(
 impl Conv {
     /// `threads` is the size of the pool the kernel will run on (1 without one).
     pub fn new(g: ConvGeom, weight: usize, bias: Option<usize>, threads: usize, algo: ConvAlgo) -> Conv {
-        let len = if g.is_direct() { 0 } else { g.cin * g.kh * g.kw * g.ohw() };
+        let per_product = images_per_product(&g);
+        let len = if per_product > 1 {
+            // The images' column matrix, then their outputs (or output gradients) side by side.
+            (g.kkg() + g.cout) * per_product * g.ohw()
+        } else if g.is_direct() {
+            0
+        } else {
+            g.cin * g.kh * g.kw * g.ohw()
+        };
         // More workspaces than images would never be used.
         let lanes = threads.clamp(1, g.n.max(1));
         let dw_per_group = g.n.div_ceil(DW_GROUPS).max(1);
@@ -284,17 +340,50 @@ impl Conv {
             weight,
             bias,
             cols: vec![vec![0.0; len]; lanes],
-            dcols: vec![vec![0.0; len]; lanes],
+            dcols: vec![vec![0.0; if g.is_direct() { 0 } else { g.cin * g.kh * g.kw * g.ohw() }]; lanes],
             dw_per_group,
             dw_partials: vec![0.0; groups * g.cout * g.kkg()],
             wino: WinoConv::new(&g, algo, threads).map(Box::new),
+            per_product,
         }
     }
 }
 
 /// The weight gradient of images `first..first + count` into `dw` (written, not accumulated).
-fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, count: usize, col: &mut [f32], dw: &mut [f32]) {
+fn weight_grad_of_images(
+    g: &ConvGeom,
+    x: &[f32],
+    dy: &[f32],
+    first: usize,
+    count: usize,
+    col: &mut [f32],
+    dw: &mut [f32],
+    per_product: usize,
+) {
     let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+    if per_product > 1 {
+        // Runs of `per_product` images from `first`: dW [cout, kkg] (=|+=) dY [cout, run * ohw]
+        // x col^T [run * ohw, kkg], with the images side by side in both.
+        let (wide, dys) = col.split_at_mut(kkg * per_product * ohw);
+        let mut start = first;
+        while start < first + count {
+            let run = per_product.min(first + count - start);
+            let width = run * ohw;
+            im2col_images(g, &x[start * g.cin * hw..], run, &mut wide[..kkg * width]);
+            side_by_side(&dy[start * g.cout * ohw..][..run * g.cout * ohw], run, g.cout, ohw, &mut dys[..g.cout * width]);
+            let beta = if start == first { 0.0 } else { 1.0 };
+            gemm(
+                1.0,
+                Mat::new(dys, g.cout, width),
+                Mat::new(wide, kkg, width).t(),
+                beta,
+                MatMut::new(&mut dw[..g.cout * kkg], g.cout, kkg),
+                None,
+            );
+            start += run;
+        }
+        return;
+    }
     for i in first..first + count {
         let xi = &x[i * g.cin * hw..][..g.cin * hw];
         let dyi = &dy[i * g.cout * ohw..][..g.cout * ohw];
@@ -344,14 +433,24 @@ where
 }
 
 /// Runs `f(first_image, image_count, out_chunk, workspace)` over the batch: one slice of images
-/// per workspace, in parallel on the pool when there is more than one workspace and the work is
+/// per workspace, each starting at a multiple of `align`, in parallel on the pool when there is more than one workspace and the work is
 /// large. `per_image` is the length of one image's part of `out`.
-fn over_batch<F>(pool: Option<&rayon::ThreadPool>, n: usize, work: usize, out: &mut [f32], per_image: usize, ws: &mut [Vec<f32>], f: F)
-where
+#[allow(clippy::too_many_arguments)]
+fn over_batch<F>(
+    pool: Option<&rayon::ThreadPool>,
+    n: usize,
+    work: usize,
+    out: &mut [f32],
+    per_image: usize,
+    align: usize,
+    ws: &mut [Vec<f32>],
+    f: F,
+) where
     F: Fn(usize, usize, &mut [f32], &mut Vec<f32>) + Sync + Send,
 {
     use rayon::prelude::*;
-    let per_lane = n.div_ceil(ws.len().max(1)).max(1);
+    // Each lane's first image is a multiple of `align`.
+    let per_lane = n.div_ceil(ws.len().max(1)).max(1).next_multiple_of(align.max(1));
     match pool {
         Some(p) if ws.len() > 1 && work >= crate::par::PAR_MIN_WORK => p.install(|| {
             out.par_chunks_mut(per_lane * per_image)
@@ -391,7 +490,43 @@ impl Kernel for Conv {
         // Inside a batch-parallel slice the pool is busy with the other slices.
         let inner = if batch_parallel { None } else { cx.pool };
         let work = g.n * g.cout * kkg * ohw;
-        over_batch(cx.pool, g.n, work, y, g.cout * ohw, &mut self.cols, |first, count, ys, col| {
+        let per_product = self.per_product;
+        if per_product > 1 {
+            // Runs of `per_product` images from a multiple of it (`over_batch` aligns the lanes),
+            // side by side in one product; each output column is the sum it is per image.
+            over_batch(cx.pool, g.n, work, y, g.cout * ohw, per_product, &mut self.cols, |first, count, ys, col| {
+                let (wide, prod) = col.split_at_mut(kkg * per_product * ohw);
+                let mut done = 0;
+                while done < count {
+                    let run = per_product.min(count - done);
+                    let width = run * ohw;
+                    let (wide, prod) = (&mut wide[..kkg * width], &mut prod[..g.cout * width]);
+                    im2col_images(&g, &x[(first + done) * g.cin * hw..], run, wide);
+                    let beta = match bias {
+                        Some(b) => {
+                            for (row, bv) in prod.chunks_exact_mut(width).zip(b) {
+                                row.fill(*bv);
+                            }
+                            1.0
+                        }
+                        None => 0.0,
+                    };
+                    gemm(1.0, Mat::new(w, g.cout, kkg), Mat::new(wide, kkg, width), beta, MatMut::new(prod, g.cout, width), inner);
+                    for j in 0..run {
+                        let yi = &mut ys[(done + j) * g.cout * ohw..][..g.cout * ohw];
+                        for (co, yrow) in yi.chunks_exact_mut(ohw).enumerate() {
+                            yrow.copy_from_slice(&prod[co * width + j * ohw..][..ohw]);
+                        }
+                        if let Some(e) = epilogue {
+                            e.apply_planes(yi, ohw);
+                        }
+                    }
+                    done += run;
+                }
+            });
+            return;
+        }
+        over_batch(cx.pool, g.n, work, y, g.cout * ohw, 1, &mut self.cols, |first, count, ys, col| {
             for j in 0..count {
                 let xi = &x[(first + j) * g.cin * hw..][..g.cin * hw];
                 let yi = &mut ys[j * g.cout * ohw..][..g.cout * ohw];
@@ -437,6 +572,7 @@ impl Kernel for Conv {
         let (per, len) = (self.dw_per_group, g.cout * kkg);
         let lanes = self.cols.len();
         let work = g.n * g.cout * kkg * ohw;
+        let per_product = self.per_product;
         let wino = self.wino.as_mut().filter(|wc| wc.dw.is_some() && winograd::transformable(x) && winograd::transformable(dy));
         match wino {
             Some(wc) => {
@@ -448,7 +584,7 @@ impl Kernel for Conv {
             }
             None => over_partials(cx.pool, work, &mut self.dw_partials, len, &mut self.cols, |j, dw, col| {
                 let first = j * per;
-                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw);
+                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw, per_product);
             }),
         }
         // dW (=|+=) the partials in group order, element by element. When accumulating, the
@@ -504,7 +640,7 @@ impl Kernel for Conv {
         }
         let inner = if self.dcols.len() > 1 { None } else { cx.pool };
         let work = g.n * g.cout * kkg * ohw;
-        over_batch(cx.pool, g.n, work, dx, g.cin * hw, &mut self.dcols, |first, count, dxs, dcol| {
+        over_batch(cx.pool, g.n, work, dx, g.cin * hw, 1, &mut self.dcols, |first, count, dxs, dcol| {
             for j in 0..count {
                 let dyi = &dy[(first + j) * g.cout * ohw..][..g.cout * ohw];
                 let dxi = &mut dxs[j * g.cin * hw..][..g.cin * hw];
