@@ -572,7 +572,6 @@ impl Kernel for Conv {
         let (per, len) = (self.dw_per_group, g.cout * kkg);
         let lanes = self.cols.len();
         let work = g.n * g.cout * kkg * ohw;
-        let per_product = self.per_product;
         let wino = self.wino.as_mut().filter(|wc| wc.dw.is_some() && winograd::transformable(x) && winograd::transformable(dy));
         match wino {
             Some(wc) => {
@@ -584,7 +583,7 @@ impl Kernel for Conv {
             }
             None => over_partials(cx.pool, work, &mut self.dw_partials, len, &mut self.cols, |j, dw, col| {
                 let first = j * per;
-                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw, per_product);
+                weight_grad_of_images(&g, x, dy, first, per.min(g.n - first), col, dw);
             }),
         }
         // dW (=|+=) the partials in group order, element by element. When accumulating, the
