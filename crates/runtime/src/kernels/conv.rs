@@ -350,17 +350,9 @@ impl Conv {
 }
 
 /// The weight gradient of images `first..first + count` into `dw` (written, not accumulated).
-fn weight_grad_of_images(
-    g: &ConvGeom,
-    x: &[f32],
-    dy: &[f32],
-    first: usize,
-    count: usize,
-    col: &mut [f32],
-    dw: &mut [f32],
-    per_product: usize,
-) {
+fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, count: usize, col: &mut [f32], dw: &mut [f32]) {
     let (hw, ohw, kkg, cog) = (g.hw(), g.ohw(), g.kkg(), g.cog());
+    let per_product = images_per_product(g);
     if per_product > 1 {
         // Runs of `per_product` images from `first`: dW [cout, kkg] (=|+=) dY [cout, run * ohw]
         // x col^T [run * ohw, kkg], with the images side by side in both.
