@@ -16,6 +16,10 @@ pub(crate) struct MatMul {
     /// Whether an input's matrices are shared by several output batches (its gradient then sums
     /// over them).
     shared: [bool; 2],
+    /// Output batches when every one reads its own `A` in order and all share one `B` (a
+    /// `[..., m, k]` activation times a `[k, n]` weight, as `x @ w.T` writes a linear layer): the
+    /// product then runs as one `[batches * m, k] x [k, n]` GEMM. 0 otherwise.
+    folded: usize,
 }
 
 impl MatMul {
@@ -39,7 +43,10 @@ impl MatMul {
         let count = batch.iter().product::<usize>();
         let na = a[..a.len() - 2].iter().product::<usize>();
         let nb = b[..b.len() - 2].iter().product::<usize>();
-        MatMul { m, k, n, offsets: [offsets_of(a, m * k), offsets_of(b, k * n)], shared: [na < count, nb < count] }
+        let offsets = [offsets_of(a, m * k), offsets_of(b, k * n)];
+        let in_order = offsets[0].iter().enumerate().all(|(i, &o)| o == i * m * k);
+        let folded = if count > 1 && nb == 1 && na == count && in_order { count } else { 0 };
+        MatMul { m, k, n, offsets, shared: [na < count, nb < count], folded }
     }
 }
 
@@ -47,6 +54,12 @@ impl Kernel for MatMul {
     fn forward(&mut self, cx: &mut Fwd<'_>, y: &mut [f32]) {
         let (m, k, n) = (self.m, self.k, self.n);
         let (a, b) = (cx.input(0), cx.input(1));
+        if self.folded > 0 {
+            // Each row of the product is the sum it is in a batch's own product.
+            let rows = self.folded * m;
+            gemm(1.0, Mat::new(a, rows, k), Mat::new(b, k, n), 0.0, MatMut::new(&mut y[..rows * n], rows, n), cx.pool);
+            return;
+        }
         for (bi, (&oa, &ob)) in self.offsets[0].iter().zip(&self.offsets[1]).enumerate() {
             gemm(1.0, Mat::new(&a[oa..], m, k), Mat::new(&b[ob..], k, n), 0.0, MatMut::new(&mut y[bi * m * n..][..m * n], m, n), cx.pool);
         }
@@ -61,6 +74,18 @@ impl Kernel for MatMul {
             acc.beta()
         };
         let (a, b, dy) = (cx.input(0), cx.input(1), cx.dy);
+        if self.folded > 0 {
+            let rows = self.folded * m;
+            let dyf = Mat::new(dy, rows, n);
+            if i == 0 {
+                // dA = dY B^T, row by row as in each batch's product.
+                gemm(1.0, dyf, Mat::new(b, k, n).t(), acc.beta(), MatMut::new(&mut dx[..rows * k], rows, k), cx.pool);
+            } else {
+                // dB = A^T dY summed over every batch's rows in one product.
+                gemm(1.0, Mat::new(a, rows, k).t(), dyf, acc.beta(), MatMut::new(&mut dx[..k * n], k, n), cx.pool);
+            }
+            return;
+        }
         for (bi, (&oa, &ob)) in self.offsets[0].iter().zip(&self.offsets[1]).enumerate() {
             let dyb = Mat::new(&dy[bi * m * n..], m, n);
             if i == 0 {
