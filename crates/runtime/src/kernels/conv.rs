@@ -174,9 +174,6 @@ pub(crate) struct Conv {
     dw_partials: Vec<f32>,
     /// The Winograd paths, where they apply and pay (boxed: most convolutions have none).
     wino: Option<Box<WinoConv>>,
-    /// Images per matrix product of the direct forward and weight gradient (see
-    /// [`images_per_product`]).
-    per_product: usize,
 }
 
 /// Output columns a product of the direct path should have at least: below, images are put side
@@ -206,6 +203,16 @@ fn im2col_images(g: &ConvGeom, x: &[f32], count: usize, wide: &mut [f32]) {
             im2col_channel_strided(g, xc, &mut wide[c * khkw * width + j * g.ohw()..], width);
         }
     }
+}
+
+/// Fills each output row of `len` values with its channel's bias before a product adds into it
+/// (`beta` 1, the bias added once after the sum, as addmm does); `beta` 0 without a bias.
+fn bias_prefill(out: &mut [f32], bias: Option<&[f32]>, len: usize) -> f32 {
+    let Some(b) = bias else { return 0.0 };
+    for (row, bv) in out.chunks_exact_mut(len).zip(b) {
+        row.fill(*bv);
+    }
+    1.0
 }
 
 /// `[rows, len]` blocks of `count` images (image-major, as a batch holds them) into `[rows,
@@ -344,7 +351,6 @@ impl Conv {
             dw_per_group,
             dw_partials: vec![0.0; groups * g.cout * g.kkg()],
             wino: WinoConv::new(&g, algo, threads).map(Box::new),
-            per_product,
         }
     }
 }
@@ -482,7 +488,7 @@ impl Kernel for Conv {
         // Inside a batch-parallel slice the pool is busy with the other slices.
         let inner = if batch_parallel { None } else { cx.pool };
         let work = g.n * g.cout * kkg * ohw;
-        let per_product = self.per_product;
+        let per_product = images_per_product(&g);
         if per_product > 1 {
             // Runs of `per_product` images from a multiple of it (`over_batch` aligns the lanes),
             // side by side in one product; each output column is the sum it is per image.
@@ -494,15 +500,7 @@ impl Kernel for Conv {
                     let width = run * ohw;
                     let (wide, prod) = (&mut wide[..kkg * width], &mut prod[..g.cout * width]);
                     im2col_images(&g, &x[(first + done) * g.cin * hw..], run, wide);
-                    let beta = match bias {
-                        Some(b) => {
-                            for (row, bv) in prod.chunks_exact_mut(width).zip(b) {
-                                row.fill(*bv);
-                            }
-                            1.0
-                        }
-                        None => 0.0,
-                    };
+                    let beta = bias_prefill(prod, bias, width);
                     gemm(1.0, Mat::new(w, g.cout, kkg), Mat::new(wide, kkg, width), beta, MatMut::new(prod, g.cout, width), inner);
                     for j in 0..run {
                         let yi = &mut ys[(done + j) * g.cout * ohw..][..g.cout * ohw];
@@ -522,15 +520,7 @@ impl Kernel for Conv {
             for j in 0..count {
                 let xi = &x[(first + j) * g.cin * hw..][..g.cin * hw];
                 let yi = &mut ys[j * g.cout * ohw..][..g.cout * ohw];
-                let beta = match bias {
-                    Some(b) => {
-                        for (row, bv) in yi.chunks_exact_mut(ohw).zip(b) {
-                            row.fill(*bv);
-                        }
-                        1.0
-                    }
-                    None => 0.0,
-                };
+                let beta = bias_prefill(yi, bias, ohw);
                 let cols: &[f32] = if g.is_direct() {
                     xi
                 } else {
