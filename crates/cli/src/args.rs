@@ -359,6 +359,11 @@ pub struct EmitArgs {
     /// default) or `ecp5-dsp` (a Lattice ECP5 MULT18X18D with its input and output registers).
     #[arg(long)]
     pub multipliers: Option<String>,
+    /// Fold the design to fit an ECP5 part (`ecp5-25f`, `ecp5-45f`, `ecp5-85f`): every layer
+    /// `--reuse-layer` does not name gets the reuse factor of the smallest initiation interval
+    /// at which the cost model's DSPs and LUTs fit the part. Not with `--reuse`.
+    #[arg(long)]
+    pub part: Option<String>,
 }
 
 /// Options of `ch simulate`.

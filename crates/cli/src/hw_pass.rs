@@ -6,6 +6,8 @@
 
 use crate::plugins::ExternalPasses;
 use anyhow::{bail, Context, Result};
+use mase_hw::ecp5::Ecp5Part;
+use mase_hw::fit::{fit, FitRequest, Fitted};
 use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions, Multipliers};
 use mase_io::Checkpoint;
 use mase_ir::{Graph, ParamStore};
@@ -33,7 +35,7 @@ const fn key(key: &'static str, unit: &'static str, meaning: &'static str) -> Re
 pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
     name: "emit_verilog",
     args: "EmitVerilogArgs",
-    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz, multipliers)",
+    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz, multipliers, part)",
     report: &[
         key("dir", "path", "the design folder written (RTL, testbench, build script, manifest, checkpoint)"),
         key("latency_cycles", "cycles", "from the first input word to its output word"),
@@ -44,6 +46,7 @@ pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
         key("layers[].reuse_factor", "count", "its reuse factor (input terms per multiplier)"),
         key("layers[].latency_cycles", "cycles", "from the layer's input word to its output word"),
         key("estimate", "object", "the cost model's resources (doc/hardware.md, Cost model)"),
+        key("fit", "object", "with `part`: the part, the reuse factors chosen, and the DSPs and LUT4s needed and available (null without)"),
         key("estimate.model", "text", "the synthesis flow the cost model stands for"),
         key("estimate.luts", "count", "LUTs"),
         key("estimate.ffs", "count", "flip-flops"),
@@ -69,6 +72,9 @@ struct EmitVerilogArgs {
     /// How a pipelined design builds its products (`ch emit --multipliers`): `inferred` (the
     /// default) or `ecp5-dsp`.
     multipliers: Option<String>,
+    /// The ECP5 part to fit (`ch emit --part`): the reuse factor of every layer `reuse_layer`
+    /// does not name is chosen to fit it; not with `reuse`.
+    part: Option<String>,
 }
 
 /// The multipliers called `name` (`None`: inferred); `what` names the option in errors.
@@ -99,28 +105,82 @@ pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, us
     Ok(LowerOptions { reuse, default_reuse: default, ..Default::default() })
 }
 
+/// How a design is built beside its reuse factors: `ch emit`'s `--clock-mhz`, `--multipliers`
+/// and `--part` (the keys of the same names of `[passes.emit_verilog]`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Build {
+    pub clock_mhz: Option<f64>,
+    pub multipliers: Multipliers,
+    /// The part to fit: the reuse factor of every layer that `opts.reuse` does not name is
+    /// chosen so that the design fits it ([`mase_hw::fit`]).
+    pub part: Option<Ecp5Part>,
+}
+
+/// The ECP5 part called `name` (`None`: no part); `what` names the option in errors.
+pub(crate) fn part_named(name: Option<&str>, what: &str) -> Result<Option<Ecp5Part>> {
+    match name {
+        None => Ok(None),
+        Some(n) => mase_hw::ecp5::part(n)
+            .map(Some)
+            .ok_or_else(|| anyhow::anyhow!("{what} `{n}`: expected ecp5-25f, ecp5-45f or ecp5-85f (an ECP5 LFE5U part)")),
+    }
+}
+
 /// Lowers the graph and writes its design folder (RTL, testbench, build script, manifest, the
-/// design and the checkpoint `ch simulate` takes as the golden model). Returns the design and
-/// the manifest.
+/// design and the checkpoint `ch simulate` takes as the golden model). Returns the design, the
+/// manifest and, with a part, the fit.
 pub(crate) fn write_design(
     ck: &Checkpoint,
     label: &str,
     opts: &LowerOptions,
-    clock_mhz: Option<f64>,
-    multipliers: Multipliers,
+    build: &Build,
     dir: &std::path::Path,
-) -> Result<(Design, Value)> {
+) -> Result<(Design, Value, Option<Fitted>)> {
     // Convolutions need the image's shape, which the checkpoint's data set records.
     let shape = ck.meta.pointer("/dataset_info/sample_shape").and_then(|v| serde_json::from_value::<Vec<usize>>(v.clone()).ok());
     let opts = LowerOptions { input_shape: shape, ..opts.clone() };
-    let mut design = lower(&ck.graph, &ck.params, label, &opts)?;
-    if let Some(f) = clock_mhz {
-        design = design.pipelined(f)?;
-    }
-    design = design.with_multipliers(multipliers)?;
+    let make = |reuse: &[(String, usize)]| -> mase_hw::Result<Design> {
+        let mut o = opts.clone();
+        o.reuse.extend(reuse.iter().cloned());
+        let mut design = lower(&ck.graph, &ck.params, label, &o)?;
+        if let Some(f) = build.clock_mhz {
+            design = design.pipelined(f)?;
+        }
+        design.with_multipliers(build.multipliers)
+    };
+    let (design, fitted) = match build.part {
+        None => (make(&[])?, None),
+        Some(part) => {
+            let fixed: Vec<String> = opts.reuse.iter().map(|(n, _)| n.clone()).collect();
+            let f = fit(&FitRequest { part, fixed: &fixed }, make)?;
+            (f.design.clone(), Some(f))
+        }
+    };
     let manifest = emit(&design, dir)?;
     mase_io::save_checkpoint(&dir.join("model.ckpt"), ck)?;
-    Ok((design, manifest))
+    Ok((design, manifest, fitted))
+}
+
+/// What `ch emit --part` prints about the fit.
+pub(crate) fn fit_line(part: &Ecp5Part, f: &Fitted) -> String {
+    let a = part.available;
+    let reuse = f.reuse.iter().map(|(n, r)| format!("{n}={r}")).collect::<Vec<_>>().join(",");
+    let reuse = if reuse.is_empty() { "none free".to_string() } else { reuse };
+    format!(
+        "  fitted to the {}: reuse {reuse}; {} of {} DSPs and about {} of {} LUT4s by the cost model",
+        part.name, f.need.dsps, a.dsps, f.need.luts, a.luts
+    )
+}
+
+/// The fit as the JSON results give it.
+pub(crate) fn fit_json(part: &Ecp5Part, f: &Fitted) -> Value {
+    json!({
+        "part": part.name,
+        "reuse": f.reuse.iter().map(|(n, r)| json!({"node": n, "reuse_factor": r})).collect::<Vec<_>>(),
+        "dsps": f.need.dsps,
+        "luts": f.need.luts,
+        "available": {"dsps": part.available.dsps, "luts": part.available.luts},
+    })
 }
 
 /// What `ch emit` prints about a design: its shape and schedule, one line per layer and the cost
@@ -217,6 +277,9 @@ impl CliPasses {
         if a.reuse == Some(0) {
             bail!("reuse: expected a positive integer, got 0");
         }
+        if a.reuse.is_some() && a.part.is_some() {
+            bail!("reuse and part both set every layer's reuse factor: give one (reuse_layer fixes single layers under part)");
+        }
         let opts = lower_options(graph, a.reuse.unwrap_or(1), &layers, "reuse_layer")?;
         let dir = a.output_dir.unwrap_or_else(|| self.hardware_dir.clone());
         let ck = Checkpoint {
@@ -225,11 +288,18 @@ impl CliPasses {
             optimizer_tensors: Vec::new(),
             meta: json!({"model": self.label, "dataset": self.dataset, "dataset_info": self.dataset_info, "transformed": true}),
         };
-        let multipliers = multipliers_named(a.multipliers.as_deref(), "multipliers")?;
-        let (design, manifest) = write_design(&ck, &self.label, &opts, a.clock_mhz, multipliers, &dir)?;
+        let build = Build {
+            clock_mhz: a.clock_mhz,
+            multipliers: multipliers_named(a.multipliers.as_deref(), "multipliers")?,
+            part: part_named(a.part.as_deref(), "part")?,
+        };
+        let (design, manifest, fitted) = write_design(&ck, &self.label, &opts, &build, &dir)?;
         let mut text = summary_lines(&design, &manifest);
+        let fit = build.part.zip(fitted.as_ref());
+        text.extend(fit.map(|(p, f)| fit_line(&p, f)));
         text.push(format!("wrote {}", dir.display()));
         let report = json!({
+            "fit": fit.map(|(p, f)| fit_json(&p, f)),
             "dir": std::path::absolute(&dir).unwrap_or(dir.clone()),
             "latency_cycles": design.latency(),
             "initiation_interval": design.initiation_interval(),

@@ -210,6 +210,13 @@ fn train_then_check(root: &Path, model: &Model, dataset: &str, data: &Path, work
     check_model_with(root, &trained, Some(dataset), &sample, data, work);
 }
 
+/// A folder under `root` for one model's runs.
+fn own_folder(root: &Path, label: &str) -> PathBuf {
+    let dir = root.join(label.replace(['/', ' '], "_"));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
 /// The trainable and buffer values of zoo model `name` on `dataset`.
 fn parameters(name: &str, dataset: &str, data: &Path) -> usize {
     let opts = mase_io::DataOptions { data_dir: Some(data.to_path_buf()), ..Default::default() };
@@ -238,7 +245,10 @@ fn every_zoo_model_at_every_thread_count() {
     for name in mase_zoo::model_names() {
         let info = mase_zoo::model_info(name).unwrap();
         let work = if parameters(name, info.dataset, &data) >= 1_000_000 { LARGE } else { SMALL };
-        train_then_check(&root, &Model::new(name, &[name]), info.dataset, &data, work);
+        // Each model's folders go when it is done: the large models write hundreds of MB.
+        let dir = own_folder(&root, name);
+        train_then_check(&dir, &Model::new(name, &[name]), info.dataset, &data, work);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -285,7 +295,9 @@ fn every_model_file_and_checkpoint_at_every_thread_count() {
             .copied()
             .find(|d| graph_of(d).status.success())
             .unwrap_or_else(|| panic!("{label}: builds on no shipped data set"));
-        train_then_check(&root, &model, dataset, &data, SMALL);
+        let dir = own_folder(&root, &label);
+        train_then_check(&dir, &model, dataset, &data, SMALL);
+        let _ = std::fs::remove_dir_all(&dir);
         count += 1;
     }
     // Lightning checkpoints hold weights only; the zoo model is the one their file name starts with.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// A fresh scratch folder `name` with the jsc fixture under its `data` folder: the folder and
 /// the data folder's path.
-fn jsc_scratch(name: &str) -> (PathBuf, String) {
+fn jsc_scratch(name: &str) -> (Scratch, String) {
     let root = scratch(name);
     let d = root.join("data");
     std::fs::create_dir_all(d.join("jsc")).unwrap();
@@ -148,6 +148,30 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
         let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--stall-seed", "3"], &root);
         assert_eq!(s["mismatches"], 0, "{clock} MHz under back-pressure: {s}");
     }
+    // Fitted to the LFE5U-85F with every product in a MULT18X18D: unrolled or folded by 32,
+    // the products need more than its 156 DSPs, so every layer is folded to one multiplier per
+    // output (64 + 32 + 32 + 5), bit-exact under back-pressure.
+    let fit = ["--clock-mhz", "200", "--multipliers", "ecp5-dsp"];
+    let out = root.join("rtl_fit");
+    let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap(), "--part", "ecp5-85f"][..], &fit].concat(), &root);
+    assert_eq!(
+        (e["fit"]["part"].as_str(), e["fit"]["dsps"].as_u64(), e["fit"]["available"]["dsps"].as_u64()),
+        (Some("LFE5U-85F"), Some(133), Some(156)),
+        "{e}"
+    );
+    assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(133.0));
+    let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
+    assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![16, 64, 32, 32], Some(64)));
+    let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--samples", "100", "--stall-seed", "5"], &root);
+    assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(100)), "{s}");
+    for (args, want) in [
+        (&["--part", "ecp5-25f"][..], "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 28 (105 over)"),
+        (&["--part", "xc7a35t"][..], "error: --part `xc7a35t`: expected ecp5-25f, ecp5-45f or ecp5-85f (an ECP5 LFE5U part)"),
+        (&["--part", "ecp5-85f", "--reuse", "2"][..], "error: --reuse and --part both set every layer's reuse factor: give one (--reuse-layer fixes single layers under --part)"),
+    ] {
+        let line = ch_error(&[&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap()][..], &fit, args].concat(), &root);
+        assert_eq!(line, want, "{args:?}");
+    }
     let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--clock-mhz", "5000"], &root);
     assert_eq!(line, "error: clock_mhz 5000: expected a frequency from 1 to 1000 MHz");
     let line =
@@ -285,6 +309,11 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
             "rtl_dsp",
             &["--clock-mhz", "200", "--multipliers", "ecp5-dsp"],
         ),
+        (
+            "output_dir = \"rtl_part\"\nclock_mhz = 200\nmultipliers = \"ecp5-dsp\"\npart = \"ecp5-45f\"",
+            "rtl_part",
+            &["--clock-mhz", "200", "--multipliers", "ecp5-dsp", "--part", "ecp5-45f"],
+        ),
     ];
     for (i, &(keys, dir, flags)) in cases.iter().enumerate() {
         let cfg = write(&format!("emit{i}.toml"), keys);
@@ -296,6 +325,7 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
         let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap()][..], flags].concat(), &root);
         assert_eq!(report["latency_cycles"], e["manifest"]["latency_cycles"], "{keys}");
         assert_eq!(report["estimate"], e["manifest"]["estimate"], "{keys}");
+        assert_eq!(report["fit"], e["fit"], "{keys}");
         for f in ["rtl/mase_top.v", "rtl/mase_seq_blocks_2.v", "manifest.json", "design.json", "tb/tb.cpp"] {
             let a = std::fs::read(root.join(dir).join(f)).unwrap_or_else(|e| panic!("{dir}/{f}: {e}"));
             assert!(a == std::fs::read(out.join(f)).unwrap(), "{keys}: {f} differs from ch emit's");
@@ -330,11 +360,16 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
     let errors: &[(&str, &str)] = &[
         (
             "reuse_factor = 2",
-            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`, `part`",
         ),
         ("multipliers = \"dsp\"", "error: pass `emit_verilog`: multipliers `dsp`: expected one of inferred, ecp5-dsp"),
         ("multipliers = \"ecp5-dsp\"", "error: pass `emit_verilog`: multipliers ecp5-dsp: needs a pipelined design (a clock_mhz)"),
         ("clock_mhz = 0", "error: pass `emit_verilog`: clock_mhz 0: expected a frequency from 1 to 1000 MHz"),
+        ("part = \"85k\"", "error: pass `emit_verilog`: part `85k`: expected ecp5-25f, ecp5-45f or ecp5-85f (an ECP5 LFE5U part)"),
+        (
+            "reuse = 2\npart = \"ecp5-85f\"",
+            "error: pass `emit_verilog`: reuse and part both set every layer's reuse factor: give one (reuse_layer fixes single layers under part)",
+        ),
         ("reuse = 0", "error: pass `emit_verilog`: reuse: expected a positive integer, got 0"),
         ("reuse_layer = { nope = 2 }", "error: pass `emit_verilog`: reuse_layer `nope=2`: the model has no node `nope`"),
         ("reuse = 3", "error: pass `emit_verilog`: node `seq_blocks_2`: reuse factor 3 does not divide its 16 inputs per output"),

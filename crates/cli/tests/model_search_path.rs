@@ -31,7 +31,7 @@ fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-fn setup(name: &str) -> (std::path::PathBuf, String) {
+fn setup(name: &str) -> (Scratch, String) {
     let root = scratch(name);
     let data = root.join("data/jsc");
     std::fs::create_dir_all(&data).unwrap();

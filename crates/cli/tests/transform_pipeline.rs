@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// MASE lab 2's before/after comparison on jsc-tiny: BitOPs, quantize, summary, BitOPs again.
 const LAB2: &str = r#"
@@ -34,7 +34,7 @@ bias_frac_width = 4
 pass = "bitops"
 "#;
 
-fn setup(name: &str) -> (PathBuf, String) {
+fn setup(name: &str) -> (Scratch, String) {
     let root = scratch(name);
     let data = root.join("data/jsc");
     std::fs::create_dir_all(&data).unwrap();

@@ -19,6 +19,9 @@ pub enum HwError {
     /// A clock the design cannot be pipelined for.
     #[error("{reason}")]
     Clock { reason: String },
+    /// A design that cannot be folded to fit a part (`ch emit --part`), with what it needs.
+    #[error("the design does not fit the {part}: {detail}")]
+    DoesNotFit { part: String, detail: String },
     #[error("parameter `{name}`: {reason}")]
     Param { name: String, reason: String },
     /// A tool that is not installed, with what installs it.

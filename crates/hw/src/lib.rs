@@ -4,7 +4,8 @@
 //! [`lower`] turns a quantized graph into a [`Design`] (layers, constants, ranges, widths),
 //! [`emit`] writes its folder (RTL, testbench, build script, manifest), and [`simulate`] builds
 //! and runs it and compares every output code with [`simulate::golden`]. [`cost::estimate`] gives a
-//! design's LUTs, flip-flops, DSPs, latency and initiation interval without synthesis.
+//! design's LUTs, flip-flops, DSPs, latency and initiation interval without synthesis, and
+//! [`fit::fit`] folds a design until it fits a part by that estimate.
 
 pub mod bipolar;
 pub mod calibration;
@@ -16,6 +17,7 @@ pub mod dsp;
 pub mod ecp5;
 pub mod emit;
 mod error;
+pub mod fit;
 pub mod integrity;
 pub mod lower;
 pub mod pipeline;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::have;
+use common::{have, quantize_graph, quantized, quantized_frac};
 use mase_hw::simulate::{self, golden, mismatches};
 use mase_hw::synth::{synth, SynthTarget};
 use mase_hw::{emit, lower, Design, HwError, LowerOptions, Multipliers, Step};
@@ -22,34 +22,6 @@ fn jsc() -> mase_io::Splits {
     std::fs::create_dir_all(dir.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), dir.join("jsc/jsc_fixture.h5")).unwrap();
     mase_io::load_dataset("jsc", &mase_io::DataOptions { data_dir: Some(dir), ..Default::default() }).unwrap()
-}
-
-/// A zoo model with seeded weights, its linears (and relus when `relu_bits` is set) quantized
-/// to `integer` formats of `bits` bits with half of them fractional.
-fn quantized(model: &str, bits: u32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
-    quantized_frac(model, bits, bits as i32 / 2, relu_bits)
-}
-
-/// `quantized` with `frac` fraction bits.
-fn quantized_frac(model: &str, bits: u32, frac: i32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
-    let ctx = mase_zoo::ModelContext { sample_shape: vec![16], num_classes: 5 };
-    quantize_graph(mase_zoo::build_model(model, &ctx).unwrap(), bits, frac, relu_bits)
-}
-
-/// `quantized` for any graph taking 16 features.
-fn quantize_graph(mut g: Graph, bits: u32, f: i32, relu_bits: Option<u32>) -> (Graph, ParamStore) {
-    let params = mase_runtime::init_params(&g, &mut Rng::new(7));
-    let mut cx = PassContext::new(params);
-    cx.inputs = InputSource::Random { sample_shape: vec![16] };
-    run_pass("add_common_metadata", &mut g, &mut cx, &json!(null)).unwrap();
-    let mut q = json!({"by": "type", "default": {"config": {"name": "NA"}}, "linear": {"config": {"name": "integer",
-        "data_in_width": bits, "data_in_frac_width": f, "weight_width": bits, "weight_frac_width": f,
-        "bias_width": bits, "bias_frac_width": f}}});
-    if let Some(rb) = relu_bits {
-        q["relu"] = json!({"config": {"name": "integer", "data_in_width": rb, "data_in_frac_width": rb / 2}});
-    }
-    run_pass("quantize", &mut g, &mut cx, &q).unwrap();
-    (g, cx.params)
 }
 
 fn test_split() -> (Vec<f32>, Vec<usize>, Vec<u32>) {

@@ -99,7 +99,7 @@ fn mnist_full_training_set_uses_official_split() {
     write(&m.join("train-labels-idx1-ubyte.gz"), &gz(&idx(&[20], &(0..20u8).map(|i| i % 10).collect::<Vec<_>>())));
     write(&m.join("t10k-images-idx3-ubyte.gz"), &gz(&idx(&[3, 28, 28], &[255u8; 3 * 784])));
     write(&m.join("t10k-labels-idx1-ubyte"), &idx(&[3], &[1, 2, 3]));
-    let s = load("mnist", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() });
+    let s = load("mnist", &DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() });
     // A small training file holds out its last tenth (2 of 20); the real one its last 5,000.
     assert_eq!(sizes(&s), (18, 2, 3));
     assert_eq!((s.val.x[0], s.val.y.clone()), (18.0 / 255.0, vec![8, 9]));
@@ -198,7 +198,7 @@ fn cifar10_batches_from_the_real_record() {
         write(&root.join(format!("data_batch_{k}.bin")), &b);
     }
     write(&root.join("test_batch.bin"), &rec);
-    let s = load("cifar10", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() });
+    let s = load("cifar10", &DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() });
     assert_eq!(sizes(&s), (9, 1, 1));
     assert_eq!(s.train.y, [1, 6, 2, 7, 3, 8, 4, 9, 5]);
     assert_eq!((s.val.y[0], s.test.y[0]), (0, 1));
@@ -217,7 +217,7 @@ fn cifar10_batches_from_the_real_record() {
 #[test]
 fn missing_data_errors_list_expected_files() {
     let dir = scratch("empty");
-    let opts = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
+    let opts = DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() };
     // (data set, expected file names in the message)
     let cases: [(&str, &[&str]); 7] = [
         ("mnist", &["t10k-images-idx3-ubyte[.gz]", "t10k-labels-idx1-ubyte[.gz]", "train-images-idx3-ubyte[.gz]"]),
@@ -292,7 +292,7 @@ fn tabular_rows_with_non_finite_features_are_refused_or_dropped() {
     write(&path, text.as_bytes());
     let e = load_error("iris", &dir);
     assert!(e.starts_with(&format!("{}, line 4, column `field 1`: inf is not a finite number; ", path.display())), "{e}");
-    let opts = DataOptions { data_dir: Some(dir.clone()), nonfinite: mase_io::NonFinite::Drop };
+    let opts = DataOptions { data_dir: Some(dir.to_path_buf()), nonfinite: mase_io::NonFinite::Drop };
     let s = load("iris", &opts);
     assert_eq!(s.info.dropped_nonfinite, 2);
     assert_eq!(sizes(&s).0 + sizes(&s).1 + sizes(&s).2, 10);

@@ -22,8 +22,8 @@ fn load_only(file: &str) -> Splits {
     let dir = scratch(&format!("jsc-{file}"));
     let bytes = std::fs::read(jsc_fixture(file)).unwrap_or_else(|e| panic!("{e}"));
     write(&dir.join("jsc").join(file), &bytes);
-    let s =
-        load_dataset("jsc", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() }).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let s = load_dataset("jsc", &DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() })
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
     let _ = std::fs::remove_dir_all(&dir);
     s
 }
@@ -133,7 +133,7 @@ fn fixture_classes_are_learnable() {
 fn source_priority_and_errors() {
     let dir = scratch("jsc-priority");
     let copy = |from: &str, to: &str| write(&dir.join("jsc").join(to), &std::fs::read(jsc_fixture(from)).unwrap_or_else(|e| panic!("{e}")));
-    let opts = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
+    let opts = DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() };
     let source = || load_dataset("jsc", &opts).map(|s| s.info.source).unwrap_or_else(|e| e.to_string());
     copy(FORMATS[2], FORMATS[2]);
     assert!(source().ends_with(".arff"));
@@ -198,11 +198,11 @@ fn non_finite_features_are_refused_with_file_line_and_column_or_dropped_on_reque
         let dir = scratch(&format!("jsc-nonfinite-{bad}"));
         let path = dir.join("jsc").join(FORMATS[1]);
         write(&path, (edited.join("\n") + "\n").as_bytes());
-        let refuse = DataOptions { data_dir: Some(dir.clone()), ..Default::default() };
+        let refuse = DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() };
         let e = load_dataset("jsc", &refuse).map(|_| ()).unwrap_err().to_string();
         let want = format!("{}, line 5, column `{column}`: {shown} is not a finite number; ", path.display());
         assert!(e.starts_with(&want) && e.contains("--drop-nonfinite") && !e.contains('\n'), "{e}");
-        let drop = DataOptions { data_dir: Some(dir.clone()), nonfinite: mase_io::NonFinite::Drop };
+        let drop = DataOptions { data_dir: Some(dir.to_path_buf()), nonfinite: mase_io::NonFinite::Drop };
         let s = load_dataset("jsc", &drop).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.info.dropped_nonfinite, 1);
         assert_eq!(total(&s), total(&clean) - 1, "the fixture's rows are unique");
@@ -235,7 +235,8 @@ fn non_finite_features_of_an_arff_file_are_named_by_line() {
     let dir = scratch("jsc-nonfinite-arff");
     let path = dir.join("jsc").join(FORMATS[2]);
     write(&path, (edited.join("\n") + "\n").as_bytes());
-    let e = load_dataset("jsc", &DataOptions { data_dir: Some(dir.clone()), ..Default::default() }).map(|_| ()).unwrap_err().to_string();
+    let e =
+        load_dataset("jsc", &DataOptions { data_dir: Some(dir.to_path_buf()), ..Default::default() }).map(|_| ()).unwrap_err().to_string();
     let want = format!("{}, line {}, column `{column}`: NaN is not a finite number", path.display(), at + 1);
     assert!(e.starts_with(&want), "{e}");
     let _ = std::fs::remove_dir_all(&dir);

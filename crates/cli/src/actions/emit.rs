@@ -3,11 +3,12 @@
 //! `manifest.json`, the design (`design.json`) and the checkpoint itself (`model.ckpt`), so
 //! that `ch simulate DIR` has the golden model at hand. A layer's reuse factor is the one
 //! `--reuse-layer` names, else its node's `hardware.reuse_factor` metadata (a `quantize` entry's
-//! `hardware` table, as a hardware search's `best.json` writes it), else `--reuse`.
+//! `hardware` table, as a hardware search's `best.json` writes it), else `--reuse`; with
+//! `--part`, the one that fits the design to the part at the smallest initiation interval.
 
 use crate::args::EmitArgs;
 use crate::config::merge_on_cpu;
-use crate::hw_pass::{lower_options, multipliers_named, summary_lines, write_design};
+use crate::hw_pass::{fit_json, fit_line, lower_options, multipliers_named, part_named, summary_lines, write_design, Build};
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, Result};
@@ -52,13 +53,26 @@ pub fn run(args: &EmitArgs) -> Result<()> {
         let (node, r) = parsed.ok_or_else(|| anyhow!("--reuse-layer `{item}`: expected NODE=R with R a positive integer"))?;
         layers.push((node, r));
     }
+    if args.reuse.is_some() && args.part.is_some() {
+        return Err(anyhow!(
+            "--reuse and --part both set every layer's reuse factor: give one (--reuse-layer fixes single layers under --part)"
+        ));
+    }
     let opts = lower_options(&ck.graph, args.reuse.unwrap_or(1), &layers, "--reuse-layer")?;
-    let multipliers = multipliers_named(args.multipliers.as_deref(), "--multipliers")?;
-    let (design, manifest) = write_design(&ck, &label, &opts, args.clock_mhz, multipliers, &dir)?;
+    let build = Build {
+        clock_mhz: args.clock_mhz,
+        multipliers: multipliers_named(args.multipliers.as_deref(), "--multipliers")?,
+        part: part_named(args.part.as_deref(), "--part")?,
+    };
+    let (design, manifest, fitted) = write_design(&ck, &label, &opts, &build, &dir)?;
     for line in summary_lines(&design, &manifest) {
         human.line(line);
     }
+    let fit = build.part.zip(fitted.as_ref());
+    if let Some((p, f)) = fit {
+        human.line(fit_line(&p, f));
+    }
     human.info(format!("wrote {}", dir.display()));
-    human.result(&json!({"action": "emit", "model": label, "dir": dir, "manifest": manifest}));
+    human.result(&json!({"action": "emit", "model": label, "dir": dir, "manifest": manifest, "fit": fit.map(|(p, f)| fit_json(&p, f))}));
     Ok(())
 }

@@ -1,19 +1,15 @@
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 //! Helpers for running the `ch` binary in tests.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../../io/tests/common/scratch.rs"]
+mod scratch;
+pub use scratch::{scratch, Scratch};
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
-}
-
-/// A fresh, empty folder for one test.
-pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mase-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
 }
 
 pub fn ch(args: &[&str], cwd: &Path) -> Output {

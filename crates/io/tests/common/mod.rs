@@ -4,6 +4,9 @@
 use mase_io::{DataOptions, Dataset};
 use std::path::{Path, PathBuf};
 
+mod scratch;
+pub use scratch::scratch;
+
 /// The repository's shipped data folder.
 pub fn shipped() -> DataOptions {
     DataOptions { data_dir: Some(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data"))), ..Default::default() }
@@ -12,14 +15,6 @@ pub fn shipped() -> DataOptions {
 /// This crate's test fixtures.
 pub fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
-}
-
-/// A fresh, empty folder under the system temp dir, unique to this process and `name`.
-pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mase-io-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
-    d
 }
 
 pub fn write(path: &Path, bytes: &[u8]) {

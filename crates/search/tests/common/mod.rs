@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "../../../io/tests/common/scratch.rs"]
+mod scratch;
+pub use scratch::scratch;
+
 mod postgres_server;
 pub use postgres_server::postgres_url;
 
@@ -65,14 +69,6 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
 }
 
-/// A fresh, empty folder for one test.
-pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mase-search-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
-}
-
 /// The jsc fixture (MASE's HDF5 format) loaded from a temporary data dir. Each call gets its own
 /// folder: tests run on parallel threads, and a shared one would be emptied under another's read.
 pub fn jsc_splits() -> Splits {
@@ -80,7 +76,7 @@ pub fn jsc_splits() -> Splits {
     let d = scratch(&format!("jsc-data-{}", CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     std::fs::create_dir_all(d.join("jsc")).unwrap();
     std::fs::copy(repo_root().join("crates/io/tests/fixtures/jsc/jsc_fixture.h5"), d.join("jsc/jsc_fixture.h5")).unwrap();
-    mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d), ..Default::default() }).expect("jsc fixture")
+    mase_io::load_dataset("jsc", &DataOptions { data_dir: Some(d.to_path_buf()), ..Default::default() }).expect("jsc fixture")
 }
 
 /// The MNIST test images shipped in the repo.

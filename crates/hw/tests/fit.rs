@@ -1,0 +1,87 @@
+//! Fitting a design to an ECP5 part (`ch emit --part`): the smallest initiation interval whose
+//! estimate fits, and a one-line refusal saying by how much when nothing does.
+
+mod common;
+
+use common::quantized;
+use mase_hw::ecp5::{part, Ecp5Part};
+use mase_hw::fit::{fit, product_layers, FitRequest, Need};
+use mase_hw::{lower, Design, LowerOptions, Multipliers};
+
+/// jsc-three-layer (16 -> 64 -> 32 -> 32 -> 5) with seeded 6-bit weights, pipelined for 200 MHz
+/// with every product in a MULT18X18D, the layers of `fixed` and `free` at their reuse factors.
+fn jsc_three_layer(fixed: &[(String, usize)], free: &[(String, usize)]) -> mase_hw::Result<Design> {
+    let (g, p) = quantized("jsc-three-layer", 6, Some(6));
+    let opts = LowerOptions { reuse: fixed.iter().chain(free).cloned().collect(), default_reuse: 1, input_shape: None };
+    lower(&g, &p, "jsc-three-layer", &opts)?.pipelined(200.0)?.with_multipliers(Multipliers::Ecp5Dsp)
+}
+
+fn nodes() -> Vec<(String, usize)> {
+    let d = jsc_three_layer(&[], &[]).unwrap();
+    product_layers(&d).iter().map(|l| (l.node.clone(), l.in_features)).collect()
+}
+
+/// The reuse factors of the free layers for a target interval `t`, computed here from the
+/// layers' inputs, all powers of two: the largest divisor within `t` is the largest power of
+/// two within `min(t, inputs)`.
+fn folded_within(t: usize, free: &[(String, usize)]) -> Vec<(String, usize)> {
+    let pow2_within = |n: usize| 1 << (usize::BITS - 1 - n.leading_zeros());
+    free.iter().map(|(n, k)| (n.clone(), pow2_within(t.min(*k)))).collect()
+}
+
+fn ecp5(name: &str) -> Ecp5Part {
+    part(name).unwrap()
+}
+
+#[test]
+fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
+    let layers = nodes();
+    assert_eq!(layers.iter().map(|(_, k)| *k).collect::<Vec<_>>(), [16, 64, 32, 32]);
+    // The oracle: every interval from 1 to 64 tried in turn, each layer folded within it.
+    let smallest_fitting =
+        |p: Ecp5Part| (1..=64).find(|&t| Need::of(&jsc_three_layer(&[], &folded_within(t, &layers)).unwrap()).fits(p.available));
+    // Unrolled, the products alone are more than any part's DSPs; folded to one multiplier per
+    // output (64 + 32 + 32 + 5 = 133) they fit the 85F's 156 but not the 45F's 72.
+    for (name, fits) in [("85f", true), ("45f", false), ("25f", false)] {
+        let p = ecp5(name);
+        let got = fit(&FitRequest { part: p, fixed: &[] }, |free| jsc_three_layer(&[], free));
+        assert_eq!(got.is_ok(), fits, "{name}");
+        let Ok(got) = got else {
+            assert_eq!(smallest_fitting(p), None, "{name}");
+            continue;
+        };
+        let ii = got.design.initiation_interval();
+        assert_eq!(Some(ii), smallest_fitting(p), "{name}");
+        assert!(ii > 1, "{name}: unrolled does not fit");
+        assert!(got.need.fits(p.available), "{name}: {:?}", got.need);
+        assert_eq!(got.need, Need::of(&got.design), "{name}");
+        assert_eq!(got.reuse, folded_within(ii, &layers), "{name}: every layer folded as far as the interval allows");
+    }
+}
+
+#[test]
+fn fixed_layers_keep_their_reuse_factor_and_a_design_too_large_is_refused_by_how_much() {
+    let layers = nodes();
+    // The 64 -> 32 layer fixed at 8: its 256-odd products are more than the 85F's 156 DSPs.
+    let fixed = vec![(layers[1].0.clone(), 8)];
+    let names: Vec<String> = fixed.iter().map(|(n, _)| n.clone()).collect();
+    let p = ecp5("85f");
+    let err = fit(&FitRequest { part: p, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap_err().to_string();
+    let free: Vec<(String, usize)> = layers.iter().filter(|(n, _)| *n != layers[1].0).map(|(n, k)| (n.clone(), *k)).collect();
+    let need = Need::of(&jsc_three_layer(&fixed, &free).unwrap());
+    assert_eq!(
+        err,
+        format!(
+            "the design does not fit the LFE5U-85F: with every free layer folded as far as it goes, it needs {} DSPs of 156 ({} over)",
+            need.dsps,
+            need.dsps - 156
+        )
+    );
+    // Fixed at 64 (one multiplier per output), it fits: the fixed layer as given, the others
+    // chosen.
+    let fixed = vec![(layers[1].0.clone(), 64)];
+    let got = fit(&FitRequest { part: p, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap();
+    let fixed_layer = got.design.layers.iter().find(|l| l.node == layers[1].0).unwrap();
+    assert_eq!(fixed_layer.reuse, 64);
+    assert!(got.reuse.iter().all(|(n, _)| *n != layers[1].0));
+}
