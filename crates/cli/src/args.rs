@@ -408,6 +408,10 @@ pub struct SynthArgs {
     /// nextpnr's seed for `--target ecp5` (default 1: the same placement every run).
     #[arg(long, value_parser = whole_u64, allow_negative_numbers = true)]
     pub seed: Option<u64>,
+    /// Minutes each tool of `--target ecp5` (Yosys, then nextpnr) may run before it is stopped
+    /// (default 20).
+    #[arg(long = "timeout-minutes", value_parser = whole_u64, allow_negative_numbers = true)]
+    pub timeout_minutes: Option<u64>,
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,

@@ -197,7 +197,12 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     // The options of `--target ecp5`, one line each, before any tool runs.
     let cases: &[(&[&str], &str)] = &[
         (&["--target", "ecp5", "--part", "12f"], "error: --part `12f`: expected 25f, 45f or 85f (an ECP5 LFE5U part)"),
-        (&["--part", "85f"], "error: --part and --seed are options of --target ecp5, not of --target xilinx"),
+        (&["--part", "85f"], "error: --part, --seed and --timeout-minutes are options of --target ecp5, not of --target xilinx"),
+        (
+            &["--target", "generic", "--timeout-minutes", "5"],
+            "error: --part, --seed and --timeout-minutes are options of --target ecp5, not of --target generic",
+        ),
+        (&["--target", "ecp5", "--timeout-minutes", "0"], "error: --timeout-minutes: expected at least 1 minute"),
         (&["--target", "vivado"], "error: --target `vivado`: expected xilinx, generic, all or ecp5"),
     ];
     let pipelined = root.join("rtl_200");

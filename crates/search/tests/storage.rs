@@ -238,7 +238,8 @@ fn tpe_with_two_workers_matches_one_worker_on_the_same_budget() {
 #[test]
 fn studies_copy_between_stores_unchanged() {
     // The source: a finished trial, a failed one and one still running.
-    let src = Backend::Sqlite(scratch("copy-src").join("study.db"));
+    let src_dir = scratch("copy-src");
+    let src = Backend::Sqlite(src_dir.join("study.db"));
     let name = unique_study("copy");
     let mut from = src.open();
     from.open_study(&name, &spec(2), OpenMode::Fresh).unwrap();
@@ -256,7 +257,8 @@ fn studies_copy_between_stores_unchanged() {
         let e = to.import_study(&name, &spec(2), &trials).unwrap_err().to_string();
         assert!(e.contains("already exists") && !e.contains('\n'), "{e}");
         // And back into a new SQLite file.
-        let back = Backend::Sqlite(scratch(&format!("copy-back-{}", b.name())).join("study.db"));
+        let back_dir = scratch(&format!("copy-back-{}", b.name()));
+        let back = Backend::Sqlite(back_dir.join("study.db"));
         back.open().import_study(&name, &spec(2), &to.trials(&name).unwrap()).unwrap();
         assert_eq!(back.open().trials(&name).unwrap(), trials);
     }
@@ -288,7 +290,8 @@ fn deleting_a_study_removes_it_and_its_trials_only() {
 
 #[test]
 fn a_version_1_sqlite_file_is_upgraded_in_place() {
-    let path = scratch("v1").join("study.db");
+    let dir = scratch("v1");
+    let path = dir.join("study.db");
     {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
@@ -326,7 +329,8 @@ fn damaged_trial_rows_are_one_error_line() {
         ("UPDATE trials SET point = '[1.0]' WHERE number = 3", "trial 3 stores a point of 1 value(s), the space has 3 parameter(s)"),
         ("UPDATE trials SET vals = '[]' WHERE number = 5", "trial 5 stores 0 value(s), the objective has 1"),
     ];
-    let path = scratch("damaged-rows").join("study.db");
+    let dir = scratch("damaged-rows");
+    let path = dir.join("study.db");
     let b = Backend::Sqlite(path.clone());
     let space = grid(&[4, 4, 4]);
     let runners: Vec<Box<dyn Runner>> = vec![Box::new(QuadraticRunner { target: vec![1.0, 2.0, 3.0] })];

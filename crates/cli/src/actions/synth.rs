@@ -1,7 +1,7 @@
 //! `ch synth DIR [--target xilinx|generic|all|ecp5]` (default `xilinx`): Yosys synthesis of a
 //! design written by `ch emit`, with its LUTs, flip-flops, DSPs, BRAMs and logic depth as text
 //! and JSON (`synth_<target>.json` in the folder); `ecp5` places and routes it with nextpnr-ecp5
-//! and reports the post-route Fmax (`--part`, `--seed`).
+//! and reports the post-route Fmax (`--part`, `--seed`, `--timeout-minutes`).
 
 use crate::args::SynthArgs;
 use crate::output::Human;
@@ -16,8 +16,8 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     if target == "ecp5" {
         return run_ecp5(args, &human);
     }
-    if args.part.is_some() || args.seed.is_some() {
-        bail!("--part and --seed are options of --target ecp5, not of --target {target}");
+    if args.part.is_some() || args.seed.is_some() || args.timeout_minutes.is_some() {
+        bail!("--part, --seed and --timeout-minutes are options of --target ecp5, not of --target {target}");
     }
     let targets = match target {
         "all" => vec![SynthTarget::Xilinx, SynthTarget::GenericLut6],
@@ -49,6 +49,11 @@ fn run_ecp5(args: &SynthArgs, human: &Human) -> Result<()> {
     }
     if let Some(seed) = args.seed {
         opts.seed = seed;
+    }
+    match args.timeout_minutes {
+        Some(0) => bail!("--timeout-minutes: expected at least 1 minute"),
+        Some(m) => opts.timeout_s = m * 60,
+        None => {}
     }
     let r = ecp5::place_and_route(&args.dir, &opts)?;
     let a = r.part.available;

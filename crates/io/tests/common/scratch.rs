@@ -15,6 +15,16 @@ pub fn scratch(name: &str) -> Scratch {
 /// A folder made by [`scratch`].
 pub struct Scratch(PathBuf);
 
+impl Scratch {
+    /// The folder's path, the folder left in place after the test: for a small file that a
+    /// value outliving the guard names (a SQLite study of a storage back end).
+    pub fn persist(self) -> PathBuf {
+        let path = self.0.clone();
+        std::mem::forget(self);
+        path
+    }
+}
+
 impl std::ops::Deref for Scratch {
     type Target = Path;
     fn deref(&self) -> &Path {

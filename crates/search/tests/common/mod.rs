@@ -196,7 +196,7 @@ pub enum Backend {
 impl Backend {
     /// SQLite (a fresh file) always, and PostgreSQL when the test server is there.
     pub fn all(test: &str) -> Vec<Backend> {
-        let mut v = vec![Backend::Sqlite(scratch(test).join("study.db"))];
+        let mut v = vec![Backend::Sqlite(scratch(test).persist().join("study.db"))];
         v.extend(postgres_url(test).map(Backend::Postgres));
         v
     }
