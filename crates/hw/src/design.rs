@@ -189,6 +189,20 @@ impl Layer {
         }
     }
 
+    /// Multipliers the layer's RTL has: unrolled, one per nonzero weight; folded by `R`, one
+    /// per output and lane (lane `q` takes inputs `q`, `q + K/R`, ..., one a cycle) that has a
+    /// nonzero weight in some cycle.
+    pub fn multipliers(&self) -> usize {
+        let (k, r) = (self.in_features, self.reuse.max(1));
+        let lanes = k / r;
+        (0..self.out_features)
+            .map(|j| {
+                let w = &self.weight[j * k..][..k];
+                (0..lanes).filter(|&q| (0..r).any(|t| w[t * lanes + q] != 0)).count()
+            })
+            .sum()
+    }
+
     /// Whether the layer is a binarized one in popcount form ([`crate::bipolar`]): input bits
     /// (codes 0 and 1), weights `±1` and as bias the number of `-1` weights of each output, so
     /// that each sum is the popcount of `xnor(w, b)`, which the RTL computes so.
@@ -388,6 +402,28 @@ impl Design {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multipliers_are_the_lanes_with_a_nonzero_weight() {
+        // Two outputs of four inputs: weights [1 0 0 2] and [0 0 0 0].
+        let layer = |reuse| Layer {
+            node: "l".into(),
+            input: Range { lo: -8, hi: 7, frac: 0 },
+            pre: vec![],
+            in_features: 4,
+            out_features: 2,
+            weight: vec![1, 0, 0, 2, 0, 0, 0, 0],
+            bias: vec![0, 0],
+            acc: Range { lo: -100, hi: 100, frac: 0 },
+            post: vec![],
+            reuse,
+        };
+        // Unrolled: the two nonzero weights. By 2: lanes {0, 2} and {1, 3} of the first output,
+        // both with a nonzero weight. By 4: one lane per output, the second all zero.
+        for (reuse, want) in [(1, 2), (2, 2), (4, 1)] {
+            assert_eq!(layer(reuse).multipliers(), want, "reuse {reuse}");
+        }
+    }
 
     #[test]
     fn shift_rne_is_the_float_formula() {

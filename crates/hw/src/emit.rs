@@ -49,7 +49,7 @@ pub fn manifest(d: &Design) -> Value {
             "post_steps": steps_json(&l.post, l.acc),
             "output_width": l.output().width(),
             "reuse_factor": l.reuse,
-            "multipliers": l.weight.iter().filter(|&&w| w != 0).count().div_ceil(l.reuse),
+            "multipliers": l.multipliers(),
             "latency_cycles": d.layer_latency(l),
             "initiation_interval": l.initiation_interval(),
             "pipeline": d.pipelining().map(|p| crate::pipeline::schedule(l, &p)),

@@ -41,7 +41,7 @@ pub fn stage_json(s: &Stage) -> Value {
         v["window_inputs"] = json!(c.mvu.in_features);
         v["accumulator_width"] = json!(c.mvu.acc.width());
         v["reuse_factor"] = json!(c.mvu.reuse);
-        v["multipliers"] = json!(c.mvu.weight.iter().filter(|&&w| w != 0).count().div_ceil(c.mvu.reuse));
+        v["multipliers"] = json!(c.mvu.multipliers());
     }
     v
 }
