@@ -359,9 +359,14 @@ pub struct EmitArgs {
     /// default) or `ecp5-dsp` (a Lattice ECP5 MULT18X18D with its input and output registers).
     #[arg(long)]
     pub multipliers: Option<String>,
+    /// Layers whose products are shifts and adds in LUTs instead of multipliers (no DSP),
+    /// `NODE` (comma-separated or repeated); needs `--clock-mhz`.
+    #[arg(long = "shift-add", value_delimiter = ',')]
+    pub shift_add: Vec<String>,
     /// Fold the design to fit an ECP5 part (`ecp5-25f`, `ecp5-45f`, `ecp5-85f`): every layer
     /// `--reuse-layer` does not name gets the reuse factor of the smallest initiation interval
-    /// at which the cost model's DSPs and LUTs fit the part. Not with `--reuse`.
+    /// at which the cost model's DSPs and LUTs fit the part, and linear layers shift-add
+    /// products where that fits and multipliers do not. Not with `--reuse`.
     #[arg(long)]
     pub part: Option<String>,
 }

@@ -35,7 +35,7 @@ const fn key(key: &'static str, unit: &'static str, meaning: &'static str) -> Re
 pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
     name: "emit_verilog",
     args: "EmitVerilogArgs",
-    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz, multipliers, part)",
+    doc: "the quantized graph as the RTL folder `ch emit` writes (output_dir, reuse, reuse_layer, clock_mhz, multipliers, part, shift_add)",
     report: &[
         key("dir", "path", "the design folder written (RTL, testbench, build script, manifest, checkpoint)"),
         key("latency_cycles", "cycles", "from the first input word to its output word"),
@@ -46,7 +46,7 @@ pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
         key("layers[].reuse_factor", "count", "its reuse factor (input terms per multiplier)"),
         key("layers[].latency_cycles", "cycles", "from the layer's input word to its output word"),
         key("estimate", "object", "the cost model's resources (doc/hardware.md, Cost model)"),
-        key("fit", "object", "with `part`: the part, the reuse factors chosen, and the DSPs and LUT4s needed and available (null without)"),
+        key("fit", "object", "with `part`: the part, the reuse factors chosen, the layers given shift-add products, and the DSPs and LUT4s needed and available (null without)"),
         key("estimate.model", "text", "the synthesis flow the cost model stands for"),
         key("estimate.luts", "count", "LUTs"),
         key("estimate.ffs", "count", "flip-flops"),
@@ -75,6 +75,9 @@ struct EmitVerilogArgs {
     /// The ECP5 part to fit (`ch emit --part`): the reuse factor of every layer `reuse_layer`
     /// does not name is chosen to fit it; not with `reuse`.
     part: Option<String>,
+    /// Layers whose products are shifts and adds in LUTs (`ch emit --shift-add`).
+    #[serde(default)]
+    shift_add: Vec<String>,
 }
 
 /// The multipliers called `name` (`None`: inferred); `what` names the option in errors.
@@ -105,8 +108,8 @@ pub(crate) fn lower_options(graph: &Graph, default: usize, layers: &[(String, us
     Ok(LowerOptions { reuse, default_reuse: default, ..Default::default() })
 }
 
-/// How a design is built beside its reuse factors: `ch emit`'s `--clock-mhz`, `--multipliers`
-/// and `--part` (the keys of the same names of `[passes.emit_verilog]`).
+/// How a design is built beside its reuse factors: `ch emit`'s `--clock-mhz`, `--multipliers`,
+/// `--part` and `--shift-add` (the keys of the same names of `[passes.emit_verilog]`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Build {
     pub clock_mhz: Option<f64>,
@@ -114,6 +117,9 @@ pub(crate) struct Build {
     /// The part to fit: the reuse factor of every layer that `opts.reuse` does not name is
     /// chosen so that the design fits it ([`mase_hw::fit`]).
     pub part: Option<Ecp5Part>,
+    /// Layers given shift-add products ([`mase_hw::shift_add`]); with a part, the fit may add
+    /// others.
+    pub shift_add: Vec<String>,
 }
 
 /// The ECP5 part called `name` (`None`: no part); `what` names the option in errors.
@@ -146,7 +152,7 @@ pub(crate) fn write_design(
         if let Some(f) = build.clock_mhz {
             design = design.pipelined(f)?;
         }
-        design.with_multipliers(build.multipliers)
+        design.with_multipliers(build.multipliers)?.with_shift_add(&build.shift_add)
     };
     let (design, fitted) = match build.part {
         None => (make(&[])?, None),
@@ -166,8 +172,9 @@ pub(crate) fn fit_line(part: &Ecp5Part, f: &Fitted) -> String {
     let a = part.available;
     let reuse = f.reuse.iter().map(|(n, r)| format!("{n}={r}")).collect::<Vec<_>>().join(",");
     let reuse = if reuse.is_empty() { "none free".to_string() } else { reuse };
+    let shift_add = if f.shift_add.is_empty() { String::new() } else { format!("; shift-add products in {}", f.shift_add.join(",")) };
     format!(
-        "  fitted to the {}: reuse {reuse}; {} of {} DSPs and about {} of {} LUT4s by the cost model",
+        "  fitted to the {}: reuse {reuse}{shift_add}; {} of {} DSPs and about {} of {} LUT4s by the cost model",
         part.name, f.need.dsps, a.dsps, f.need.luts, a.luts
     )
 }
@@ -177,6 +184,7 @@ pub(crate) fn fit_json(part: &Ecp5Part, f: &Fitted) -> Value {
     json!({
         "part": part.name,
         "reuse": f.reuse.iter().map(|(n, r)| json!({"node": n, "reuse_factor": r})).collect::<Vec<_>>(),
+        "shift_add": f.shift_add,
         "dsps": f.need.dsps,
         "luts": f.need.luts,
         "available": {"dsps": part.available.dsps, "luts": part.available.luts},
@@ -230,14 +238,17 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
     }
     for l in manifest["layers"].as_array().map(Vec::as_slice).unwrap_or_default() {
         lines.push(format!(
-            "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  multipliers {}  latency {}",
+            "  {:<16} {:>4} -> {:<4} in {:>2} bits  acc {:>2} bits  out {:>2} bits  {}  latency {}",
             l["node"].as_str().unwrap_or(""),
             l["in_features"],
             l["out_features"],
             l["product_input_width"],
             l["accumulator_width"],
             l["output_width"],
-            l["multipliers"],
+            match l["products"].as_str() {
+                Some("shift-add") => "shift-add products".to_string(),
+                _ => format!("multipliers {}", l["multipliers"]),
+            },
             l["latency_cycles"]
         ));
     }
@@ -292,6 +303,7 @@ impl CliPasses {
             clock_mhz: a.clock_mhz,
             multipliers: multipliers_named(a.multipliers.as_deref(), "multipliers")?,
             part: part_named(a.part.as_deref(), "part")?,
+            shift_add: a.shift_add,
         };
         let (design, manifest, fitted) = write_design(&ck, &self.label, &opts, &build, &dir)?;
         let mut text = summary_lines(&design, &manifest);

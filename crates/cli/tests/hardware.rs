@@ -148,30 +148,48 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
         let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--stall-seed", "3"], &root);
         assert_eq!(s["mismatches"], 0, "{clock} MHz under back-pressure: {s}");
     }
-    // Fitted to the LFE5U-85F with every product in a MULT18X18D: unrolled or folded by 32,
-    // the products need more than its 156 DSPs, so every layer is folded to one multiplier per
-    // output (64 + 32 + 32 + 5), bit-exact under back-pressure.
+    // Fitted to the LFE5U-85F with multipliers in MULT18X18Ds: with multipliers only, every
+    // layer would be folded to one multiplier per output (64 + 32 + 32 + 5 = 133 DSPs,
+    // interval 64); with the first and third layers' products as shift-adds in LUTs, every
+    // layer folded by 16 fits (64 + 5 lanes of 16 inputs, interval 16), bit-exact under
+    // back-pressure.
     let fit = ["--clock-mhz", "200", "--multipliers", "ecp5-dsp"];
     let out = root.join("rtl_fit");
     let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap(), "--part", "ecp5-85f"][..], &fit].concat(), &root);
     assert_eq!(
         (e["fit"]["part"].as_str(), e["fit"]["dsps"].as_u64(), e["fit"]["available"]["dsps"].as_u64()),
-        (Some("LFE5U-85F"), Some(133), Some(156)),
+        (Some("LFE5U-85F"), Some(138), Some(156)),
         "{e}"
     );
-    assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(133.0));
-    let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
-    assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![16, 64, 32, 32], Some(64)));
+    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_4"]), "{e}");
+    assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(138.0));
+    let layers = e["manifest"]["layers"].as_array().unwrap();
+    let reuse: Vec<u64> = layers.iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
+    assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![16, 16, 16, 16], Some(16)));
+    let products: Vec<&str> = layers.iter().map(|l| l["products"].as_str().unwrap()).collect();
+    assert_eq!(products, ["shift-add", "multipliers", "shift-add", "multipliers"]);
     let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--samples", "100", "--stall-seed", "5"], &root);
     assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(100)), "{s}");
+    // The 45F's 72 DSPs: the same two layers as shift-adds, the others folded by 32.
+    let e =
+        ch_json(&[&["emit", "--load", &q, "-o", root.join("rtl_fit45").to_str().unwrap(), "--part", "ecp5-45f"][..], &fit].concat(), &root);
+    let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
+    assert_eq!((e["fit"]["dsps"].as_u64(), reuse), (Some(69), vec![16, 32, 32, 32]), "{e}");
+    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_4"]), "{e}");
     for (args, want) in [
-        (&["--part", "ecp5-25f"][..], "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 28 (105 over)"),
+        (
+            &["--part", "ecp5-25f"][..],
+            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 28 (105 over); with shift-add products in every free layer, about 46778 LUT4s of 24288 (22490 over)",
+        ),
         (&["--part", "xc7a35t"][..], "error: --part `xc7a35t`: expected ecp5-25f, ecp5-45f or ecp5-85f (an ECP5 LFE5U part)"),
         (&["--part", "ecp5-85f", "--reuse", "2"][..], "error: --reuse and --part both set every layer's reuse factor: give one (--reuse-layer fixes single layers under --part)"),
+        (&["--shift-add", "seq_blocks_9"][..], "error: node `seq_blocks_9`: shift-add products: not a linear layer of the design"),
     ] {
         let line = ch_error(&[&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap()][..], &fit, args].concat(), &root);
         assert_eq!(line, want, "{args:?}");
     }
+    let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--shift-add", "seq_blocks_0"], &root);
+    assert_eq!(line, "error: node `seq_blocks_0`: shift-add products need a pipelined design (a clock_mhz)");
     let line = ch_error(&["emit", "--load", &q, "-o", root.join("bad").to_str().unwrap(), "--clock-mhz", "5000"], &root);
     assert_eq!(line, "error: clock_mhz 5000: expected a frequency from 1 to 1000 MHz");
     let line =
@@ -319,6 +337,11 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
             "rtl_part",
             &["--clock-mhz", "200", "--multipliers", "ecp5-dsp", "--part", "ecp5-45f"],
         ),
+        (
+            "output_dir = \"rtl_shift_add\"\nreuse = 4\nclock_mhz = 200\nshift_add = [\"seq_blocks_2\"]",
+            "rtl_shift_add",
+            &["--reuse", "4", "--clock-mhz", "200", "--shift-add", "seq_blocks_2"],
+        ),
     ];
     for (i, &(keys, dir, flags)) in cases.iter().enumerate() {
         let cfg = write(&format!("emit{i}.toml"), keys);
@@ -365,7 +388,7 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
     let errors: &[(&str, &str)] = &[
         (
             "reuse_factor = 2",
-            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`, `part`",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`, `part`, `shift_add`",
         ),
         ("multipliers = \"dsp\"", "error: pass `emit_verilog`: multipliers `dsp`: expected one of inferred, ecp5-dsp"),
         ("multipliers = \"ecp5-dsp\"", "error: pass `emit_verilog`: multipliers ecp5-dsp: needs a pipelined design (a clock_mhz)"),

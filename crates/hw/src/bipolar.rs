@@ -241,6 +241,7 @@ fn binary_layer(node: &Node, params: &ParamStore, k: usize, n: usize, opts: &Low
         acc: Range { lo: 0, hi: k as i64, frac: 0 },
         post: Vec::new(),
         reuse,
+        products: Default::default(),
     })
 }
 

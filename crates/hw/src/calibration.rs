@@ -119,6 +119,7 @@ pub fn design(index: usize) -> Design {
         acc: Range { lo: lo as i64, hi: hi as i64, frac: 2 * fx.frac_width },
         post,
         reuse: c.reuse,
+        products: Default::default(),
     };
     Design {
         model: format!("calibration_{index}"),

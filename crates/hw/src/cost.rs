@@ -42,11 +42,17 @@ pub struct LayerFeatures {
     /// same rule as an unrolled layer's; each element has its own product.
     pub step_dsp_products: usize,
     /// Unrolled: partial-product rows of the products left to LUTs, one per set bit of the
-    /// constant's magnitude (Yosys adds them at the sum's width).
+    /// constant's magnitude (Yosys adds them at the sum's width); with shift-add products, one
+    /// per signed digit of every weight.
     pub lut_product_rows: usize,
     /// Folded: size of the multipliers left to LUTs, the code's bits times the weight's times
     /// `1 + log2 R` (each product is a function of the code and the cycle counter).
     pub lut_multiplier_bits: usize,
+    /// Shift-add products only ([`crate::shift_add`]): bits of the logic that builds them and
+    /// sums their terms, counted from the RTL's structure: the adder tree of every output
+    /// (terms less one, at the tree's width), the negated terms (one adder each at the term's
+    /// width) and, folded, the weight's register and the select of every bit term.
+    pub shift_add_bits: usize,
     /// Terms added into each sum per cycle, over all outputs: unrolled, the products in DSPs and
     /// the bias; folded, the accumulator and the `K / R` products of each output.
     pub addends: usize,
@@ -101,7 +107,8 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         for j in 0..n {
             for q in 0..p {
                 let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
-                if ws.iter().all(|&w| w == 0) {
+                // Shift-add lanes are counted in `shift_add_bits`.
+                if ws.iter().all(|&w| w == 0) || layer.products == crate::Products::ShiftAdd {
                     continue;
                 }
                 let trimmed = ws.iter().map(|&w| wb(w)).max().unwrap_or(1);
@@ -116,6 +123,9 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         }
         let counter = signed_bits(0, r as i128) as usize;
         (n * (p + 1), k * xw as usize + n * aw as usize + counter + 1)
+    } else if layer.products == crate::Products::ShiftAdd {
+        // No product is a multiplier; the terms are counted in `shift_add_bits`.
+        (n, 0)
     } else {
         // Yosys merges equal products (the same input by the same constant in two outputs).
         let products: BTreeSet<(usize, i64)> = layer.weight.iter().enumerate().filter(|(_, &w)| w != 0).map(|(i, &w)| (i % k, w)).collect();
@@ -141,11 +151,47 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         step_dsp_products: step_dsps(&layer.pre, layer.input, k) + step_dsps(&layer.post, layer.acc, n),
         lut_product_rows,
         lut_multiplier_bits,
+        shift_add_bits: if layer.products == crate::Products::ShiftAdd { shift_add_bits(layer) } else { 0 },
         addends,
         output_register_bits,
         state_register_bits,
     }
 }
+
+/// [`LayerFeatures::shift_add_bits`] of a layer with shift-add products.
+fn shift_add_bits(layer: &Layer) -> usize {
+    let (k, r) = (layer.in_features, layer.reuse.max(1));
+    let x = layer.product_input();
+    let (lo, hi) = crate::pipeline::running_range(layer);
+    let tw = signed_bits(lo, hi) as usize;
+    let tree: usize = (0..layer.out_features).map(|j| crate::pipeline::terms(layer, j).saturating_sub(1) * tw).sum();
+    let term_width = |shift: u32| x.width() as usize + shift as usize + 1;
+    let terms: usize = if r <= 1 {
+        // One register per input and digit, shared by the outputs; the negative ones negate.
+        let made: BTreeSet<(usize, crate::shift_add::Digit)> =
+            layer.weight.iter().enumerate().flat_map(|(i, &w)| crate::shift_add::digits(w).into_iter().map(move |d| (i % k, d))).collect();
+        made.iter().filter(|(_, d)| d.negative).map(|(_, d)| term_width(d.shift)).sum()
+    } else {
+        // Per lane, the weight's register, a select per bit of it and a negation for the sign
+        // bit.
+        let p = k / r;
+        (0..layer.out_features)
+            .flat_map(|j| (0..p).map(move |q| (j, q)))
+            .map(|(j, q)| {
+                let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
+                let (width, set) = (crate::pipeline::lane_weight_bits(&ws), crate::pipeline::lane_bits(&ws));
+                // The weight's register, from a ROM on the cycle counter: a LUT per bit.
+                let sign = if set.last().is_some_and(|&i| i + 1 == width) { term_width(width - 1) } else { 0 };
+                width as usize + set.len() * x.width() as usize + sign
+            })
+            .sum()
+    };
+    tree + terms
+}
+
+/// LUT6s per bit of [`LayerFeatures::shift_add_bits`]: one, as a 7-series slice adds a bit
+/// per LUT on its carry chain and a select of two operands fits one LUT.
+pub const SHIFT_ADD_LUTS_PER_BIT: f64 = 1.0;
 
 /// Number of LUT regressors.
 pub const LUT_TERMS: usize = 6;
@@ -255,8 +301,11 @@ pub const POPCOUNT_LUTS: [f64; 2] = [5.127, 0.2204];
 /// The estimate of one layer.
 pub fn estimate_layer(layer: &Layer) -> LayerCost {
     let f = layer_features(layer);
-    let luts: f64 =
-        if layer.is_popcount() { popcount_luts(&f) } else { lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum() };
+    let luts: f64 = if layer.is_popcount() {
+        popcount_luts(&f)
+    } else {
+        lut_regressors(&f).iter().zip(LUT_COEFFICIENTS).map(|(x, c)| x * c).sum::<f64>() + f.shift_add_bits as f64 * SHIFT_ADD_LUTS_PER_BIT
+    };
     LayerCost {
         node: layer.node.clone(),
         luts: luts.max(0.0).round(),
@@ -307,5 +356,41 @@ pub fn estimate(design: &Design) -> DesignCost {
         latency_cycles: design.latency(),
         ii: design.initiation_interval(),
         layers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Products, Range};
+
+    /// One output of two 4-bit inputs ([-8, 7]) with the weights 7 and -3, shift-add products.
+    fn layer(reuse: usize) -> Layer {
+        Layer {
+            node: "l".into(),
+            input: Range { lo: -8, hi: 7, frac: 0 },
+            pre: vec![],
+            in_features: 2,
+            out_features: 1,
+            weight: vec![7, -3],
+            bias: vec![0],
+            acc: Range { lo: -77, hi: 73, frac: 0 },
+            post: vec![],
+            reuse,
+            products: Products::ShiftAdd,
+        }
+    }
+
+    #[test]
+    fn shift_add_bits_count_the_tree_the_negations_and_the_selects() {
+        // Unrolled: 7 = 8 - 1 and -3 = -4 + 1, four terms whose partial sums span [-107, 103]
+        // (8 bits): a tree of 3 adders of 8 bits, and the negations of x0 and x1 << 2 (5 and 7
+        // bits). Folded by 2: one lane holding 7 and -3 in a 4-bit register whose four bits are
+        // all used: a tree of 3 adders of 8 bits (the products' span [-77, 73]), the register
+        // (4), four selects of the 4-bit input (16) and the sign bit's negation (8 bits).
+        for (reuse, want) in [(1, 3 * 8 + 5 + 7), (2, 3 * 8 + 4 + 16 + 8)] {
+            assert_eq!(layer_features(&layer(reuse)).shift_add_bits, want, "reuse {reuse}");
+            assert_eq!(layer_features(&layer(reuse)).dsp_products, 0, "reuse {reuse}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! width that the RTL needs. [`Design::eval`] computes what the RTL computes, bit for bit, so the
 //! lowering can be checked against the integer executor without a simulator.
 
+use crate::shift_add::Products;
 use mase_quant::Fixed;
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +162,10 @@ pub struct Layer {
     pub post: Vec<Step>,
     /// Input terms each multiplier handles, one per cycle (1 = fully unrolled).
     pub reuse: usize,
+    /// How the products by the weights are built: in multipliers, or (pipelined) as shifts and
+    /// adds in LUTs ([`crate::shift_add`]).
+    #[serde(default, skip_serializing_if = "Products::is_multipliers")]
+    pub products: Products,
 }
 
 impl Layer {
@@ -191,8 +196,11 @@ impl Layer {
 
     /// Multipliers the layer's RTL has: unrolled, one per nonzero weight; folded by `R`, one
     /// per output and lane (lane `q` takes inputs `q`, `q + K/R`, ..., one a cycle) that has a
-    /// nonzero weight in some cycle.
+    /// nonzero weight in some cycle; none with shift-add products.
     pub fn multipliers(&self) -> usize {
+        if self.products == Products::ShiftAdd {
+            return 0;
+        }
         let (k, r) = (self.in_features, self.reuse.max(1));
         let lanes = k / r;
         (0..self.out_features)
@@ -347,6 +355,24 @@ impl Design {
         Ok(self)
     }
 
+    /// The design with shift-add products ([`crate::shift_add`]) in the layers named `nodes`,
+    /// each of which must be a linear layer of this pipelined design; otherwise an error
+    /// naming the layer.
+    pub fn with_shift_add(mut self, nodes: &[String]) -> crate::Result<Design> {
+        for node in nodes {
+            let clock_mhz = self.clock_mhz;
+            let products = |reason: String| crate::HwError::Products { node: node.clone(), reason };
+            let layer = self
+                .layers
+                .iter_mut()
+                .find(|l| &l.node == node)
+                .ok_or_else(|| products("shift-add products: not a linear layer of the design".into()))?;
+            layer.products = Products::ShiftAdd;
+            crate::shift_add::check_products(layer, clock_mhz).map_err(products)?;
+        }
+        Ok(self)
+    }
+
     /// How the design is pipelined: its clock and its multipliers; `None` when it is not.
     pub fn pipelining(&self) -> Option<crate::pipeline::Pipelining> {
         self.clock_mhz.map(|clock_mhz| crate::pipeline::Pipelining { clock_mhz, multipliers: self.multipliers })
@@ -417,6 +443,7 @@ mod tests {
             acc: Range { lo: -100, hi: 100, frac: 0 },
             post: vec![],
             reuse,
+            products: Default::default(),
         };
         // Unrolled: the two nonzero weights. By 2: lanes {0, 2} and {1, 3} of the first output,
         // both with a nonzero weight. By 4: one lane per output, the second all zero.

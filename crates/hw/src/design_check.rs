@@ -52,6 +52,7 @@ pub fn check_design(d: &Design) -> Result<(), String> {
             return Err(format!("{at}: its input range differs from the stream's [{}, {}] with {} fraction bits", r.lo, r.hi, r.frac));
         }
         check_layer(l).map_err(|reason| format!("{at}: {reason}"))?;
+        crate::shift_add::check_products(l, d.clock_mhz).map_err(|reason| format!("{at}: {reason}"))?;
         arriving = (l.output(), Some(l.out_features));
     }
     Ok(())
@@ -88,7 +89,11 @@ fn check_stage(s: &Stage, arriving: Range, image: Option<[usize; 3]>) -> Result<
             for (k, st) in c.pre.iter().enumerate() {
                 check_step(st).map_err(|reason| format!("pre step {k} ({}): {reason}", st.name()))?;
             }
-            if c.mvu.in_features != w.window_len() || c.mvu.input != s.buffered() || !c.mvu.pre.is_empty() {
+            if c.mvu.in_features != w.window_len()
+                || c.mvu.input != s.buffered()
+                || !c.mvu.pre.is_empty()
+                || !c.mvu.products.is_multipliers()
+            {
                 return Err("its matrix-vector unit does not read its windows".into());
             }
             check_layer(&c.mvu)

@@ -233,6 +233,7 @@ mod tests {
             acc: Range { lo: -1 << 30, hi: 1 << 30, frac: 0 },
             post: vec![],
             reuse: 1,
+            products: Default::default(),
         };
         Design {
             model: "m".into(),

@@ -19,6 +19,9 @@ pub enum HwError {
     /// A clock the design cannot be pipelined for.
     #[error("{reason}")]
     Clock { reason: String },
+    /// Products a layer cannot have (shift-adds in a folded layer, say).
+    #[error("node `{node}`: {reason}")]
+    Products { node: String, reason: String },
     /// A design that cannot be folded to fit a part (`ch emit --part`), with what it needs.
     #[error("the design does not fit the {part}: {detail}")]
     DoesNotFit { part: String, detail: String },

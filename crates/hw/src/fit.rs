@@ -1,18 +1,23 @@
 //! Fitting a design to a part (`ch emit --part`): the reuse factor of every layer the user left
-//! free, chosen so that the design's DSPs and LUTs fit the part at the smallest initiation
-//! interval (doc/hardware.md, "Fitting a part").
+//! free, and whether its products are multipliers or shift-adds in LUTs, chosen so that the
+//! design's DSPs and LUTs fit the part at the smallest initiation interval (doc/hardware.md,
+//! "Fitting a part").
 //!
 //! For a target initiation interval `t`, each free layer is folded as far as `t` allows (its
 //! largest reuse factor that divides its inputs and is at most `t`): folding further would not
-//! lower the interval, and every fold takes multipliers away. The targets are tried in
+//! lower the interval, and every fold takes multipliers away. When that design needs more DSPs
+//! than the part has and the design is pipelined, free linear layers get shift-add products
+//! instead, at the same reuse factor ([`crate::shift_add`]: LUTs and no DSP), choosing among
+//! the sets of such layers the one that fits with the fewest LUTs. The targets are tried in
 //! increasing order, and the first design whose estimate fits is the answer, so no design of a
 //! smaller interval fits by the cost model. The DSPs are the cost model's (exact for
 //! instantiated multipliers); the LUTs are its LUT6 figure times [`LUT4_PER_ESTIMATED_LUT`].
 
-use crate::cost::estimate;
+use crate::cost::{estimate, estimate_pipelined_layer};
 use crate::design::{Design, Layer};
 use crate::ecp5::{Ecp5Part, Resources};
 use crate::error::{HwError, Result};
+use std::fmt::Write;
 
 /// ECP5 LUT4s (Yosys `synth_ecp5`, carry cells counted as two) per LUT6 of the cost model:
 /// the least-squares ratio over the ten designs placed and routed for the README's ECP5 tables
@@ -32,7 +37,12 @@ impl Need {
     /// The design's DSPs and LUT4s by the cost model.
     pub fn of(design: &Design) -> Need {
         let e = estimate(design);
-        Need { dsps: e.dsps.round() as u64, luts: (e.luts * LUT4_PER_ESTIMATED_LUT).round() as u64 }
+        Need::from_estimate(e.dsps, e.luts)
+    }
+
+    /// The need of an estimate of `dsps` DSPs and `luts` LUT6s.
+    pub fn from_estimate(dsps: f64, luts: f64) -> Need {
+        Need { dsps: dsps.round().max(0.0) as u64, luts: (luts * LUT4_PER_ESTIMATED_LUT).round().max(0.0) as u64 }
     }
 
     /// Whether it fits what the part has.
@@ -53,13 +63,60 @@ impl Need {
     }
 }
 
-/// A design fitted to a part: the design, the reuse factor chosen for each free layer, and
-/// what it needs of the part.
+/// A design fitted to a part: the design, the reuse factor chosen for each free layer, the
+/// layers given shift-add products, and what it needs of the part.
 #[derive(Clone, Debug)]
 pub struct Fitted {
     pub design: Design,
     pub reuse: Vec<(String, usize)>,
+    pub shift_add: Vec<String>,
     pub need: Need,
+}
+
+/// Free layers among which [`shift_add_choice`] chooses: at most this many (those saving the
+/// most DSPs), so that every set of them can be tried.
+pub const MAX_SHIFT_ADD_CANDIDATES: usize = 16;
+
+/// A free linear layer that could take shift-add products: its index in the design's layers,
+/// and its LUT6s and DSPs by the cost model with them.
+#[derive(Clone, Debug)]
+struct Candidate {
+    index: usize,
+    luts: f64,
+    dsps: f64,
+}
+
+/// The set of `candidates` whose layers, given shift-add products in place of what `design`
+/// has, make it fit `available` with the fewest LUTs (then the fewest layers), as indices into
+/// `candidates`; `None` when no set does.
+fn shift_add_choice(design: &Design, candidates: &[Candidate], available: Resources) -> Option<Vec<usize>> {
+    let e = estimate(design);
+    // What each candidate saves: DSPs, and LUTs (negative: it costs LUTs).
+    let mut saving: Vec<(usize, f64, f64)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(c, cand)| {
+            let l = &e.layers[cand.index];
+            (c, l.dsps - cand.dsps, l.luts - cand.luts)
+        })
+        .filter(|(_, dsps, _)| *dsps > 0.0)
+        .collect();
+    saving.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    saving.truncate(MAX_SHIFT_ADD_CANDIDATES);
+    let mut best: Option<(f64, usize, Vec<usize>)> = None;
+    for set in 1u32..(1u32 << saving.len()) {
+        let chosen: Vec<&(usize, f64, f64)> = saving.iter().enumerate().filter(|(b, _)| set >> b & 1 == 1).map(|(_, s)| s).collect();
+        let dsps = e.dsps - chosen.iter().map(|s| s.1).sum::<f64>();
+        let luts = e.luts - chosen.iter().map(|s| s.2).sum::<f64>();
+        let need = Need::from_estimate(dsps, luts);
+        let better = best.as_ref().is_none_or(|(l, n, _)| (luts, chosen.len()) < (*l, *n));
+        if need.fits(available) && better {
+            let mut ids: Vec<usize> = chosen.iter().map(|s| s.0).collect();
+            ids.sort_unstable();
+            best = Some((luts, chosen.len(), ids));
+        }
+    }
+    best.map(|(_, _, ids)| ids)
 }
 
 /// What to fit: the part, and the layers whose reuse factor is given (`--reuse-layer`, a node's
@@ -87,8 +144,8 @@ fn fold_within(n: usize, t: usize) -> usize {
 /// Fits the design that `build` lowers: `build` takes the reuse factors of the free layers
 /// (node and factor) and returns the whole design with them (the fixed layers as given, the
 /// clock and multipliers applied). `build(&[])` is the design with every free layer unrolled.
-/// A design that does not fit even with every free layer folded as far as it goes is an error
-/// saying by how much.
+/// A design that does not fit even with every free layer folded as far as it goes (or given
+/// shift-add products) is an error saying by how much.
 pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<Design>) -> Result<Fitted> {
     let unrolled = build(&[])?;
     let free: Vec<(String, usize)> = product_layers(&unrolled)
@@ -100,22 +157,70 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
     targets.push(1);
     targets.sort_unstable();
     targets.dedup();
-    let mut last = None;
+    let (mut last, mut all_shift_add) = (None, None);
     for t in targets {
         let reuse: Vec<(String, usize)> = free.iter().map(|(node, n)| (node.clone(), fold_within(*n, t))).collect();
         let design = if t == 1 { unrolled.clone() } else { build(&reuse)? };
         let need = Need::of(&design);
         if need.fits(request.part.available) {
-            return Ok(Fitted { design, reuse, need });
+            return Ok(Fitted { design, reuse, shift_add: Vec::new(), need });
+        }
+        if need.dsps > request.part.available.dsps {
+            let candidates = shift_add_candidates(&design, request.fixed);
+            all_shift_add = all_shift_add_need(&design, &candidates);
+            if let Some(chosen) = shift_add_choice(&design, &candidates, request.part.available) {
+                let nodes: Vec<String> = chosen.iter().map(|&c| design.layers[candidates[c].index].node.clone()).collect();
+                let design = design.clone().with_shift_add(&nodes)?;
+                let need = Need::of(&design);
+                if need.fits(request.part.available) {
+                    return Ok(Fitted { design, reuse, shift_add: nodes, need });
+                }
+            }
         }
         last = Some(need);
     }
     let need = last.unwrap_or_else(|| Need::of(&unrolled));
     let folded = if free.is_empty() { "with the reuse factors given" } else { "with every free layer folded as far as it goes" };
-    Err(HwError::DoesNotFit {
-        part: request.part.name.to_string(),
-        detail: format!("{folded}, it needs {}", need.overuse(request.part.available).join(" and ")),
-    })
+    let mut detail = format!("{folded}, it needs {}", need.overuse(request.part.available).join(" and "));
+    if let Some(n) = all_shift_add.filter(|n: &Need| !n.fits(request.part.available)) {
+        let _ = write!(detail, "; with shift-add products in every free layer, {}", n.overuse(request.part.available).join(" and "));
+    }
+    Err(HwError::DoesNotFit { part: request.part.name.to_string(), detail })
+}
+
+/// What `design` needs with every candidate given shift-add products; `None` without
+/// candidates.
+fn all_shift_add_need(design: &Design, candidates: &[Candidate]) -> Option<Need> {
+    if candidates.is_empty() {
+        return None;
+    }
+    let e = estimate(design);
+    let (mut dsps, mut luts) = (e.dsps, e.luts);
+    for c in candidates {
+        dsps -= e.layers[c.index].dsps - c.dsps;
+        luts -= e.layers[c.index].luts - c.luts;
+    }
+    Some(Need::from_estimate(dsps, luts))
+}
+
+/// The free linear layers of `design` (pipelined; none otherwise) with their cost given
+/// shift-add products at their reuse factor.
+fn shift_add_candidates(design: &Design, fixed: &[String]) -> Vec<Candidate> {
+    let Some(pipe) = design.pipelining() else {
+        return Vec::new();
+    };
+    design
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !fixed.contains(&l.node) && !l.is_popcount())
+        .map(|(index, l)| {
+            let mut l = l.clone();
+            l.products = crate::Products::ShiftAdd;
+            let c = estimate_pipelined_layer(&l, &pipe);
+            Candidate { index, luts: c.luts, dsps: c.dsps }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -281,6 +281,7 @@ fn lower_linear(
         acc: Range { lo: 0, hi: 0, frac: target },
         post: fo.map(Step::requant).into_iter().collect(),
         reuse: opts.reuse_of(&node.name),
+        products: Default::default(),
     };
     chain.layers.push(with_accumulator(layer)?);
     Ok(Ok(()))

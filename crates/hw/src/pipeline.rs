@@ -20,6 +20,7 @@
 
 use crate::design::{signed_bits, Layer, Range, Step};
 use crate::dsp::{ecp5_product, Multipliers};
+use crate::shift_add::{digits, Digit, Products};
 use crate::verilog::{layer_module, lit, part_range, part_wires, requant_shift, Part};
 use serde::Serialize;
 use std::fmt::Write;
@@ -190,11 +191,19 @@ pub struct Schedule {
 }
 
 /// Terms summed per output: the nonzero products and the bias when not zero (unrolled), the
-/// multipliers with a nonzero weight in some cycle (folded; the bias enters the accumulator).
-fn terms(layer: &Layer, j: usize) -> usize {
+/// multipliers with a nonzero weight in some cycle (folded; the bias enters the accumulator),
+/// the weights' signed digits and the bias (shift-add products).
+pub(crate) fn terms(layer: &Layer, j: usize) -> usize {
     let (k, r) = (layer.in_features, layer.reuse.max(1));
     let w = &layer.weight[j * k..][..k];
-    if r <= 1 {
+    if layer.products == Products::ShiftAdd && r <= 1 {
+        // Every signed digit of every weight is a term.
+        w.iter().map(|&v| digits(v).len()).sum::<usize>() + usize::from(layer.bias[j] != 0)
+    } else if layer.products == Products::ShiftAdd {
+        // Every bit of the weights a lane selects is a term.
+        let p = k / r;
+        (0..p).map(|q| lane_bits(&(0..r).map(|t| w[t * p + q]).collect::<Vec<_>>()).len()).sum()
+    } else if r <= 1 {
         w.iter().filter(|&&v| v != 0).count() + usize::from(layer.bias[j] != 0)
     } else {
         let p = k / r;
@@ -213,13 +222,41 @@ fn tree_stages(mut n: usize, levels: usize) -> usize {
     stages
 }
 
+/// Bits of the signed register that holds every weight of a folded layer's lane `ws` (0 for a
+/// lane whose weights are all zero, which has no multiplier).
+pub(crate) fn lane_weight_bits(ws: &[i64]) -> u32 {
+    if ws.iter().all(|&w| w == 0) {
+        return 0;
+    }
+    let (lo, hi) = (ws.iter().copied().min().unwrap_or(0), ws.iter().copied().max().unwrap_or(0));
+    signed_bits(lo.min(0) as i128, hi.max(0) as i128)
+}
+
+/// The bits of a folded shift-add lane's weight register ([`lane_weight_bits`] wide) that some
+/// weight of the lane sets, lowest first: each is a term of the array multiplier; the others
+/// (a weight's trailing zeros at the accumulator's scale, the sign bit of a lane without
+/// negative weights) are always zero and have none.
+pub(crate) fn lane_bits(ws: &[i64]) -> Vec<u32> {
+    let bits = lane_weight_bits(ws);
+    (0..bits).filter(|&i| ws.iter().any(|&w| (w >> i) & 1 == 1)).collect()
+}
+
+/// Register stages of a layer's products: the multipliers' ([`Multipliers::product_cycles`]),
+/// or one for shift-add products (the shifted and negated terms).
+fn product_cycles(layer: &Layer, p: &Pipelining) -> usize {
+    match layer.products {
+        Products::Multipliers => p.multipliers.product_cycles(),
+        Products::ShiftAdd => 1,
+    }
+}
+
 /// The schedule of `layer` pipelined as `p` says.
 pub fn schedule(layer: &Layer, p: &Pipelining) -> Schedule {
     let levels = adder_levels(p.clock_mhz);
     let n = (0..layer.out_features).map(|j| terms(layer, j)).max().unwrap_or(0);
     let (pre, tree) = (plan_cycles(&step_plan(&layer.pre, layer.input, p), p), tree_stages(n, levels));
     let post = plan_cycles(&step_plan(&layer.post, layer.acc, p), p).max(1);
-    let (r, mul) = (layer.reuse.max(1), p.multipliers.product_cycles());
+    let (r, mul) = (layer.reuse.max(1), product_cycles(layer, p));
     // Unrolled: pre, multiply, tree, post. Folded: pre, the feeder taking the sample, R beats
     // through select, multiply, tree and the accumulator, then post.
     let latency = if r <= 1 { pre + mul + tree + post } else { pre + 1 + r + 1 + mul + tree + post };
@@ -235,17 +272,27 @@ pub fn schedule(layer: &Layer, p: &Pipelining) -> Schedule {
 }
 
 /// The range of every partial sum of output `j`'s terms, with or without the bias: each term
-/// ranges over `[min(0, lo), max(0, hi)]` since any subset may be summed.
-fn running_range(layer: &Layer) -> (i128, i128) {
+/// (a product, or an unrolled shift-add product's digit) ranges over `[min(0, lo), max(0, hi)]`
+/// since any subset may be summed. A folded shift-add layer's bit terms may pass this range on
+/// the way (a weight's sign bit against its other bits); the sums are exact modulo `2^width`
+/// and every product and accumulated sum is within it, so the result is exact.
+pub(crate) fn running_range(layer: &Layer) -> (i128, i128) {
     let x = layer.product_input();
     let (k, mut lo, mut hi) = (layer.in_features, 0i128, 0i128);
     for j in 0..layer.out_features {
         let b = layer.bias[j] as i128;
         let (mut l, mut h) = (b.min(0), b.max(0));
         for &w in &layer.weight[j * k..][..k] {
-            let (p, q) = (w as i128 * x.lo as i128, w as i128 * x.hi as i128);
-            l += p.min(q).min(0);
-            h += p.max(q).max(0);
+            // Shift-add products sum their digits' terms, each of its own range.
+            let factors = match layer.products {
+                Products::ShiftAdd if layer.reuse <= 1 => digits(w).iter().map(|d| d.value()).collect(),
+                Products::Multipliers | Products::ShiftAdd => vec![w as i128],
+            };
+            for f in factors {
+                let (p, q) = (f * x.lo as i128, f * x.hi as i128);
+                l += p.min(q).min(0);
+                h += p.max(q).max(0);
+            }
         }
         lo = lo.min(l);
         hi = hi.max(h);
@@ -438,6 +485,42 @@ fn product_stage(
     (out, to, v)
 }
 
+/// The terms of every output of an unrolled layer with shift-add products: the bias (when not
+/// zero) and, for every nonzero weight, its signed digits ([`digits`]) as registers of the
+/// product stage holding `±(x << shift)` of the weight's input `x` (elements `xs`, range `xr`).
+/// Equal terms (an input shifted by the same digit for two outputs) share a register. `tw` is
+/// the width of the tree's sums.
+fn shift_add_terms(m: &mut Module, always: &mut Vec<String>, layer: &Layer, (xs, xr): (&[String], Range), tw: u32) -> Vec<Vec<String>> {
+    let k = layer.in_features;
+    let mut made: std::collections::BTreeMap<(usize, Digit), String> = std::collections::BTreeMap::new();
+    let mut nodes = Vec::with_capacity(layer.out_features);
+    for j in 0..layer.out_features {
+        let mut t = Vec::new();
+        if layer.bias[j] != 0 {
+            t.push(lit(layer.bias[j], tw));
+        }
+        for (i, x) in xs.iter().enumerate() {
+            for d in digits(layer.weight[j * k + i]) {
+                let name = made.entry((i, d)).or_insert_with(|| {
+                    let name = format!("sa_{i}_{}{}", if d.negative { "n" } else { "p" }, d.shift);
+                    let (p, q) = (d.value() * xr.lo as i128, d.value() * xr.hi as i128);
+                    let width = signed_bits(p.min(q), p.max(q));
+                    m.reg(&name, width, true);
+                    // The input sign-extends to the register's width before the shift.
+                    let shifted = if d.shift == 0 { x.clone() } else { format!("({x} <<< {})", d.shift) };
+                    let value = if d.negative { format!("-{shifted}") } else { shifted };
+                    let e = m.enable("en");
+                    always.push(format!("    if ({e}) {name} <= {value};"));
+                    name
+                });
+                t.push(name.clone());
+            }
+        }
+        nodes.push(t);
+    }
+    nodes
+}
+
 /// `n` valid bits in a chain from `from`, named `{prefix}{c}_v` (the last one `{prefix}_v`),
 /// advancing on `en`; returns the last one's name.
 fn valid_chain(m: &mut Module, always: &mut Vec<String>, prefix: &str, n: usize, from: String) -> String {
@@ -508,35 +591,40 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
         let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), "en", true);
-        let mul_v = valid_chain(&mut m, &mut always, "mul", pipe.multipliers.product_cycles(), xv);
-        let mut nodes = Vec::new();
-        for j in 0..n_out {
-            let mut t = Vec::new();
-            if layer.bias[j] != 0 {
-                t.push(lit(layer.bias[j], tw));
-            }
-            for (k, x) in xs.iter().enumerate() {
-                let wv = layer.weight[j * n_in + k];
-                if wv == 0 {
-                    continue;
+        let mul_v = valid_chain(&mut m, &mut always, "mul", product_cycles(layer, pipe), xv);
+        if layer.products == Products::ShiftAdd {
+            let nodes = shift_add_terms(&mut m, &mut always, layer, (&xs, xr), tw);
+            (mul_v, nodes, None)
+        } else {
+            let mut nodes = Vec::new();
+            for j in 0..n_out {
+                let mut t = Vec::new();
+                if layer.bias[j] != 0 {
+                    t.push(lit(layer.bias[j], tw));
                 }
-                let (p, q) = (wv as i128 * xr.lo as i128, wv as i128 * xr.hi as i128);
-                let name = format!("mul_{j}_{k}");
-                let pw = signed_bits(p.min(q), p.max(q));
-                if pipe.multipliers.instantiated() {
-                    let cw = signed_bits(wv as i128, wv as i128) + 1;
-                    let e = m.enable("en");
-                    m.product(&format!("u_{name}"), &e, (x, xr.width()), (&lit(wv, cw), cw), (&name, pw));
-                } else {
-                    m.reg(&name, pw, true);
-                    let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
-                    always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
+                for (k, x) in xs.iter().enumerate() {
+                    let wv = layer.weight[j * n_in + k];
+                    if wv == 0 {
+                        continue;
+                    }
+                    let (p, q) = (wv as i128 * xr.lo as i128, wv as i128 * xr.hi as i128);
+                    let name = format!("mul_{j}_{k}");
+                    let pw = signed_bits(p.min(q), p.max(q));
+                    if pipe.multipliers.instantiated() {
+                        let cw = signed_bits(wv as i128, wv as i128) + 1;
+                        let e = m.enable("en");
+                        m.product(&format!("u_{name}"), &e, (x, xr.width()), (&lit(wv, cw), cw), (&name, pw));
+                    } else {
+                        m.reg(&name, pw, true);
+                        let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
+                        always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
+                    }
+                    t.push(name);
                 }
-                t.push(name);
+                nodes.push(t);
             }
-            nodes.push(t);
+            (mul_v, nodes, None)
         }
-        (mul_v, nodes, None)
     } else {
         let p = n_in / r;
         let cb = signed_bits(0, r as i128);
@@ -582,7 +670,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         }
         // The valid bit and the first and last beat flags through the product's stages.
         let mut prev = ("sel_v".to_string(), "sel_f".to_string(), "sel_l".to_string());
-        for c in 0..pipe.multipliers.product_cycles() {
+        for c in 0..product_cycles(layer, pipe) {
             let names = (format!("mul{c}_v"), format!("mul{c}_f"), format!("mul{c}_l"));
             for name in [&names.0, &names.1, &names.2] {
                 m.reg(name, 1, false);
@@ -616,6 +704,23 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
                 let name = format!("mul_{j}_{q}");
                 let pw = signed_bits(plo, phi);
+                if layer.products == Products::ShiftAdd {
+                    // An array multiplier: one term per bit of the weight, the input shifted by
+                    // the bit's place when the bit is set (the sign bit's term negated).
+                    for i in lane_bits(&ws) {
+                        let bit = format!("{name}_b{i}");
+                        let place = if i + 1 == ww { -(1i128 << i) } else { 1i128 << i };
+                        let (a, b) = (place * xr.lo as i128, place * xr.hi as i128);
+                        let width = signed_bits(a.min(b).min(0), a.max(b).max(0));
+                        m.reg(&bit, width, true);
+                        let shifted = if i == 0 { format!("sel_x{q}") } else { format!("(sel_x{q} <<< {i})") };
+                        let value = if place < 0 { format!("-{shifted}") } else { shifted };
+                        let e = m.enable("en");
+                        always.push(format!("    if ({e}) {bit} <= {sel}[{i}] ? {value} : {width}'sd0;"));
+                        t.push(bit);
+                    }
+                    continue;
+                }
                 if pipe.multipliers.instantiated() {
                     let e = m.enable("en");
                     m.product(&format!("u_{name}"), &e, (&format!("sel_x{q}"), xw as u32), (&sel, ww), (&name, pw));
@@ -801,6 +906,7 @@ mod tests {
             acc: Range { lo: -24 * k as i64 + 1, hi: 21 * k as i64 + 1, frac: 0 },
             post,
             reuse: r,
+            products: Default::default(),
         }
     }
 

@@ -1,12 +1,13 @@
 //! Fitting a design to an ECP5 part (`ch emit --part`): the smallest initiation interval whose
-//! estimate fits, and a one-line refusal saying by how much when nothing does.
+//! estimate fits, with multipliers or shift-add products per layer, and a one-line refusal
+//! saying by how much when nothing does.
 
 mod common;
 
 use common::quantized;
 use mase_hw::ecp5::{part, Ecp5Part};
 use mase_hw::fit::{fit, product_layers, FitRequest, Need};
-use mase_hw::{lower, Design, LowerOptions, Multipliers};
+use mase_hw::{lower, Design, LowerOptions, Multipliers, Products};
 
 /// jsc-three-layer (16 -> 64 -> 32 -> 32 -> 5) with seeded 6-bit weights, pipelined for 200 MHz
 /// with every product in a MULT18X18D, the layers of `fixed` and `free` at their reuse factors.
@@ -33,30 +34,52 @@ fn ecp5(name: &str) -> Ecp5Part {
     part(name).unwrap()
 }
 
+/// Every set of the layers `free`, as lists of their nodes.
+fn subsets(free: &[(String, usize)]) -> Vec<Vec<String>> {
+    (0u32..1 << free.len())
+        .map(|set| free.iter().enumerate().filter(|(b, _)| set >> b & 1 == 1).map(|(_, (n, _))| n.clone()).collect())
+        .collect()
+}
+
 #[test]
 fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
     let layers = nodes();
     assert_eq!(layers.iter().map(|(_, k)| *k).collect::<Vec<_>>(), [16, 64, 32, 32]);
-    // The oracle: every interval from 1 to 64 tried in turn, each layer folded within it.
-    let smallest_fitting =
-        |p: Ecp5Part| (1..=64).find(|&t| Need::of(&jsc_three_layer(&[], &folded_within(t, &layers)).unwrap()).fits(p.available));
-    // Unrolled, the products alone are more than any part's DSPs; folded to one multiplier per
-    // output (64 + 32 + 32 + 5 = 133) they fit the 85F's 156 but not the 45F's 72.
-    for (name, fits) in [("85f", true), ("45f", false), ("25f", false)] {
+    // The oracle: every interval from 1 to 64 (the designs change at powers of two: every
+    // layer's inputs are one) tried in turn, each layer folded within it, with every set of
+    // layers given shift-add products; the first interval at which some set fits, and the
+    // fewest LUTs of the sets that fit there.
+    let smallest_fitting = |p: Ecp5Part| {
+        [1, 2, 4, 8, 16, 32, 64].into_iter().find_map(|t| {
+            let d = jsc_three_layer(&[], &folded_within(t, &layers)).unwrap();
+            let fitting: Vec<Need> = subsets(&layers)
+                .iter()
+                .map(|set| Need::of(&d.clone().with_shift_add(set).unwrap()))
+                .filter(|n| n.fits(p.available))
+                .collect();
+            fitting.iter().map(|n| n.luts).min().map(|luts| (t, luts))
+        })
+    };
+    // Folded to one multiplier per output (64 + 32 + 32 + 5 = 133) the products fit the 85F's
+    // 156 DSPs but not the 45F's 72 or the 25F's 28; shift-add products in some layers lower
+    // the interval on the 85F to 1 and make the others fit. One line per part: the interval.
+    for (name, want) in [("85f", 1), ("45f", 16), ("25f", 64)] {
         let p = ecp5(name);
-        let got = fit(&FitRequest { part: p, fixed: &[] }, |free| jsc_three_layer(&[], free));
-        assert_eq!(got.is_ok(), fits, "{name}");
-        let Ok(got) = got else {
-            assert_eq!(smallest_fitting(p), None, "{name}");
-            continue;
-        };
+        let got = fit(&FitRequest { part: p, fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
         let ii = got.design.initiation_interval();
-        assert_eq!(Some(ii), smallest_fitting(p), "{name}");
-        assert!(ii > 1, "{name}: unrolled does not fit");
+        assert_eq!(ii, want, "{name}");
+        assert_eq!(Some((ii, got.need.luts)), smallest_fitting(p), "{name}");
         assert!(got.need.fits(p.available), "{name}: {:?}", got.need);
         assert_eq!(got.need, Need::of(&got.design), "{name}");
         assert_eq!(got.reuse, folded_within(ii, &layers), "{name}: every layer folded as far as the interval allows");
+        let shift_add: Vec<&str> = got.design.layers.iter().filter(|l| l.products == Products::ShiftAdd).map(|l| l.node.as_str()).collect();
+        assert_eq!(shift_add, got.shift_add, "{name}");
     }
+    // Without shift-add products, the 85F's interval is the one where the multipliers fit.
+    let multipliers_only =
+        (1..=64).find(|&t| Need::of(&jsc_three_layer(&[], &folded_within(t, &layers)).unwrap()).fits(ecp5("85f").available));
+    let got = fit(&FitRequest { part: ecp5("85f"), fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
+    assert!(Some(got.design.initiation_interval()) < multipliers_only, "{multipliers_only:?}");
 }
 
 #[test]
@@ -69,12 +92,15 @@ fn fixed_layers_keep_their_reuse_factor_and_a_design_too_large_is_refused_by_how
     let err = fit(&FitRequest { part: p, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap_err().to_string();
     let free: Vec<(String, usize)> = layers.iter().filter(|(n, _)| *n != layers[1].0).map(|(n, k)| (n.clone(), *k)).collect();
     let need = Need::of(&jsc_three_layer(&fixed, &free).unwrap());
+    let free_nodes: Vec<String> = free.iter().map(|(n, _)| n.clone()).collect();
+    let shift_add = Need::of(&jsc_three_layer(&fixed, &free).unwrap().with_shift_add(&free_nodes).unwrap());
     assert_eq!(
         err,
         format!(
-            "the design does not fit the LFE5U-85F: with every free layer folded as far as it goes, it needs {} DSPs of 156 ({} over)",
+            "the design does not fit the LFE5U-85F: with every free layer folded as far as it goes, it needs {} DSPs of 156 ({} over); with shift-add products in every free layer, {}",
             need.dsps,
-            need.dsps - 156
+            need.dsps - 156,
+            shift_add.overuse(p.available).join(" and ")
         )
     );
     // Fixed at 64 (one multiplier per output), it fits: the fixed layer as given, the others

@@ -6,7 +6,7 @@ mod common;
 use common::{have, quantize_graph, quantized, quantized_frac};
 use mase_hw::simulate::{self, golden, mismatches};
 use mase_hw::synth::{synth, SynthTarget};
-use mase_hw::{emit, lower, Design, HwError, LowerOptions, Multipliers, Step};
+use mase_hw::{emit, lower, Design, HwError, LowerOptions, Multipliers, Products, Step};
 use mase_ir::{Graph, Op, ParamStore, Rng};
 use mase_passes::{run_pass, InputSource, PassContext};
 use serde_json::json;
@@ -442,27 +442,38 @@ fn reuse_factors_come_from_node_hardware_metadata() {
 }
 
 /// One line per pipelined design: model, bits and fraction bits, reuse factor, clock in MHz
-/// (one adder level per stage at 200 MHz, three at 100 MHz), and how products are built
-/// (`ecp5-dsp`: MULT18X18D instances, simulated with the repo's model of the primitive).
-const PIPELINED: &[(&str, u32, i32, usize, f64, Multipliers)] = &[
-    ("jsc-tiny", 8, 4, 1, 200.0, Multipliers::Inferred),
-    ("jsc-tiny", 8, 4, 4, 100.0, Multipliers::Inferred),
-    ("jsc-toy", 6, 3, 2, 200.0, Multipliers::Inferred),
-    ("jsc-three-layer", 6, 3, 1, 100.0, Multipliers::Inferred),
-    ("jsc-three-layer", 6, 3, 4, 200.0, Multipliers::Inferred),
-    ("jsc-tiny", 6, 3, 1, 200.0, Multipliers::Ecp5Dsp),
-    ("jsc-toy", 6, 3, 2, 100.0, Multipliers::Ecp5Dsp),
+/// (one adder level per stage at 200 MHz, three at 100 MHz), how multipliers are built
+/// (`ecp5-dsp`: MULT18X18D instances, simulated with the repo's model of the primitive), and
+/// how every layer's products are built (shift-add: signed digits unrolled, array multipliers
+/// folded; a batch norm's products stay in the multipliers).
+const PIPELINED: &[(&str, u32, i32, usize, f64, Multipliers, Products)] = &[
+    ("jsc-tiny", 8, 4, 1, 200.0, Multipliers::Inferred, Products::Multipliers),
+    ("jsc-tiny", 8, 4, 4, 100.0, Multipliers::Inferred, Products::Multipliers),
+    ("jsc-toy", 6, 3, 2, 200.0, Multipliers::Inferred, Products::Multipliers),
+    ("jsc-three-layer", 6, 3, 1, 100.0, Multipliers::Inferred, Products::Multipliers),
+    ("jsc-three-layer", 6, 3, 4, 200.0, Multipliers::Inferred, Products::Multipliers),
+    ("jsc-tiny", 6, 3, 1, 200.0, Multipliers::Ecp5Dsp, Products::Multipliers),
+    ("jsc-toy", 6, 3, 2, 100.0, Multipliers::Ecp5Dsp, Products::Multipliers),
+    ("jsc-tiny", 8, 4, 1, 200.0, Multipliers::Inferred, Products::ShiftAdd),
+    ("jsc-toy", 8, 4, 2, 200.0, Multipliers::Ecp5Dsp, Products::ShiftAdd),
+    ("jsc-three-layer", 6, 3, 4, 100.0, Multipliers::Inferred, Products::ShiftAdd),
 ];
 
 #[test]
 fn pipelined_designs_are_bit_exact_at_two_clocks_and_under_back_pressure() {
     let sim = have("verilator");
-    for &(model, bits, frac, reuse, clock, multipliers) in PIPELINED {
-        let label = format!("{model} at {bits}/{frac}, reuse {reuse}, {clock} MHz, {multipliers:?}");
+    for &(model, bits, frac, reuse, clock, multipliers, products) in PIPELINED {
+        let label = format!("{model} at {bits}/{frac}, reuse {reuse}, {clock} MHz, {multipliers:?}, {products:?}");
         let (g, p) = folded(model, bits, frac);
         let (x, shape, _) = test_samples(model, 128);
         let plain = lower(&g, &p, model, &LowerOptions { reuse: vec![], default_reuse: reuse, ..Default::default() }).unwrap();
-        let d = plain.clone().pipelined(clock).unwrap().with_multipliers(multipliers).unwrap();
+        let mut d = plain.clone().pipelined(clock).unwrap().with_multipliers(multipliers).unwrap();
+        if products == Products::ShiftAdd {
+            let nodes: Vec<String> = d.layers.iter().map(|l| l.node.clone()).collect();
+            d = d.with_shift_add(&nodes).unwrap();
+            // No weight's product is a multiplier; the estimate counts only the batch norms'.
+            assert!(d.layers.iter().all(|l| l.multipliers() == 0), "{label}");
+        }
         // Pipelining adds cycles, never changes the initiation interval or the arithmetic.
         assert!(d.latency() > plain.latency(), "{label}: {} cycles against {}", d.latency(), plain.latency());
         assert_eq!(d.initiation_interval(), plain.initiation_interval(), "{label}");
@@ -472,6 +483,7 @@ fn pipelined_designs_are_bit_exact_at_two_clocks_and_under_back_pressure() {
         assert_eq!((m["latency_cycles"].as_u64(), m["clock_mhz"].as_f64()), (Some(per_layer), Some(clock)), "{label}");
         assert!(layers.iter().all(|l| l["registers_added"].as_u64().unwrap() > 0), "{label}");
         assert_eq!(m["multipliers"], multipliers.name(), "{label}");
+        assert!(layers.iter().all(|l| l["products"] == products.name()), "{label}");
         // Instantiated, every nonzero weight's product and every batch norm channel's is a
         // MULT18X18D; inferred, none is.
         let instances: usize = d
@@ -506,16 +518,19 @@ fn pipelined_designs_are_bit_exact_at_two_clocks_and_under_back_pressure() {
 }
 
 /// The products of a layer in MULT18X18Ds: one per multiplier with a nonzero weight (per cycle
-/// folded), and one per element of each batch norm affine whose factors are not all zero.
+/// folded; none with shift-add products), and one per element of each batch norm affine whose
+/// factors are not all zero.
 fn dsp_products(l: &mase_hw::Layer) -> usize {
     let (k, r) = (l.in_features, l.reuse.max(1));
-    let linear: usize = (0..l.out_features)
-        .map(|j| {
-            let w = &l.weight[j * k..][..k];
-            let p = k / r;
-            (0..p).filter(|&q| (0..r).any(|t| w[t * p + q] != 0)).count()
-        })
-        .sum();
+    let in_multipliers = usize::from(l.products == Products::Multipliers);
+    let linear: usize = in_multipliers
+        * (0..l.out_features)
+            .map(|j| {
+                let w = &l.weight[j * k..][..k];
+                let p = k / r;
+                (0..p).filter(|&q| (0..r).any(|t| w[t * p + q] != 0)).count()
+            })
+            .sum::<usize>();
     let affine = |steps: &[Step], n: usize| -> usize {
         steps.iter().filter(|s| matches!(s, Step::Affine { mul, .. } if mul.iter().any(|&m| m != 0))).count() * n
     };

@@ -63,6 +63,7 @@ pub fn run(args: &EmitArgs) -> Result<()> {
         clock_mhz: args.clock_mhz,
         multipliers: multipliers_named(args.multipliers.as_deref(), "--multipliers")?,
         part: part_named(args.part.as_deref(), "--part")?,
+        shift_add: args.shift_add.iter().map(|n| n.trim().to_string()).collect(),
     };
     let (design, manifest, fitted) = write_design(&ck, &label, &opts, &build, &dir)?;
     for line in summary_lines(&design, &manifest) {

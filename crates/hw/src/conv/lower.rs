@@ -125,6 +125,7 @@ pub(crate) fn conv2d(
         acc: Range { lo: 0, hi: 0, frac: target },
         post: fo.map(Step::requant).into_iter().collect(),
         reuse: opts.reuse_of(&node.name),
+        products: Default::default(),
     })?;
     let [oh, ow] = win.out_hw();
     chain.stages.push(Stage::Conv(ConvStage { window: win, input, pre, mvu }));
