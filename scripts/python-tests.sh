@@ -37,6 +37,11 @@ if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import torchvision" 2>/
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps torchvision
     "$venv/bin/pip" install --quiet --disable-pip-version-check pillow
 fi
+# onnx and onnxruntime, for the tests that export `mg.model` to ONNX and run the file: without
+# them those tests skip, and under CI=true such a skip fails the run (conftest.py).
+if [ "$torch_mode" != none ] && ! "$venv/bin/python" -c "import onnx, onnxruntime" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check onnx onnxruntime
+fi
 "$venv/bin/maturin" build --quiet --profile py-test --locked --interpreter "$venv/bin/python" --out "$root/target/py-wheels"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$root"/target/py-wheels/mase_rs-*.whl
 # Run from the tests folder so that `import mase_rs` finds the installed wheel, not python/.

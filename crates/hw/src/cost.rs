@@ -48,10 +48,11 @@ pub struct LayerFeatures {
     /// Folded: size of the multipliers left to LUTs, the code's bits times the weight's times
     /// `1 + log2 R` (each product is a function of the code and the cycle counter).
     pub lut_multiplier_bits: usize,
-    /// Shift-add products only ([`crate::shift_add`]): bits of the logic that builds them and
-    /// sums their terms, counted from the RTL's structure: the adder tree of every output
-    /// (terms less one, at the tree's width), the negated terms (one adder each at the term's
-    /// width) and, folded, the weight's register and the select of every bit term.
+    /// Shift-add products only ([`crate::shift_add`]): bits of the logic that builds their
+    /// terms, counted from the RTL's structure: the negated terms (one adder each at the term's
+    /// width) and, folded, the weight's register and the select of every bit term. The adder
+    /// tree that sums the terms is counted from the pipelined RTL
+    /// ([`crate::pipeline::LayerRtl::tree_adder_bits`]) in [`estimate_pipelined_layer`].
     pub shift_add_bits: usize,
     /// Terms added into each sum per cycle, over all outputs: unrolled, the products in DSPs and
     /// the bias; folded, the accumulator and the `K / R` products of each output.
@@ -162,9 +163,6 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
 fn shift_add_bits(layer: &Layer) -> usize {
     let (k, r) = (layer.in_features, layer.reuse.max(1));
     let x = layer.product_input();
-    let (lo, hi) = crate::pipeline::running_range(layer);
-    let tw = signed_bits(lo, hi) as usize;
-    let tree: usize = (0..layer.out_features).map(|j| crate::pipeline::terms(layer, j).saturating_sub(1) * tw).sum();
     let term_width = |shift: u32| x.width() as usize + shift as usize + 1;
     let terms: usize = if r <= 1 {
         // One register per input and digit, shared by the outputs; the negative ones negate.
@@ -186,7 +184,7 @@ fn shift_add_bits(layer: &Layer) -> usize {
             })
             .sum()
     };
-    tree + terms
+    terms
 }
 
 /// LUT6s per bit of [`LayerFeatures::shift_add_bits`]: one, as a 7-series slice adds a bit
@@ -332,6 +330,10 @@ pub fn estimate_pipelined_layer(layer: &Layer, pipe: &crate::pipeline::Pipelinin
     if pipe.multipliers.instantiated() {
         c.dsps = rtl.dsps as f64;
     }
+    // Shift-add products: the adders that sum their terms, as written.
+    if layer.products == crate::Products::ShiftAdd {
+        c.luts += (rtl.tree_adder_bits as f64 * SHIFT_ADD_LUTS_PER_BIT).round();
+    }
     c.registers_added = bits.saturating_sub(c.register_bits);
     c.register_bits = bits;
     c.ffs += c.registers_added as f64;
@@ -382,15 +384,27 @@ mod tests {
     }
 
     #[test]
-    fn shift_add_bits_count_the_tree_the_negations_and_the_selects() {
-        // Unrolled: 7 = 8 - 1 and -3 = -4 + 1, four terms whose partial sums span [-107, 103]
-        // (8 bits): a tree of 3 adders of 8 bits, and the negations of x0 and x1 << 2 (5 and 7
-        // bits). Folded by 2: one lane holding 7 and -3 in a 4-bit register whose four bits are
-        // all used: a tree of 3 adders of 8 bits (the products' span [-77, 73]), the register
-        // (4), four selects of the 4-bit input (16) and the sign bit's negation (8 bits).
-        for (reuse, want) in [(1, 3 * 8 + 5 + 7), (2, 3 * 8 + 4 + 16 + 8)] {
+    fn shift_add_bits_count_the_negations_and_the_selects() {
+        // Unrolled: 7 = 8 - 1 and -3 = -4 + 1, the negations of x0 and x1 << 2 (5 and 7 bits).
+        // Folded by 2: one lane holding 7 and -3 in a 4-bit register whose four bits are all
+        // used: the register (4), four selects of the 4-bit input (16) and the sign bit's
+        // negation (8 bits).
+        for (reuse, want) in [(1, 5 + 7), (2, 4 + 16 + 8)] {
             assert_eq!(layer_features(&layer(reuse)).shift_add_bits, want, "reuse {reuse}");
             assert_eq!(layer_features(&layer(reuse)).dsp_products, 0, "reuse {reuse}");
+        }
+    }
+
+    #[test]
+    fn the_tree_adds_each_pair_at_the_width_of_its_range() {
+        // At 200 MHz two terms per register. Unrolled, the terms -x0 [-7, 8], 8 x0 [-64, 56],
+        // x1 [-8, 7] and -4 x1 [-28, 32]: pairs of 8 bits ([-71, 64]) and 7 bits ([-36, 39]),
+        // then the root, 8 bits ([-107, 103]). Folded, the bit terms x, 2x, 4x and -8x of the
+        // input [-8, 7] with 0: pairs of 6 bits ([-24, 21]) and 8 bits ([-88, 92]), then 8
+        // ([-112, 113]).
+        let p = crate::pipeline::Pipelining::clock(200.0);
+        for (reuse, want) in [(1, 8 + 7 + 8), (2, 6 + 8 + 8)] {
+            assert_eq!(crate::pipeline::pipelined_layer(&layer(reuse), &p).tree_adder_bits, want, "reuse {reuse}");
         }
     }
 }

@@ -354,6 +354,26 @@ impl Module {
     }
 }
 
+/// A term of an output's adder tree: a register, wire or literal, and the range of its value.
+#[derive(Clone, Debug)]
+struct Term {
+    name: String,
+    lo: i128,
+    hi: i128,
+}
+
+impl Term {
+    /// The literal `v`, written `width` bits wide.
+    fn constant(v: i64, width: u32) -> Term {
+        Term { name: lit(v, width), lo: v as i128, hi: v as i128 }
+    }
+}
+
+/// The names of `terms`.
+fn names(terms: &[Term]) -> Vec<String> {
+    terms.iter().map(|t| t.name.clone()).collect()
+}
+
 /// A balanced sum of `terms` (parenthesised so that the tree's depth is the log of its size).
 fn balanced(terms: &[String]) -> String {
     match terms.len() {
@@ -490,14 +510,14 @@ fn product_stage(
 /// product stage holding `±(x << shift)` of the weight's input `x` (elements `xs`, range `xr`).
 /// Equal terms (an input shifted by the same digit for two outputs) share a register. `tw` is
 /// the width of the tree's sums.
-fn shift_add_terms(m: &mut Module, always: &mut Vec<String>, layer: &Layer, (xs, xr): (&[String], Range), tw: u32) -> Vec<Vec<String>> {
+fn shift_add_terms(m: &mut Module, always: &mut Vec<String>, layer: &Layer, (xs, xr): (&[String], Range), tw: u32) -> Vec<Vec<Term>> {
     let k = layer.in_features;
-    let mut made: std::collections::BTreeMap<(usize, Digit), String> = std::collections::BTreeMap::new();
+    let mut made: std::collections::BTreeMap<(usize, Digit), Term> = std::collections::BTreeMap::new();
     let mut nodes = Vec::with_capacity(layer.out_features);
     for j in 0..layer.out_features {
         let mut t = Vec::new();
         if layer.bias[j] != 0 {
-            t.push(lit(layer.bias[j], tw));
+            t.push(Term::constant(layer.bias[j], tw));
         }
         for (i, x) in xs.iter().enumerate() {
             for d in digits(layer.weight[j * k + i]) {
@@ -511,7 +531,7 @@ fn shift_add_terms(m: &mut Module, always: &mut Vec<String>, layer: &Layer, (xs,
                     let value = if d.negative { format!("-{shifted}") } else { shifted };
                     let e = m.enable("en");
                     always.push(format!("    if ({e}) {name} <= {value};"));
-                    name
+                    Term { name, lo: p.min(q), hi: p.max(q) }
                 });
                 t.push(name.clone());
             }
@@ -543,6 +563,9 @@ pub struct LayerRtl {
     pub register_bits: usize,
     /// Instantiated multipliers (DSP blocks).
     pub dsps: usize,
+    /// Bits of the adder tree's adders: for every register of the tree, its width times the
+    /// terms it adds less one.
+    pub tree_adder_bits: usize,
 }
 
 /// The Verilog of `layer` pipelined as `pipe` says.
@@ -587,7 +610,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     let fan = 1usize << sched.adder_levels.min(16);
     // The valid bit and the terms of every output entering the tree, and (folded) the first
     // and last beat flags.
-    type Terms = (String, Vec<Vec<String>>, Option<(String, String)>);
+    type Terms = (String, Vec<Vec<Term>>, Option<(String, String)>);
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
         let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), "en", true);
@@ -600,7 +623,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             for j in 0..n_out {
                 let mut t = Vec::new();
                 if layer.bias[j] != 0 {
-                    t.push(lit(layer.bias[j], tw));
+                    t.push(Term::constant(layer.bias[j], tw));
                 }
                 for (k, x) in xs.iter().enumerate() {
                     let wv = layer.weight[j * n_in + k];
@@ -619,7 +642,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                         let cw = signed_bits(wv as i128, wv as i128).max(xr.width()) + 1;
                         always.push(format!("    if (en) {name} <= {x} * {};", lit(wv, cw)));
                     }
-                    t.push(name);
+                    t.push(Term { name, lo: p.min(q), hi: p.max(q) });
                 }
                 nodes.push(t);
             }
@@ -717,7 +740,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                         let value = if place < 0 { format!("-{shifted}") } else { shifted };
                         let e = m.enable("en");
                         always.push(format!("    if ({e}) {bit} <= {sel}[{i}] ? {value} : {width}'sd0;"));
-                        t.push(bit);
+                        t.push(Term { name: bit, lo: a.min(b).min(0), hi: a.max(b).max(0) });
                     }
                     continue;
                 }
@@ -728,7 +751,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                     m.reg(&name, pw, true);
                     always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
                 }
-                t.push(name);
+                t.push(Term { name, lo: plo, hi: phi });
             }
             nodes.push(t);
         }
@@ -736,6 +759,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     };
     // The adder tree: `fan` terms per register per stage, every output through the same stages.
     let (mut tv, mut flags) = (tree_valid, flags);
+    let mut tree_adder_bits = 0;
     for s in 0..sched.tree_stages {
         let v = format!("tree{s}_v");
         m.reg(&v, 1, false);
@@ -751,11 +775,15 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         for (j, t) in nodes.iter_mut().enumerate() {
             let mut next = Vec::new();
             for (c, chunk) in t.chunks(fan).enumerate() {
+                // Each sum as wide as its terms' ranges added: narrower than the tree's width
+                // near the products.
                 let name = format!("tree{s}_{j}_{c}");
-                m.reg(&name, tw, true);
+                let (lo, hi) = chunk.iter().fold((0i128, 0i128), |(l, h), t| (l + t.lo, h + t.hi));
+                m.reg(&name, signed_bits(lo, hi), true);
+                tree_adder_bits += (chunk.len() - 1) * signed_bits(lo, hi) as usize;
                 let e = m.enable("en");
-                always.push(format!("    if ({e}) {name} <= {};", balanced(chunk)));
-                next.push(name);
+                always.push(format!("    if ({e}) {name} <= {};", balanced(&names(chunk))));
+                next.push(Term { name, lo, hi });
             }
             *t = next;
         }
@@ -768,7 +796,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 .iter()
                 .enumerate()
                 .map(|(j, t)| {
-                    m.line(format!("  wire signed [{}:0] acc_{j} = {};", aw - 1, balanced(t)));
+                    m.line(format!("  wire signed [{}:0] acc_{j} = {};", aw - 1, balanced(&names(t))));
                     format!("acc_{j}")
                 })
                 .collect();
@@ -784,7 +812,11 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                     let name = format!("acc_r{j}");
                     m.reg(&name, tw, true);
                     let e = m.enable("en");
-                    always.push(format!("    if ({e} && {tv}) {name} <= ({f} ? {} : {name}) + {};", lit(layer.bias[j], tw), balanced(t)));
+                    always.push(format!(
+                        "    if ({e} && {tv}) {name} <= ({f} ? {} : {name}) + {};",
+                        lit(layer.bias[j], tw),
+                        balanced(&names(t))
+                    ));
                     m.line(format!("  wire signed [{}:0] acc_{j} = {name};", aw - 1));
                     format!("acc_{j}")
                 })
@@ -825,7 +857,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.text = m.text.replacen(COPIES_MARK, &decl, 1);
     }
     m.line("endmodule");
-    LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps }
+    LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps, tree_adder_bits }
 }
 
 #[cfg(test)]
