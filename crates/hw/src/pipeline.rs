@@ -834,15 +834,26 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     }
     m.line("  end");
     // The output buffer: a result goes to the output register when it is free or being read,
-    // else to the second entry, which stops the layer until the consumer reads.
+    // else to the second entry, which stops the layer until the consumer reads. Only the valid
+    // bits are reset: a data word counts only with its valid bit, and a reset gating the load
+    // of every data bit is a net to hundreds of flip-flops (the critical path of a fitted
+    // jsc-three-layer on an LFE5U-85F, 8.7 ns of routing).
     m.line("  always @(posedge clk) begin");
     m.line("    if (rst) begin out_valid <= 1'b0; sk_valid <= 1'b0; end");
     m.line("    else if (sk_valid) begin");
-    m.line("      if (out_ready) begin out_data <= sk_data; sk_valid <= 1'b0; end");
+    m.line("      if (out_ready) sk_valid <= 1'b0;");
     m.line(format!("    end else if ({yv}) begin"));
-    m.line("      if (!out_valid || out_ready) begin out_valid <= 1'b1; out_data <= y; end");
-    m.line("      else begin sk_valid <= 1'b1; sk_data <= y; end");
+    m.line("      if (!out_valid || out_ready) out_valid <= 1'b1;");
+    m.line("      else sk_valid <= 1'b1;");
     m.line("    end else if (out_ready) out_valid <= 1'b0;");
+    m.line("  end");
+    m.line("  always @(posedge clk) begin");
+    m.line("    if (sk_valid) begin");
+    m.line("      if (out_ready) out_data <= sk_data;");
+    m.line(format!("    end else if ({yv}) begin"));
+    m.line("      if (!out_valid || out_ready) out_data <= y;");
+    m.line("      else sk_data <= y;");
+    m.line("    end");
     m.line("  end");
     // Each copy of the enable is the next `!sk_valid`, registered; `keep` stops Yosys from
     // merging the copies back into one register.
