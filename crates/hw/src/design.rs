@@ -201,14 +201,16 @@ impl Layer {
         if self.products == Products::ShiftAdd {
             return 0;
         }
+        (0..self.out_features).map(|j| self.lanes_in_use(j)).sum()
+    }
+
+    /// Lanes of output `j` with a nonzero weight: unrolled, its nonzero weights; folded by `R`,
+    /// the lanes `q` (inputs `q`, `q + K/R`, ..., one a cycle) with a nonzero weight in some
+    /// cycle.
+    pub fn lanes_in_use(&self, j: usize) -> usize {
         let (k, r) = (self.in_features, self.reuse.max(1));
-        let lanes = k / r;
-        (0..self.out_features)
-            .map(|j| {
-                let w = &self.weight[j * k..][..k];
-                (0..lanes).filter(|&q| (0..r).any(|t| w[t * lanes + q] != 0)).count()
-            })
-            .sum()
+        let (lanes, w) = (k / r, &self.weight[j * k..][..k]);
+        (0..lanes).filter(|&q| (0..r).any(|t| w[t * lanes + q] != 0)).count()
     }
 
     /// Whether the layer is a binarized one in popcount form ([`crate::bipolar`]): input bits

@@ -13,7 +13,7 @@
 //! smaller interval fits by the cost model. The DSPs are the cost model's (exact for
 //! instantiated multipliers); the LUTs are its LUT6 figure times [`LUT4_PER_ESTIMATED_LUT`].
 
-use crate::cost::{estimate, estimate_pipelined_layer};
+use crate::cost::{estimate, estimate_pipelined_layer, DesignCost};
 use crate::design::{Design, Layer};
 use crate::ecp5::{Ecp5Part, Resources};
 use crate::error::{HwError, Result};
@@ -78,42 +78,39 @@ pub struct Fitted {
 pub const MAX_SHIFT_ADD_CANDIDATES: usize = 16;
 
 /// A free linear layer that could take shift-add products: its index in the design's layers,
-/// and its LUT6s and DSPs by the cost model with them.
+/// and the DSPs and LUT6s the cost model says it saves with them (negative LUTs: it costs
+/// LUTs).
 #[derive(Clone, Debug)]
 struct Candidate {
     index: usize,
-    luts: f64,
-    dsps: f64,
+    dsps_saved: f64,
+    luts_saved: f64,
 }
 
-/// The set of `candidates` whose layers, given shift-add products in place of what `design`
-/// has, make it fit `available` with the fewest LUTs (then the fewest layers), as indices into
-/// `candidates`; `None` when no set does.
-fn shift_add_choice(design: &Design, candidates: &[Candidate], available: Resources) -> Option<Vec<usize>> {
-    let e = estimate(design);
-    // What each candidate saves: DSPs, and LUTs (negative: it costs LUTs).
-    let mut saving: Vec<(usize, f64, f64)> = candidates
-        .iter()
-        .enumerate()
-        .map(|(c, cand)| {
-            let l = &e.layers[cand.index];
-            (c, l.dsps - cand.dsps, l.luts - cand.luts)
-        })
-        .filter(|(_, dsps, _)| *dsps > 0.0)
-        .collect();
-    saving.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+/// What the design of estimate `e` needs with the layers of `chosen` given shift-add products.
+fn need_with(e: &DesignCost, chosen: &[&Candidate]) -> Need {
+    let dsps = e.dsps - chosen.iter().map(|c| c.dsps_saved).sum::<f64>();
+    let luts = e.luts - chosen.iter().map(|c| c.luts_saved).sum::<f64>();
+    Need::from_estimate(dsps, luts)
+}
+
+/// The set of `candidates` (those that save DSPs, at most [`MAX_SHIFT_ADD_CANDIDATES`] saving
+/// the most) whose layers, given shift-add products, make the design of estimate `e` fit
+/// `available` with the fewest LUTs (then the fewest layers), as indices into the design's
+/// layers; `None` when no set does.
+fn shift_add_choice(e: &DesignCost, candidates: &[Candidate], available: Resources) -> Option<Vec<usize>> {
+    let mut saving: Vec<&Candidate> = candidates.iter().filter(|c| c.dsps_saved > 0.0).collect();
+    saving.sort_by(|a, b| b.dsps_saved.total_cmp(&a.dsps_saved).then(a.index.cmp(&b.index)));
     saving.truncate(MAX_SHIFT_ADD_CANDIDATES);
-    let mut best: Option<(f64, usize, Vec<usize>)> = None;
+    let mut best: Option<(u64, usize, Vec<usize>)> = None;
     for set in 1u32..(1u32 << saving.len()) {
-        let chosen: Vec<&(usize, f64, f64)> = saving.iter().enumerate().filter(|(b, _)| set >> b & 1 == 1).map(|(_, s)| s).collect();
-        let dsps = e.dsps - chosen.iter().map(|s| s.1).sum::<f64>();
-        let luts = e.luts - chosen.iter().map(|s| s.2).sum::<f64>();
-        let need = Need::from_estimate(dsps, luts);
-        let better = best.as_ref().is_none_or(|(l, n, _)| (luts, chosen.len()) < (*l, *n));
+        let chosen: Vec<&Candidate> = saving.iter().enumerate().filter(|(b, _)| set >> b & 1 == 1).map(|(_, c)| *c).collect();
+        let need = need_with(e, &chosen);
+        let better = best.as_ref().is_none_or(|(l, n, _)| (need.luts, chosen.len()) < (*l, *n));
         if need.fits(available) && better {
-            let mut ids: Vec<usize> = chosen.iter().map(|s| s.0).collect();
+            let mut ids: Vec<usize> = chosen.iter().map(|c| c.index).collect();
             ids.sort_unstable();
-            best = Some((luts, chosen.len(), ids));
+            best = Some((need.luts, chosen.len(), ids));
         }
     }
     best.map(|(_, _, ids)| ids)
@@ -161,15 +158,16 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
     for t in targets {
         let reuse: Vec<(String, usize)> = free.iter().map(|(node, n)| (node.clone(), fold_within(*n, t))).collect();
         let design = if t == 1 { unrolled.clone() } else { build(&reuse)? };
-        let need = Need::of(&design);
+        let e = estimate(&design);
+        let need = Need::from_estimate(e.dsps, e.luts);
         if need.fits(request.part.available) {
             return Ok(Fitted { design, reuse, shift_add: Vec::new(), need });
         }
         if need.dsps > request.part.available.dsps {
-            let candidates = shift_add_candidates(&design, request.fixed);
-            all_shift_add = all_shift_add_need(&design, &candidates);
-            if let Some(chosen) = shift_add_choice(&design, &candidates, request.part.available) {
-                let nodes: Vec<String> = chosen.iter().map(|&c| design.layers[candidates[c].index].node.clone()).collect();
+            let candidates = shift_add_candidates(&design, &e, request.fixed);
+            all_shift_add = (!candidates.is_empty()).then(|| need_with(&e, &candidates.iter().collect::<Vec<_>>()));
+            if let Some(chosen) = shift_add_choice(&e, &candidates, request.part.available) {
+                let nodes: Vec<String> = chosen.iter().map(|&i| design.layers[i].node.clone()).collect();
                 let design = design.clone().with_shift_add(&nodes)?;
                 let need = Need::of(&design);
                 if need.fits(request.part.available) {
@@ -188,24 +186,9 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
     Err(HwError::DoesNotFit { part: request.part.name.to_string(), detail })
 }
 
-/// What `design` needs with every candidate given shift-add products; `None` without
-/// candidates.
-fn all_shift_add_need(design: &Design, candidates: &[Candidate]) -> Option<Need> {
-    if candidates.is_empty() {
-        return None;
-    }
-    let e = estimate(design);
-    let (mut dsps, mut luts) = (e.dsps, e.luts);
-    for c in candidates {
-        dsps -= e.layers[c.index].dsps - c.dsps;
-        luts -= e.layers[c.index].luts - c.luts;
-    }
-    Some(Need::from_estimate(dsps, luts))
-}
-
-/// The free linear layers of `design` (pipelined; none otherwise) with their cost given
-/// shift-add products at their reuse factor.
-fn shift_add_candidates(design: &Design, fixed: &[String]) -> Vec<Candidate> {
+/// The free linear layers of `design` (pipelined; none otherwise) with what shift-add
+/// products at their reuse factor save against `e`, the design's estimate.
+fn shift_add_candidates(design: &Design, e: &DesignCost, fixed: &[String]) -> Vec<Candidate> {
     let Some(pipe) = design.pipelining() else {
         return Vec::new();
     };
@@ -218,7 +201,7 @@ fn shift_add_candidates(design: &Design, fixed: &[String]) -> Vec<Candidate> {
             let mut l = l.clone();
             l.products = crate::Products::ShiftAdd;
             let c = estimate_pipelined_layer(&l, &pipe);
-            Candidate { index, luts: c.luts, dsps: c.dsps }
+            Candidate { index, dsps_saved: e.layers[index].dsps - c.dsps, luts_saved: e.layers[index].luts - c.luts }
         })
         .collect()
 }

@@ -204,10 +204,9 @@ pub(crate) fn terms(layer: &Layer, j: usize) -> usize {
         let p = k / r;
         (0..p).map(|q| lane_bits(&(0..r).map(|t| w[t * p + q]).collect::<Vec<_>>()).len()).sum()
     } else if r <= 1 {
-        w.iter().filter(|&&v| v != 0).count() + usize::from(layer.bias[j] != 0)
+        layer.lanes_in_use(j) + usize::from(layer.bias[j] != 0)
     } else {
-        let p = k / r;
-        (0..p).filter(|&q| (0..r).any(|t| w[t * p + q] != 0)).count()
+        layer.lanes_in_use(j)
     }
 }
 
