@@ -4,9 +4,13 @@
 use std::path::{Path, PathBuf};
 
 /// A fresh, empty folder for one test, removed when the returned guard is dropped, unless the
-/// test is failing: then it is kept for a look and its path is printed.
+/// test is failing: then it is kept for a look and its path is printed. Every call gets its own
+/// folder (a counter in its name), so that two tests running at once with the same `name` do not
+/// remove each other's files.
 pub fn scratch(name: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("{}-{}-{name}", env!("CARGO_PKG_NAME"), std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("{}-{}-{call}-{name}", env!("CARGO_PKG_NAME"), std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
     Scratch(d)
