@@ -159,7 +159,9 @@ pub(crate) fn write_design(
         Some(part) => {
             let fixed: Vec<String> = opts.reuse.iter().map(|(n, _)| n.clone()).collect();
             let f = fit(&FitRequest { part, fixed: &fixed }, make)?;
-            (f.design.clone(), Some(f))
+            // `ch synth --target ecp5` places the design on the part it was fitted to.
+            let design = Design { part: Some(part.name.to_string()), ..f.design.clone() };
+            (design, Some(f))
         }
     };
     let manifest = emit(&design, dir)?;

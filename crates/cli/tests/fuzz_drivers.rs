@@ -72,6 +72,7 @@ fn hostile_inputs_are_refused_with_one_line() {
         ("design_json", "an affine without channels", toy("\"mul\":[4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4]", "\"mul\":[]")),
         ("design_json", "sums past 64 bits", toy("\"weight\":[-2,", "\"weight\":[9223372036854775807,")),
         ("design_json", "not JSON", b"{\"model\":".to_vec()),
+        ("design_json", "an unknown part", toy("\"input_format\":[4,2,true]", "\"input_format\":[4,2,true],\"part\":\"LFE5U-12F\"")),
         ("hw_config", "a reuse factor that divides no layer", int8("seq_blocks_0 = 4", "seq_blocks_0 = 3")),
         ("hw_config", "a reuse factor of a node that is none", int8("seq_blocks_0 = 4", "seq_blocks_9 = 4")),
         ("hw_config", "a 40-bit weight", int8("weight_width = 8", "weight_width = 40")),

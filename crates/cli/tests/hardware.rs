@@ -163,6 +163,8 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     );
     assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_4"]), "{e}");
     assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(138.0));
+    // The part is recorded, for `ch synth --target ecp5` to place the design on.
+    assert_eq!(e["manifest"]["part"], "LFE5U-85F");
     let layers = e["manifest"]["layers"].as_array().unwrap();
     let reuse: Vec<u64> = layers.iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
     assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![16, 16, 16, 16], Some(16)));
@@ -177,6 +179,7 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
     assert_eq!((e["fit"]["dsps"].as_u64(), reuse), (Some(69), vec![16, 32, 32, 32]), "{e}");
     assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_2", "seq_blocks_4"]), "{e}");
+    assert_eq!(e["manifest"]["part"], "LFE5U-45F");
     for (args, want) in [
         (
             &["--part", "ecp5-25f"][..],

@@ -194,6 +194,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         stages: Vec::new(),
         multipliers: Default::default(),
         bipolar: Some(ends),
+        part: None,
     })
 }
 

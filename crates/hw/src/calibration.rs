@@ -129,5 +129,6 @@ pub fn design(index: usize) -> Design {
         stages: Vec::new(),
         multipliers: Default::default(),
         bipolar: None,
+        part: None,
     }
 }

@@ -275,6 +275,10 @@ pub struct Design {
     /// bits of the input's signs, and the outputs are the last layer's popcounts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bipolar: Option<crate::bipolar::BipolarEnds>,
+    /// The ECP5 part the design was fitted to (`ch emit --part`), by Lattice's name
+    /// (`LFE5U-45F`): the part `ch synth --target ecp5` places it on unless told another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
 }
 
 fn is_inferred(m: &crate::dsp::Multipliers) -> bool {

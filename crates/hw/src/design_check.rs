@@ -29,6 +29,11 @@ pub fn check_design(d: &Design) -> Result<(), String> {
     if let Some(f) = d.clock_mhz {
         crate::pipeline::check_clock(f)?;
     }
+    if let Some(p) = &d.part {
+        if crate::ecp5::part(p).is_none() {
+            return Err(format!("part `{p}`: expected LFE5U-25F, LFE5U-45F or LFE5U-85F"));
+        }
+    }
     // The stream arriving at each stage and layer: the input format's codes, then the output of
     // the one before.
     let mut arriving = (d.input_range(), None);

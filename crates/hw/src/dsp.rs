@@ -243,6 +243,7 @@ mod tests {
             stages: Vec::new(),
             multipliers: Multipliers::Inferred,
             bipolar: None,
+            part: None,
         }
     }
 

@@ -57,7 +57,9 @@ pub fn part(name: &str) -> Option<Ecp5Part> {
 /// How to place and route.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ecp5Options {
-    pub part: Ecp5Part,
+    /// The part; `None`: the one the design was fitted to ([`Design::part`]), else the
+    /// LFE5U-85F.
+    pub part: Option<Ecp5Part>,
     /// nextpnr's seed (`--seed`): the same seed gives the same placement.
     pub seed: u64,
     /// The clock nextpnr optimises for, in MHz; `None`: the design's `clock_mhz`, or 100 MHz
@@ -69,7 +71,7 @@ pub struct Ecp5Options {
 
 impl Default for Ecp5Options {
     fn default() -> Self {
-        Ecp5Options { part: PARTS[2].1, seed: 1, clock_mhz: None, timeout_s: 1200 }
+        Ecp5Options { part: None, seed: 1, clock_mhz: None, timeout_s: 1200 }
     }
 }
 
@@ -250,6 +252,8 @@ pub fn placed_resources(report: &serde_json::Value) -> Resources {
 pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     crate::integrity::check_sums(dir)?;
     let design = crate::read_design(dir)?;
+    // `check_design` has refused a part that is not one of `PARTS`.
+    let chosen = opts.part.or_else(|| design.part.as_deref().and_then(part)).unwrap_or(PARTS[2].1);
     if !crate::simulate::tool_available("yosys") {
         return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
     }
@@ -280,7 +284,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     let constraint_mhz = opts.clock_mhz.or(design.clock_mhz).unwrap_or(100.0);
     let mut report = Ecp5Report {
         target: "ecp5",
-        part: opts.part,
+        part: chosen,
         speed_grade: 6,
         seed: opts.seed,
         constraint_mhz,
@@ -291,7 +295,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
         critical_path: None,
         cells_by_type,
     };
-    report.over = overuse(report.used, opts.part.available);
+    report.over = overuse(report.used, chosen.available);
     report.fits = report.over.is_empty();
     if report.fits {
         let json = work.join("nextpnr_report.json");
@@ -299,7 +303,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
         // files through preopened folders, and an absolute path under some of them (a test's
         // folder in /tmp, run from a crate folder) fails to open.
         let args: Vec<String> = [
-            opts.part.flag,
+            chosen.flag,
             "--package",
             "CABGA381",
             "--speed",
@@ -329,7 +333,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
         report.fmax_mhz = Some(report_fmax(&r).ok_or_else(|| file_msg(&json, "no achieved clock under `fmax`"))?);
         report.used = placed_resources(&r);
         report.critical_path = critical_path(&r);
-        report.over = overuse(report.used, opts.part.available);
+        report.over = overuse(report.used, chosen.available);
         report.fits = report.over.is_empty();
     }
     let out = dir.join("synth_ecp5.json");

@@ -28,6 +28,7 @@ pub fn manifest(d: &Design) -> Value {
         "initiation_interval": d.initiation_interval(),
         "clock_mhz": d.clock_mhz,
         "multipliers": d.multipliers.name(),
+        "part": d.part,
         "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
         "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
         "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz},

@@ -135,6 +135,7 @@ pub fn lower(graph: &Graph, params: &ParamStore, model: &str, opts: &LowerOption
         stages: chain.stages,
         multipliers: Default::default(),
         bipolar: None,
+        part: None,
     })
 }
 

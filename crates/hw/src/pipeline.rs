@@ -2,9 +2,11 @@
 //! holds more logic than one clock period allows (doc/hardware.md, "Pipelining to a clock").
 //!
 //! A pipelined layer is a chain of register stages that all advance together on one enable,
-//! `en`, followed by a two-entry output buffer (a skid buffer). The buffer's `in_ready` is the
-//! register `!sk_valid`, so the enable, and the `in_ready` the layer gives the layer before it,
-//! depend on this layer's own registers only: no combinational path crosses a layer. The stages:
+//! `en`, followed by a four-entry output FIFO ([`OUTPUT_ENTRIES`]). `en` is a register decided
+//! from the FIFO's count one or two cycles ahead, never from the consumer's `out_ready`, so the
+//! enable, and the `in_ready` the layer gives the layer before it, depend on this layer's own
+//! registers only: no combinational path crosses a layer, and the consumer's ready reaches only
+//! the FIFO's count and read pointer. The stages:
 //!
 //! 1. **pre**: the steps before the product, in the stages of [`step_plan`];
 //! 2. folded layers only: a **feeder** (the sample's shift register and the cycle counter) and a
@@ -181,7 +183,7 @@ pub struct Schedule {
     pub product_stages: usize,
     /// Stages of the adder tree.
     pub tree_stages: usize,
-    /// Stages of the steps after the sums, the output buffer's register included.
+    /// Stages of the steps after the sums, the output FIFO's entry included.
     pub post_stages: usize,
     /// Cycles from the input handshake of a sample to the output handshake of its result, with
     /// a consumer that is always ready.
@@ -385,7 +387,7 @@ fn balanced(terms: &[String]) -> String {
 /// Register stages of steps `steps` on the elements `src` (ranges `from`), each stage of
 /// [`step_plan`] advancing on `en`, with valid bits from `valid`; returns the registers, their
 /// ranges and the last valid bit. The last stage is left unregistered when `register_last` is
-/// false (it feeds the output buffer): its wires are returned instead. A stage ending in an
+/// false (it feeds the output FIFO): its wires are returned instead. A stage ending in an
 /// instantiated product is that many stages ([`plan_cycles`]), its registers the primitive's.
 #[allow(clippy::too_many_arguments)]
 fn step_stages(
@@ -586,14 +588,20 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     m.line(format!("module {} (", layer_module(layer)));
     m.line("  input clk, input rst,");
     m.line(format!("  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1));
-    m.line(format!("  output reg out_valid, input out_ready, output reg [{}:0] out_data", n_out * ow as usize - 1));
+    m.line(format!("  output out_valid, input out_ready, output [{}:0] out_data", n_out * ow as usize - 1));
     m.line(");");
-    m.register_bits += 1 + n_out * ow as usize;
-    // The output buffer's second entry; the whole layer advances while it is empty.
-    m.line("  reg sk_valid;");
-    m.line(format!("  reg [{}:0] sk_data;", n_out * ow as usize - 1));
-    m.register_bits += 1 + n_out * ow as usize;
-    m.line("  wire en = !sk_valid;");
+    // The output FIFO: its entries, its count, whether it holds any, its pointers.
+    let ob_bits = n_out * ow as usize;
+    for e in 0..OUTPUT_ENTRIES {
+        m.line(format!("  reg [{}:0] ob_d{e};", ob_bits - 1));
+    }
+    m.line("  reg [2:0] ob_n;");
+    m.line("  reg ob_nz;");
+    m.line("  reg [1:0] ob_wr, ob_rd;");
+    m.register_bits += OUTPUT_ENTRIES * ob_bits + 3 + 1 + 2 + 2;
+    // The stage enable, a register decided from the FIFO's count ahead of the cycle it holds.
+    m.line("  reg en;");
+    m.register_bits += 1;
     if m.copies.is_some() {
         m.text.push_str(COPIES_MARK);
     }
@@ -654,7 +662,10 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line(format!("  reg [{}:0] cnt;", cb - 1));
         m.register_bits += 1 + cb as usize;
         m.line(format!("  wire last = busy && (cnt == {cb}'d{});", r - 1));
-        m.line("  wire free = !busy || last;");
+        // `free` (`!busy || last`) is a register of its own, loaded with its next value, so
+        // that the `in_ready` this layer gives its producer is a gate on two registers.
+        m.line("  reg free;");
+        m.register_bits += 1;
         // The pre stages advance while their last stage is empty or handing its sample over.
         let has_pre = !layer.pre.is_empty();
         if has_pre {
@@ -675,11 +686,22 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             xs.iter().rev().map(|x| format!("{x}[{}:0]", xw - 1)).collect::<Vec<_>>().join(", ")
         ));
         m.reg("xs", (n_in * xw) as u32, false);
-        always.push("    if (rst) busy <= 1'b0;".into());
         always.push(format!(
-            "    else if (take) begin busy <= 1'b1; cnt <= {cb}'d0; xs <= x_all; end\n    else if (en && busy) begin busy <= !last; cnt <= cnt + {cb}'d1; xs <= xs >> {}; end",
-            p * xw
+            "    if (rst) begin busy <= 1'b0; free <= 1'b1; end\n    else if (take) begin busy <= 1'b1; cnt <= {cb}'d0; free <= 1'b0; end\n    else if (en && busy) begin busy <= !last; cnt <= cnt + {cb}'d1; free <= last || (cnt == {cb}'d{}); end",
+            r - 2
         ));
+        // The sample's shift register, apart from the reset (which would gate its every bit),
+        // in chunks of a copy of the enable each (replicated): its load and shift reach
+        // hundreds of flip-flops.
+        m.line(format!("  wire [{}:0] xs_next = xs >> {};", n_in * xw - 1, p * xw));
+        for (c, lo) in (0..n_in * xw).step_by(XS_CHUNK_BITS).enumerate() {
+            let hi = (lo + XS_CHUNK_BITS).min(n_in * xw) - 1;
+            let e = m.enable("en");
+            m.line(format!("  wire take_{c} = {e} && free && {xv};"));
+            always.push(format!(
+                "    if (take_{c}) xs[{hi}:{lo}] <= x_all[{hi}:{lo}]; else if ({e} && busy) xs[{hi}:{lo}] <= xs_next[{hi}:{lo}];"
+            ));
+        }
         // Select: the inputs and weights of this cycle, with the first and last beat marked.
         for name in ["sel_v", "sel_f", "sel_l"] {
             m.reg(name, 1, false);
@@ -688,7 +710,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         for q in 0..p {
             let name = format!("sel_x{q}");
             m.reg(&name, xw as u32, true);
-            always.push(format!("    if (en) {name} <= xs[{}:{}];", (q + 1) * xw - 1, q * xw));
+            let e = m.enable("en");
+            always.push(format!("    if ({e}) {name} <= xs[{}:{}];", (q + 1) * xw - 1, q * xw));
         }
         // The valid bit and the first and last beat flags through the product's stages.
         let mut prev = ("sel_v".to_string(), "sel_f".to_string(), "sel_l".to_string());
@@ -716,7 +739,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 let ww = signed_bits(wlo.min(0) as i128, whi.max(0) as i128);
                 let sel = format!("sel_w{j}_{q}");
                 m.reg(&sel, ww, true);
-                let mut case = String::from("    if (en) case (cnt)");
+                let mut case = format!("    if ({}) case (cnt)", m.enable("en"));
                 for (c, &w) in ws.iter().enumerate() {
                     let _ = write!(case, "\n      {cb}'d{c}: {sel} <= {};", lit(w, ww));
                 }
@@ -823,7 +846,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             (s, "acc_v".into())
         }
     };
-    // Post: the steps after the sums; the last group feeds the output buffer.
+    // Post: the steps after the sums; the last group feeds the output FIFO.
     let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, pipe, sum_valid, "en", false);
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
     m.line(format!("  wire [{}:0] y = {{{}}};", n_out * ow as usize - 1, packed.join(", ")));
@@ -832,42 +855,86 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line(a);
     }
     m.line("  end");
-    // The output buffer: a result goes to the output register when it is free or being read,
-    // else to the second entry, which stops the layer until the consumer reads. Only the valid
-    // bits are reset: a data word counts only with its valid bit, and a reset gating the load
-    // of every data bit is a net to hundreds of flip-flops (the critical path of a fitted
-    // jsc-three-layer on an LFE5U-85F, 8.7 ns of routing).
-    m.line("  always @(posedge clk) begin");
-    m.line("    if (rst) begin out_valid <= 1'b0; sk_valid <= 1'b0; end");
-    m.line("    else if (sk_valid) begin");
-    m.line("      if (out_ready) sk_valid <= 1'b0;");
-    m.line(format!("    end else if ({yv}) begin"));
-    m.line("      if (!out_valid || out_ready) out_valid <= 1'b1;");
-    m.line("      else sk_valid <= 1'b1;");
-    m.line("    end else if (out_ready) out_valid <= 1'b0;");
-    m.line("  end");
-    m.line("  always @(posedge clk) begin");
-    m.line("    if (sk_valid) begin");
-    m.line("      if (out_ready) out_data <= sk_data;");
-    m.line(format!("    end else if ({yv}) begin"));
-    m.line("      if (!out_valid || out_ready) out_data <= y;");
-    m.line("      else sk_data <= y;");
-    m.line("    end");
-    m.line("  end");
-    // Each copy of the enable is the next `!sk_valid`, registered; `keep` stops Yosys from
-    // merging the copies back into one register.
-    if let Some(copies) = m.copies.take() {
-        m.line(format!("  wire sk_next = !rst && (sk_valid ? !out_ready : ({yv} && out_valid && !out_ready));"));
-        let mut decl = String::new();
-        for c in &copies {
-            let _ = writeln!(decl, "  reg {c};");
-            m.line(format!("  (* keep *) always @(posedge clk) {c} <= !sk_next;"));
-        }
-        m.register_bits += copies.len();
-        m.text = m.text.replacen(COPIES_MARK, &decl, 1);
-    }
+    output_fifo(&mut m, &yv);
     m.line("endmodule");
     LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps, tree_adder_bits }
+}
+
+/// Bits of a folded layer's sample shift register that one copy of the enable loads and
+/// shifts.
+const XS_CHUNK_BITS: usize = 64;
+
+/// Entries of a pipelined layer's output FIFO: a result written in a cycle whose enable was
+/// decided two cycles before, plus the one the consumer may be reading, plus slack, so that a
+/// layer streams at its initiation interval while its consumer keeps up.
+pub const OUTPUT_ENTRIES: usize = 4;
+
+/// The output FIFO of a pipelined layer and the stage enable that keeps it from overflowing.
+///
+/// The layer writes its result `y` (valid `yv`) into the FIFO in a cycle whose `en` is high.
+/// `en` never reads `out_ready`: it is decided from the FIFO's count `c` and this cycle's write
+/// `w`, assuming no read. Decided one cycle ahead (one register), `en` is high when
+/// `c + w <= 3`; decided two cycles ahead (replicated: a first level of registers, each feeding
+/// a group of copies), when `c + w + 1 <= 3`, the write of the cycle between counted as if it
+/// happened. Either way the count is at most 3 in a cycle whose `en` is high, so a write always
+/// has an entry. The consumer's `out_ready` reaches only the count and the read pointer; the
+/// data leave through a 4-to-1 multiplexer on the read pointer. Only the control registers are
+/// reset: a data word counts only through the count.
+fn output_fifo(m: &mut Module, yv: &str) {
+    m.line(format!("  wire ob_w = {yv} && en;"));
+    m.line("  wire ob_p = ob_nz && out_ready;");
+    m.line("  wire [2:0] ob_next = ob_n + {2'b0, ob_w} - {2'b0, ob_p};");
+    m.line("  assign out_valid = ob_nz;");
+    m.line("  assign out_data = ob_rd[1] ? (ob_rd[0] ? ob_d3 : ob_d2) : (ob_rd[0] ? ob_d1 : ob_d0);");
+    m.line("  always @(posedge clk) begin");
+    m.line("    if (rst) begin ob_n <= 3'd0; ob_nz <= 1'b0; ob_wr <= 2'd0; ob_rd <= 2'd0; end");
+    m.line("    else begin");
+    m.line("      ob_n <= ob_next; ob_nz <= ob_next != 3'd0;");
+    m.line("      if (ob_w) ob_wr <= ob_wr + 2'd1;");
+    m.line("      if (ob_p) ob_rd <= ob_rd + 2'd1;");
+    m.line("    end");
+    m.line("  end");
+    m.line("  always @(posedge clk) if (ob_w) case (ob_wr)");
+    for e in 0..OUTPUT_ENTRIES {
+        m.line(format!("    2'd{e}: ob_d{e} <= y;"));
+    }
+    m.line("  endcase");
+    match m.copies.take() {
+        None => m.line(format!("  always @(posedge clk) en <= rst || ({{1'b0, ob_n}} + {{3'b0, ob_w}} <= 4'd{});", OUTPUT_ENTRIES - 1)),
+        Some(copies) => {
+            // Two levels: the decision into `groups` registers, each of which feeds a group of
+            // copies (`en` itself is one), so that no net reaches more than about the square
+            // root of the copies. `keep` stops Yosys from merging the copies back into one.
+            let all: Vec<String> = std::iter::once("en".to_string()).chain(copies.iter().cloned()).collect();
+            let groups = (all.len() as f64).sqrt().ceil().max(1.0) as usize;
+            let per = all.len().div_ceil(groups);
+            m.line(format!("  wire en_d = rst || ({{1'b0, ob_n}} + {{3'b0, ob_w}} <= 4'd{});", OUTPUT_ENTRIES - 2));
+            let mut decl = String::new();
+            for g in 0..groups {
+                let _ = writeln!(decl, "  reg en_g{g};");
+                m.line(format!("  (* keep *) always @(posedge clk) en_g{g} <= en_d;"));
+            }
+            for c in &copies {
+                let _ = writeln!(decl, "  reg {c};");
+            }
+            for (i, c) in all.iter().enumerate() {
+                m.line(format!("  (* keep *) always @(posedge clk) {c} <= en_g{};", i / per));
+            }
+            m.register_bits += groups + copies.len();
+            m.text = m.text.replacen(COPIES_MARK, &decl, 1);
+        }
+    }
+}
+
+/// Cycles ahead of the cycle it holds in which the stage enable is decided: 1 with one
+/// register, 2 when replicated through two levels ([`output_fifo`]); the enable is high when
+/// the FIFO's count plus this cycle's write is at most [`OUTPUT_ENTRIES`] less this lead.
+pub fn enable_lead(pipe: &Pipelining) -> usize {
+    if pipe.multipliers.instantiated() {
+        2
+    } else {
+        1
+    }
 }
 
 #[cfg(test)]
@@ -960,7 +1027,7 @@ mod tests {
         // buffer, 7 cycles. At 100 MHz, 8 per stage: 17 -> 3 -> 1; a rescale before adds a
         // stage. Folded by 4: 4 multipliers per output (the bias enters the accumulator),
         // 4 -> 2 -> 1 at 200 MHz; the pre stage, the feeder taking the sample, 4 beats, the
-        // select-to-multiply and accumulator hand-overs (2), the tree (2) and the output buffer:
+        // select-to-multiply and accumulator hand-overs (2), the tree (2) and the output FIFO:
         // 1 + 1 + 4 + 2 + 2 + 1. Folded by 16: one multiplier per output, no tree. In a
         // MULT18X18D (`ecp5-dsp`) every product takes four stages, three more than inferred, and
         // so does an affine's product: a batch norm before the layer is 6 stages (4 of product,

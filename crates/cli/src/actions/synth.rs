@@ -43,7 +43,7 @@ fn run_ecp5(args: &SynthArgs, human: &Human) -> Result<()> {
     let mut opts = Ecp5Options::default();
     if let Some(name) = &args.part {
         match ecp5::part(name) {
-            Some(p) => opts.part = p,
+            Some(p) => opts.part = Some(p),
             None => bail!("--part `{name}`: expected 25f, 45f or 85f (an ECP5 LFE5U part)"),
         }
     }

@@ -33,8 +33,11 @@ struct Pipe {
     body: Vec<(bool, bool, bool)>,
     /// Folded: the accumulator's valid bit, then the registered post stages.
     tail: Vec<bool>,
-    sk_valid: bool,
-    out_valid: bool,
+    /// The output FIFO's count.
+    count: usize,
+    /// The stage enable, then the decisions on its way (`lead - 1` registers before it).
+    en: bool,
+    en_ahead: Vec<bool>,
 }
 
 impl Unit {
@@ -57,8 +60,9 @@ impl Unit {
                     cnt: 0,
                     body: vec![(false, false, false); body],
                     tail: vec![false; tail],
-                    sk_valid: false,
-                    out_valid: false,
+                    count: 0,
+                    en: true,
+                    en_ahead: vec![true; crate::pipeline::enable_lead(&p) - 1],
                 }))
             }
         }
@@ -67,7 +71,7 @@ impl Unit {
     fn out_valid(&self) -> bool {
         match self {
             Unit::Window { out_valid, .. } | Unit::Reg { out_valid } | Unit::Folded { out_valid, .. } => *out_valid,
-            Unit::Pipe(p) => p.out_valid,
+            Unit::Pipe(p) => p.count > 0,
             Unit::Collector { full, .. } => *full,
         }
     }
@@ -81,7 +85,7 @@ impl Unit {
                 !busy || (last && (!out_valid || out_ready))
             }
             Unit::Pipe(p) => {
-                let en = !p.sk_valid;
+                let en = p.en;
                 if p.reuse <= 1 {
                     return en;
                 }
@@ -177,7 +181,7 @@ impl Unit {
 
 impl Pipe {
     fn step(&mut self, in_valid: bool, out_ready: bool) {
-        let en = !self.sk_valid;
+        let en = self.en;
         let yv = if self.reuse <= 1 {
             let y = self.body.last().is_some_and(|b| b.0);
             if en {
@@ -211,19 +215,13 @@ impl Pipe {
             }
             y
         };
-        if self.sk_valid {
-            if out_ready {
-                self.sk_valid = false;
-            }
-        } else if yv {
-            if !self.out_valid || out_ready {
-                self.out_valid = true;
-            } else {
-                self.sk_valid = true;
-            }
-        } else if out_ready {
-            self.out_valid = false;
-        }
+        // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
+        let (write, read) = (yv && en, self.count > 0 && out_ready);
+        let lead = self.en_ahead.len() + 1;
+        let decision = self.count + usize::from(write) + lead <= crate::pipeline::OUTPUT_ENTRIES;
+        self.en_ahead.push(decision);
+        self.en = self.en_ahead.remove(0);
+        self.count = self.count + usize::from(write) - usize::from(read);
     }
 }
 
