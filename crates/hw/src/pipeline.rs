@@ -2,8 +2,8 @@
 //! holds more logic than one clock period allows (doc/hardware.md, "Pipelining to a clock").
 //!
 //! A pipelined layer is a chain of register stages that all advance together on one enable,
-//! `en`, followed by a four-entry output FIFO ([`OUTPUT_ENTRIES`]). `en` is a register decided
-//! from the FIFO's count one or two cycles ahead, never from the consumer's `out_ready`, so the
+//! `en`, followed by a small output FIFO ([`output_entries`]). `en` is a register decided
+//! from the FIFO's count one or more cycles ahead, never from the consumer's `out_ready`, so the
 //! enable, and the `in_ready` the layer gives the layer before it, depend on this layer's own
 //! registers only: no combinational path crosses a layer, and the consumer's ready reaches only
 //! the FIFO's count and read pointer. The stages:
@@ -326,7 +326,7 @@ impl Module {
 
     /// The enable for one group of registers on `en`: `en` itself, or (replicated) a new copy
     /// of it, a register of its own computing the same value, which the placer can put near
-    /// the group. Any other enable (a folded layer's `pre_en`) is returned as it is.
+    /// the group. Any other enable is returned as it is.
     fn enable(&mut self, en: &str) -> String {
         match &mut self.copies {
             Some(c) if en == "en" => {
@@ -590,15 +590,6 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     m.line(format!("  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1));
     m.line(format!("  output out_valid, input out_ready, output [{}:0] out_data", n_out * ow as usize - 1));
     m.line(");");
-    // The output FIFO: its entries, its count, whether it holds any, its pointers.
-    let ob_bits = n_out * ow as usize;
-    for e in 0..OUTPUT_ENTRIES {
-        m.line(format!("  reg [{}:0] ob_d{e};", ob_bits - 1));
-    }
-    m.line("  reg [2:0] ob_n;");
-    m.line("  reg ob_nz;");
-    m.line("  reg [1:0] ob_wr, ob_rd;");
-    m.register_bits += OUTPUT_ENTRIES * ob_bits + 3 + 1 + 2 + 2;
     // The stage enable, a register decided from the FIFO's count ahead of the cycle it holds.
     m.line("  reg en;");
     m.register_bits += 1;
@@ -662,24 +653,22 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line(format!("  reg [{}:0] cnt;", cb - 1));
         m.register_bits += 1 + cb as usize;
         m.line(format!("  wire last = busy && (cnt == {cb}'d{});", r - 1));
-        // `free` (`!busy || last`) is a register of its own, loaded with its next value, so
-        // that the `in_ready` this layer gives its producer is a gate on two registers.
-        m.line("  reg free;");
-        m.register_bits += 1;
-        // The pre stages advance while their last stage is empty or handing its sample over.
-        let has_pre = !layer.pre.is_empty();
-        if has_pre {
-            m.line("  wire pre_en;");
-        }
-        let pre_en = if has_pre { "pre_en" } else { "en" };
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), pre_en, true);
-        if has_pre {
-            m.line(format!("  assign pre_en = en && (!{xv} || free);"));
-        }
-        let ready = if layer.pre.is_empty() { "en && free" } else { "pre_en" };
-        m.line(format!("  assign in_ready = {ready};"));
+        // The layer takes a sample every `r` enabled cycles at most (`open`, after `gap` counts
+        // down), so that a sample reaches the feeder when its last beat leaves or later: the
+        // pre stages advance on the enable with every other stage, and the `in_ready` this
+        // layer gives its producer is a gate on two registers.
+        m.line("  reg open;");
+        m.line(format!("  reg [{}:0] gap;", cb - 1));
+        m.register_bits += 1 + cb as usize;
+        m.line("  wire accept = in_valid && open;");
+        m.line("  assign in_ready = en && open;");
+        always.push(format!(
+            "    if (rst) begin open <= 1'b1; gap <= {cb}'d0; end\n    else if (en && accept) begin open <= 1'b0; gap <= {cb}'d{}; end\n    else if (en && !open) begin open <= (gap == {cb}'d1); gap <= gap - {cb}'d1; end",
+            r - 1
+        ));
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "accept".into(), "en", true);
         let xw = xr.width() as usize;
-        m.line(format!("  wire take = en && free && {xv};"));
+        m.line(format!("  wire take = en && {xv};"));
         m.line(format!(
             "  wire [{}:0] x_all = {{{}}};",
             n_in * xw - 1,
@@ -687,8 +676,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         ));
         m.reg("xs", (n_in * xw) as u32, false);
         always.push(format!(
-            "    if (rst) begin busy <= 1'b0; free <= 1'b1; end\n    else if (take) begin busy <= 1'b1; cnt <= {cb}'d0; free <= 1'b0; end\n    else if (en && busy) begin busy <= !last; cnt <= cnt + {cb}'d1; free <= last || (cnt == {cb}'d{}); end",
-            r - 2
+            "    if (rst) busy <= 1'b0;\n    else if (take) begin busy <= 1'b1; cnt <= {cb}'d0; end\n    else if (en && busy) begin busy <= !last; cnt <= cnt + {cb}'d1; end"
         ));
         // The sample's shift register, apart from the reset (which would gate its every bit),
         // in chunks of a copy of the enable each (replicated): its load and shift reach
@@ -697,7 +685,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         for (c, lo) in (0..n_in * xw).step_by(XS_CHUNK_BITS).enumerate() {
             let hi = (lo + XS_CHUNK_BITS).min(n_in * xw) - 1;
             let e = m.enable("en");
-            m.line(format!("  wire take_{c} = {e} && free && {xv};"));
+            m.line(format!("  wire take_{c} = {e} && {xv};"));
             always.push(format!(
                 "    if (take_{c}) xs[{hi}:{lo}] <= x_all[{hi}:{lo}]; else if ({e} && busy) xs[{hi}:{lo}] <= xs_next[{hi}:{lo}];"
             ));
@@ -855,7 +843,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line(a);
     }
     m.line("  end");
-    output_fifo(&mut m, &yv);
+    output_fifo(&mut m, &yv, n_out * ow as usize, enable_lead(pipe));
     m.line("endmodule");
     LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps, tree_adder_bits }
 }
@@ -864,76 +852,130 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
 /// shifts.
 const XS_CHUNK_BITS: usize = 64;
 
-/// Entries of a pipelined layer's output FIFO: a result written in a cycle whose enable was
-/// decided two cycles before, plus the one the consumer may be reading, plus slack, so that a
-/// layer streams at its initiation interval while its consumer keeps up.
-pub const OUTPUT_ENTRIES: usize = 4;
-
-/// The output FIFO of a pipelined layer and the stage enable that keeps it from overflowing.
-///
-/// The layer writes its result `y` (valid `yv`) into the FIFO in a cycle whose `en` is high.
-/// `en` never reads `out_ready`: it is decided from the FIFO's count `c` and this cycle's write
-/// `w`, assuming no read. Decided one cycle ahead (one register), `en` is high when
-/// `c + w <= 3`; decided two cycles ahead (replicated: a first level of registers, each feeding
-/// a group of copies), when `c + w + 1 <= 3`, the write of the cycle between counted as if it
-/// happened. Either way the count is at most 3 in a cycle whose `en` is high, so a write always
-/// has an entry. The consumer's `out_ready` reaches only the count and the read pointer; the
-/// data leave through a 4-to-1 multiplexer on the read pointer. Only the control registers are
-/// reset: a data word counts only through the count.
-fn output_fifo(m: &mut Module, yv: &str) {
-    m.line(format!("  wire ob_w = {yv} && en;"));
-    m.line("  wire ob_p = ob_nz && out_ready;");
-    m.line("  wire [2:0] ob_next = ob_n + {2'b0, ob_w} - {2'b0, ob_p};");
-    m.line("  assign out_valid = ob_nz;");
-    m.line("  assign out_data = ob_rd[1] ? (ob_rd[0] ? ob_d3 : ob_d2) : (ob_rd[0] ? ob_d1 : ob_d0);");
-    m.line("  always @(posedge clk) begin");
-    m.line("    if (rst) begin ob_n <= 3'd0; ob_nz <= 1'b0; ob_wr <= 2'd0; ob_rd <= 2'd0; end");
-    m.line("    else begin");
-    m.line("      ob_n <= ob_next; ob_nz <= ob_next != 3'd0;");
-    m.line("      if (ob_w) ob_wr <= ob_wr + 2'd1;");
-    m.line("      if (ob_p) ob_rd <= ob_rd + 2'd1;");
-    m.line("    end");
-    m.line("  end");
-    m.line("  always @(posedge clk) if (ob_w) case (ob_wr)");
-    for e in 0..OUTPUT_ENTRIES {
-        m.line(format!("    2'd{e}: ob_d{e} <= y;"));
-    }
-    m.line("  endcase");
-    match m.copies.take() {
-        None => m.line(format!("  always @(posedge clk) en <= rst || ({{1'b0, ob_n}} + {{3'b0, ob_w}} <= 4'd{});", OUTPUT_ENTRIES - 1)),
-        Some(copies) => {
-            // Two levels: the decision into `groups` registers, each of which feeds a group of
-            // copies (`en` itself is one), so that no net reaches more than about the square
-            // root of the copies. `keep` stops Yosys from merging the copies back into one.
-            let all: Vec<String> = std::iter::once("en".to_string()).chain(copies.iter().cloned()).collect();
-            let groups = (all.len() as f64).sqrt().ceil().max(1.0) as usize;
-            let per = all.len().div_ceil(groups);
-            m.line(format!("  wire en_d = rst || ({{1'b0, ob_n}} + {{3'b0, ob_w}} <= 4'd{});", OUTPUT_ENTRIES - 2));
-            let mut decl = String::new();
-            for g in 0..groups {
-                let _ = writeln!(decl, "  reg en_g{g};");
-                m.line(format!("  (* keep *) always @(posedge clk) en_g{g} <= en_d;"));
-            }
-            for c in &copies {
-                let _ = writeln!(decl, "  reg {c};");
-            }
-            for (i, c) in all.iter().enumerate() {
-                m.line(format!("  (* keep *) always @(posedge clk) {c} <= en_g{};", i / per));
-            }
-            m.register_bits += groups + copies.len();
-            m.text = m.text.replacen(COPIES_MARK, &decl, 1);
-        }
-    }
-}
-
-/// Cycles ahead of the cycle it holds in which the stage enable is decided: 1 with one
-/// register, 2 when replicated through two levels ([`output_fifo`]); the enable is high when
-/// the FIFO's count plus this cycle's write is at most [`OUTPUT_ENTRIES`] less this lead.
+/// Cycles ahead of the cycle it holds in which the stage enable is decided ([`output_fifo`]):
+/// 1 with one register (inferred multipliers), 2 when replicated to every DSP and register
+/// group through a level of registers before the copies. (A third cycle, two levels before
+/// the copies, measured slower on jsc-tiny: 157.6 against 198.3 MHz, its FIFO of five entries
+/// taking more logic.)
 pub fn enable_lead(pipe: &Pipelining) -> usize {
     if pipe.multipliers.instantiated() {
         2
     } else {
         1
+    }
+}
+
+/// The entry of the output FIFO at `ob_rd`: a tree of 2-to-1 multiplexers on the pointer's
+/// bits `bits - 1` down to 0, over the entries `base..` below `entries`.
+fn read_mux(bits: usize, base: usize, entries: usize) -> String {
+    if bits == 0 {
+        return format!("ob_d{}", base.min(entries - 1));
+    }
+    let lo = read_mux(bits - 1, base, entries);
+    let upper = base + (1 << (bits - 1));
+    if upper >= entries {
+        return lo;
+    }
+    format!("(ob_rd[{}] ? {} : {lo})", bits - 1, read_mux(bits - 1, upper, entries))
+}
+
+/// Entries of a pipelined layer's output FIFO for an enable decided `lead` cycles ahead: the
+/// writes of the `lead - 1` cycles whose enable is already decided, the one of this cycle, and
+/// the entry the consumer is reading, so that a layer streams at interval 1 while its consumer
+/// keeps up.
+pub fn output_entries(lead: usize) -> usize {
+    lead + 2
+}
+
+/// The output FIFO of a pipelined layer and the stage enable that keeps it from overflowing.
+///
+/// The layer writes its result `y` (`bits` wide, valid `yv`) into the FIFO in a cycle whose `en`
+/// is high. `en` never reads `out_ready`: it is decided `lead` cycles ahead from the FIFO's
+/// count `c` and this cycle's write `w`, assuming no read and a write in each of the `lead - 1`
+/// cycles between: high when `c + w + lead - 1 < E`, `E` the [`output_entries`]. So the count is
+/// below `E` in a cycle whose `en` is high, and a write always has an entry. Decided one cycle
+/// ahead, the decision is `en` itself; further ahead, it goes through a tree of registers,
+/// `lead` levels whose last is the copies of the enable (`en` one of them), each net
+/// reaching about `copies^(1 / lead)` registers, so that no net reaches more than that many
+/// registers and the placer can put each register between its source and its loads. The
+/// consumer's `out_ready` reaches only the count and the read pointer; the data leave through a
+/// multiplexer on the read pointer. Only the control registers are reset: a data word counts
+/// only through the count.
+fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize) {
+    let e = output_entries(lead);
+    let pw = signed_bits(0, e as i128 - 1) as usize;
+    for k in 0..e {
+        m.line(format!("  reg [{}:0] ob_d{k};", bits - 1));
+    }
+    // The count as a thermometer code: `ob_th[i]` is high when the FIFO holds more than `i`
+    // results, so that `out_valid` is a register and each bit's next value one gate.
+    m.line(format!("  reg [{}:0] ob_th;", e - 1));
+    m.line(format!("  reg [{}:0] ob_wr, ob_rd;", pw - 1));
+    m.register_bits += e * bits + e + 2 * pw;
+    // The write, on a copy of the enable of its own (its loads are the entries' enables), and
+    // the same write on another copy for the decision below.
+    let (ew, ed) = (m.enable("en"), m.enable("en"));
+    m.line(format!("  wire ob_w = {yv} && {ew};"));
+    m.line(format!("  wire ob_wd = {yv} && {ed};"));
+    m.line("  wire ob_p = ob_th[0] && out_ready;");
+    m.line("  assign out_valid = ob_th[0];");
+    m.line(format!("  assign out_data = {};", read_mux(pw, 0, e)));
+    let step = |p: &str| format!("{p} <= {p} == {pw}'d{} ? {pw}'d0 : {p} + {pw}'d1;", e - 1);
+    m.line("  always @(posedge clk) begin");
+    m.line(format!("    if (rst) begin ob_th <= {e}'d0; ob_wr <= {pw}'d0; ob_rd <= {pw}'d0; end"));
+    m.line("    else begin");
+    m.line(format!("      if (ob_w && !ob_p) ob_th <= {{ob_th[{}:0], 1'b1}};", e - 2));
+    m.line(format!("      else if (ob_p && !ob_w) ob_th <= {{1'b0, ob_th[{}:1]}};", e - 1));
+    m.line(format!("      if (ob_w) {}", step("ob_wr")));
+    m.line(format!("      if (ob_p) {}", step("ob_rd")));
+    m.line("    end");
+    m.line("  end");
+    m.line("  always @(posedge clk) if (ob_w) case (ob_wr)");
+    for k in 0..e - 1 {
+        m.line(format!("    {pw}'d{k}: ob_d{k} <= y;"));
+    }
+    m.line(format!("    default: ob_d{} <= y;", e - 1));
+    m.line("  endcase");
+    // The count plus this cycle's write at most `t`: with a write, a count of at most `t - 1`.
+    let t = e - lead;
+    let decision = format!("rst || (ob_wd ? !ob_th[{}] : !ob_th[{t}])", t - 1);
+    match m.copies.take() {
+        None => m.line(format!("  always @(posedge clk) en <= {decision};")),
+        Some(copies) => {
+            // `keep` stops Yosys from merging the registers of a level back into one.
+            let all: Vec<String> = std::iter::once("en".to_string()).chain(copies.iter().cloned()).collect();
+            // `lead` registers from the decision to a copy: `lead - 1` levels before the copies,
+            // every net reaching about `branch` registers.
+            let branch = (all.len() as f64).powf(1.0 / lead as f64).ceil().max(1.0) as usize;
+            let mut sizes = vec![all.len()];
+            for _ in 1..lead {
+                let next = sizes[0].div_ceil(branch);
+                sizes.insert(0, next);
+            }
+            sizes.pop();
+            m.line(format!("  wire en_d = {decision};"));
+            let mut decl = String::new();
+            let mut from: Vec<String> = vec!["en_d".into()];
+            for (l, &n) in sizes.iter().enumerate() {
+                let names: Vec<String> = (0..n).map(|i| format!("en_t{l}_{i}")).collect();
+                let per = n.div_ceil(from.len());
+                for (i, r) in names.iter().enumerate() {
+                    let _ = writeln!(decl, "  reg {r};");
+                    m.line(format!("  (* keep *) always @(posedge clk) {r} <= {};", from[i / per]));
+                }
+                m.register_bits += n;
+                from = names;
+            }
+            for c in &copies {
+                let _ = writeln!(decl, "  reg {c};");
+            }
+            let per = all.len().div_ceil(from.len());
+            for (i, c) in all.iter().enumerate() {
+                m.line(format!("  (* keep *) always @(posedge clk) {c} <= {};", from[i / per]));
+            }
+            m.register_bits += copies.len();
+            m.text = m.text.replacen(COPIES_MARK, &decl, 1);
+        }
     }
 }
 
@@ -949,6 +991,23 @@ mod tests {
         }
         assert_eq!(check_clock(0.0).unwrap_err(), "clock_mhz 0: expected a frequency from 1 to 1000 MHz");
         assert!(check_clock(f64::NAN).is_err() && check_clock(1000.0).is_ok());
+    }
+
+    #[test]
+    fn the_output_fifo_has_room_for_every_result_its_enable_lets_through() {
+        // (lead, entries, read multiplexer): the entries hold the writes already let through,
+        // this cycle's and the one being read; the multiplexer selects on the pointer's bits.
+        let cases = [
+            (1, 3, "(ob_rd[1] ? ob_d2 : (ob_rd[0] ? ob_d1 : ob_d0))"),
+            (2, 4, "(ob_rd[1] ? (ob_rd[0] ? ob_d3 : ob_d2) : (ob_rd[0] ? ob_d1 : ob_d0))"),
+        ];
+        for (lead, entries, mux) in cases {
+            assert_eq!(output_entries(lead), entries, "lead {lead}");
+            assert_eq!(read_mux(signed_bits(0, entries as i128 - 1) as usize, 0, entries), mux, "lead {lead}");
+        }
+        // The enable's lead: one register inferred, a tree of two replicated.
+        assert_eq!(enable_lead(&Pipelining::clock(200.0)), 1);
+        assert_eq!(enable_lead(&Pipelining { clock_mhz: 200.0, multipliers: Multipliers::Ecp5Dsp }), 2);
     }
 
     /// A plan in short: the pieces of a stage as step index and part (`w` whole, `r` round,

@@ -599,10 +599,11 @@ fn a_damaged_or_edited_design_folder_is_refused() {
 
 /// The slowest post-route clock the place-and-route test accepts for jsc-tiny pipelined for
 /// 200 MHz with its products in MULT18X18Ds, in MHz: the goal the design is pipelined for.
-/// These seeded 8-bit weights route at 209.8 MHz (nextpnr-ecp5 0.11, seed 1), the critical
-/// path being the route from a DSP's output to its fabric register (4.0 ns). They gave
-/// 170.1 MHz while the stage enable read the consumer's `out_ready` (a skid buffer): that net
-/// reached every copy of the enable across the chip in one clock. README, section Hardware.
+/// These seeded 8-bit weights route at 219.3 MHz (nextpnr-ecp5 0.11, seed 1), the critical
+/// path being the route from the output FIFO's count to a first-level register of the enable's
+/// tree (3.6 ns). They gave 170.1 MHz while the stage enable read the consumer's `out_ready`
+/// (a skid buffer): that net reached every copy of the enable across the chip in one clock.
+/// README, section Hardware.
 const ECP5_FMAX_FLOOR_MHZ: f64 = 200.0;
 
 /// jsc-tiny (8 bits, one 16 -> 5 layer after its batch norm's affine), pipelined for 200 MHz

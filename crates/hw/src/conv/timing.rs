@@ -33,6 +33,9 @@ struct Pipe {
     body: Vec<(bool, bool, bool)>,
     /// Folded: the accumulator's valid bit, then the registered post stages.
     tail: Vec<bool>,
+    /// Folded: whether the layer takes a sample, and the enabled cycles until it does.
+    open: bool,
+    gap: usize,
     /// The output FIFO's count.
     count: usize,
     /// The stage enable, then the decisions on its way (`lead - 1` registers before it).
@@ -60,6 +63,8 @@ impl Unit {
                     cnt: 0,
                     body: vec![(false, false, false); body],
                     tail: vec![false; tail],
+                    open: true,
+                    gap: 0,
                     count: 0,
                     en: true,
                     en_ahead: vec![true; crate::pipeline::enable_lead(&p) - 1],
@@ -84,17 +89,7 @@ impl Unit {
                 let last = *busy && *cnt == reuse - 1;
                 !busy || (last && (!out_valid || out_ready))
             }
-            Unit::Pipe(p) => {
-                let en = p.en;
-                if p.reuse <= 1 {
-                    return en;
-                }
-                let free = !p.busy || p.cnt == p.reuse - 1;
-                match p.pre.last() {
-                    Some(&v) => en && (!v || free),
-                    None => en && free,
-                }
-            }
+            Unit::Pipe(p) => p.en && (p.reuse <= 1 || p.open),
             Unit::Collector { full, .. } => !full,
         }
     }
@@ -190,15 +185,19 @@ impl Pipe {
             y
         } else {
             let last = self.busy && self.cnt == self.reuse - 1;
-            let free = !self.busy || last;
-            let (xv, pre_en) = match self.pre.last() {
-                Some(&v) => (v, en && (!v || free)),
-                None => (in_valid, en),
-            };
-            let take = en && free && xv;
+            let accept = in_valid && self.open;
+            let xv = self.pre.last().copied().unwrap_or(accept);
+            let take = en && xv;
             let y = *self.tail.last().unwrap_or(&false);
-            if !self.pre.is_empty() && pre_en {
-                shift(&mut self.pre, in_valid);
+            if en {
+                shift(&mut self.pre, accept);
+                if accept {
+                    self.open = false;
+                    self.gap = self.reuse - 1;
+                } else if !self.open {
+                    self.open = self.gap == 1;
+                    self.gap -= 1;
+                }
             }
             if en {
                 // The accumulator takes the tree's last stage; the post stages follow it.
@@ -218,7 +217,7 @@ impl Pipe {
         // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
         let (write, read) = (yv && en, self.count > 0 && out_ready);
         let lead = self.en_ahead.len() + 1;
-        let decision = self.count + usize::from(write) + lead <= crate::pipeline::OUTPUT_ENTRIES;
+        let decision = self.count + usize::from(write) + lead <= crate::pipeline::output_entries(lead);
         self.en_ahead.push(decision);
         self.en = self.en_ahead.remove(0);
         self.count = self.count + usize::from(write) - usize::from(read);
