@@ -91,6 +91,18 @@ pub fn find_model_file(name: &str) -> Result<std::path::PathBuf> {
 }
 
 /// The ONNX file given as the model (`--model-file model.onnx`, or a MODEL ending in `.onnx`).
+/// Why a command that needs weights has none: no `--load`, and no ONNX model. A model file
+/// that is not ONNX defines a model without weights, and is named.
+pub fn no_weights(s: &Settings, need: &str) -> anyhow::Error {
+    match &s.model_file {
+        Some(p) => anyhow::anyhow!(
+            "--model-file {}: not an ONNX model (.onnx), so it holds no weights; give {need} via --load CKPT, or an ONNX model via --model-file",
+            p.display()
+        ),
+        None => anyhow::anyhow!("expected {need} via --load CKPT, or an ONNX model via --model-file"),
+    }
+}
+
 pub fn onnx_model_file(s: &Settings) -> Option<std::path::PathBuf> {
     let is_onnx = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     s.model_file.clone().filter(|p| is_onnx(p)).or_else(|| s.model.as_ref().map(std::path::PathBuf::from).filter(|p| is_onnx(p)))

@@ -56,6 +56,7 @@ fn bad_input_gives_one_line() {
         .unwrap();
     let cases = vec![
         (v(&["train", "no-such-model", "mnist"]), vec!["no-such-model", "jsc-tiny", "vgg7"]),
+        (v(&["test", "mnist", "--model-file", "typo.toml"]), vec!["--model-file typo.toml", "not an ONNX model", "--load CKPT"]),
         (v(&["train", "tfc", "no-such-data"]), vec!["no-such-data", "mnist", "digits"]),
         (v(&["train", "tfc", "mnist", "--bogus-flag"]), vec!["--bogus-flag"]),
         (v(&["train", "--config", "typo.toml"]), vec!["batch_sise", "typo.toml"]),

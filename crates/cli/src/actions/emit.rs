@@ -35,9 +35,7 @@ pub fn run(args: &EmitArgs) -> Result<()> {
             };
             (onnx, mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta })
         }
-        (None, None) => {
-            return Err(anyhow!("expected a quantized checkpoint via --load (see `ch transform`), or a QONNX model via --model-file"))
-        }
+        (None, None) => return Err(session::no_weights(&s, "a quantized checkpoint (see `ch transform`)")),
     };
     if ck.graph.is_empty() {
         return Err(anyhow!("checkpoint {}: it holds weights but no model; quantize it with `ch transform` first", path.display()));

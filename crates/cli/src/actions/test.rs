@@ -78,7 +78,7 @@ pub fn run(test_args: &TestArgs) -> Result<()> {
                 mase_io::Checkpoint { graph: m.graph, params: m.params, optimizer_tensors: Vec::new(), meta: json!({ "model": label }) };
             (onnx, ck)
         }
-        (None, None) => bail!("expected a checkpoint via --load (or an ONNX model via --model-file)"),
+        (None, None) => return Err(session::no_weights(&s, "a checkpoint")),
     };
     let saved_data = ck.meta.get("dataset").and_then(Value::as_str).map(str::to_string);
     let dataset = s.dataset.clone().or(saved_data).ok_or_else(|| anyhow!("no data set given (see `ch info`)"))?;
