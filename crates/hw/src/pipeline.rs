@@ -242,6 +242,37 @@ pub(crate) fn lane_bits(ws: &[i64]) -> Vec<u32> {
     (0..bits).filter(|&i| ws.iter().any(|&w| (w >> i) & 1 == 1)).collect()
 }
 
+/// Bits of a folded lane's weight ROM: the signed width of its weights and zero.
+fn rom_width(ws: &[i64]) -> u32 {
+    let (lo, hi) = ws.iter().fold((0i64, 0i64), |(l, h), &w| (l.min(w), h.max(w)));
+    signed_bits(lo as i128, hi as i128)
+}
+
+/// The cycle counts a folded layer's weight ROMs read, `rom_bits` ROM bits in all: about
+/// `sqrt(rom_bits)` copies of the count `cnt`, each a counter of its own (`keep`) reaching about
+/// as many ROM bits as there are copies, so that no count net reaches every ROM of the layer
+/// (on jsc-three-layer folded, `cnt` reached thousands of LUTs and its own increment was the
+/// critical path, 10 ns of routing). A copy is cleared when a sample is taken (`en && xv`) and
+/// counts on the enabled cycles of a busy layer, as `cnt` does; below 64 ROM bits, `cnt` itself.
+fn count_copies(m: &mut Module, cb: u32, xv: &str, rom_bits: usize) -> Vec<String> {
+    if rom_bits < 64 {
+        return vec!["cnt".into()];
+    }
+    let copies = (rom_bits as f64).sqrt().ceil() as usize;
+    (0..copies)
+        .map(|g| {
+            let name = format!("cnt_k{g}");
+            m.line(format!("  reg [{}:0] {name};", cb - 1));
+            m.register_bits += cb as usize;
+            let e = m.enable();
+            m.line(format!(
+                "  (* keep *) always @(posedge clk) if ({e} && {xv}) {name} <= {cb}'d0; else if ({e} && busy) {name} <= {name} + {cb}'d1;"
+            ));
+            name
+        })
+        .collect()
+}
+
 /// Register stages of a layer's products: the multipliers' ([`Multipliers::product_cycles`]),
 /// or one for shift-add products (the shifted and negated terms).
 fn product_cycles(layer: &Layer, p: &Pipelining) -> usize {
@@ -324,17 +355,17 @@ impl Module {
         self.register_bits += (a.1 + b.1 + p.1) as usize;
     }
 
-    /// The enable for one group of registers on `en`: `en` itself, or (replicated) a new copy
-    /// of it, a register of its own computing the same value, which the placer can put near
-    /// the group. Any other enable is returned as it is.
-    fn enable(&mut self, en: &str) -> String {
+    /// The stage enable for one group of registers: `en` itself, or (replicated) a new copy of
+    /// it, a register of its own computing the same value, which the placer can put near the
+    /// group.
+    fn enable(&mut self) -> String {
         match &mut self.copies {
-            Some(c) if en == "en" => {
+            Some(c) => {
                 let name = format!("en_c{}", c.len());
                 c.push(name.clone());
                 name
             }
-            _ => en.to_string(),
+            None => "en".to_string(),
         }
     }
 
@@ -399,7 +430,6 @@ fn step_stages(
     steps: &[Step],
     pipe: &Pipelining,
     valid: String,
-    en: &str,
     register_last: bool,
 ) -> (Vec<String>, Range, String) {
     let plan = step_plan(steps, from, pipe);
@@ -415,7 +445,7 @@ fn step_stages(
     let (mut cur, mut r, mut v) = (src, from, valid);
     for (g, stage) in plan.iter().enumerate() {
         if stage_is_product(stage, pipe) {
-            (cur, r, v) = product_stage(m, always, &format!("{prefix}{g}"), &cur, r, stage, (steps, &inputs), pipe, v, en);
+            (cur, r, v) = product_stage(m, always, &format!("{prefix}{g}"), &cur, r, stage, (steps, &inputs), pipe, v);
             continue;
         }
         let mut next = Vec::with_capacity(cur.len());
@@ -435,12 +465,12 @@ fn step_stages(
         }
         let vreg = format!("{prefix}{g}_v");
         m.reg(&vreg, 1, false);
-        always.push(format!("    if (rst) {vreg} <= 1'b0; else if ({en}) {vreg} <= {v};"));
+        always.push(format!("    if (rst) {vreg} <= 1'b0; else if (en) {vreg} <= {v};"));
         let mut regs = Vec::with_capacity(next.len());
         for (k, w) in next.iter().enumerate() {
             let name = format!("{prefix}{g}_{k}");
             m.reg(&name, to.width(), true);
-            let e = m.enable(en);
+            let e = m.enable();
             always.push(format!("    if ({e}) {name} <= {w};"));
             regs.push(name);
         }
@@ -465,7 +495,6 @@ fn product_stage(
     (steps, inputs): (&[Step], &[Range]),
     pipe: &Pipelining,
     valid: String,
-    en: &str,
 ) -> (Vec<String>, Range, String) {
     let (last, before) = match stage.split_last() {
         Some(x) => x,
@@ -491,7 +520,7 @@ fn product_stage(
             m.line(format!("  wire signed [{}:0] {dst} = {};", to.width() - 1, lit(to.lo, to.width())));
         } else {
             let cw = signed_bits(c as i128, c as i128) + 1;
-            let e = m.enable(en);
+            let e = m.enable();
             m.product(&format!("u_{dst}"), &e, (&w, rr.width()), (&lit(c, cw), cw), (&dst, to.width()));
         }
         out.push(dst);
@@ -500,7 +529,7 @@ fn product_stage(
     for c in 0..pipe.multipliers.product_cycles() {
         let vreg = format!("{name}_v{c}");
         m.reg(&vreg, 1, false);
-        always.push(format!("    if (rst) {vreg} <= 1'b0; else if ({en}) {vreg} <= {v};"));
+        always.push(format!("    if (rst) {vreg} <= 1'b0; else if (en) {vreg} <= {v};"));
         v = vreg;
     }
     (out, to, v)
@@ -530,7 +559,7 @@ fn shift_add_terms(m: &mut Module, always: &mut Vec<String>, layer: &Layer, (xs,
                     // The input sign-extends to the register's width before the shift.
                     let shifted = if d.shift == 0 { x.clone() } else { format!("({x} <<< {})", d.shift) };
                     let value = if d.negative { format!("-{shifted}") } else { shifted };
-                    let e = m.enable("en");
+                    let e = m.enable();
                     always.push(format!("    if ({e}) {name} <= {value};"));
                     Term { name, lo: p.min(q), hi: p.max(q) }
                 });
@@ -611,7 +640,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     type Terms = (String, Vec<Vec<Term>>, Option<(String, String)>);
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), "en", true);
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), true);
         let mul_v = valid_chain(&mut m, &mut always, "mul", product_cycles(layer, pipe), xv);
         if layer.products == Products::ShiftAdd {
             let nodes = shift_add_terms(&mut m, &mut always, layer, (&xs, xr), tw);
@@ -633,7 +662,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                     let pw = signed_bits(p.min(q), p.max(q));
                     if pipe.multipliers.instantiated() {
                         let cw = signed_bits(wv as i128, wv as i128) + 1;
-                        let e = m.enable("en");
+                        let e = m.enable();
                         m.product(&format!("u_{name}"), &e, (x, xr.width()), (&lit(wv, cw), cw), (&name, pw));
                     } else {
                         m.reg(&name, pw, true);
@@ -666,7 +695,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             "    if (rst) begin open <= 1'b1; gap <= {cb}'d0; end\n    else if (en && accept) begin open <= 1'b0; gap <= {cb}'d{}; end\n    else if (en && !open) begin open <= (gap == {cb}'d1); gap <= gap - {cb}'d1; end",
             r - 1
         ));
-        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "accept".into(), "en", true);
+        let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "accept".into(), true);
         let xw = xr.width() as usize;
         m.line(format!("  wire take = en && {xv};"));
         m.line(format!(
@@ -684,7 +713,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line(format!("  wire [{}:0] xs_next = xs >> {};", n_in * xw - 1, p * xw));
         for (c, lo) in (0..n_in * xw).step_by(XS_CHUNK_BITS).enumerate() {
             let hi = (lo + XS_CHUNK_BITS).min(n_in * xw) - 1;
-            let e = m.enable("en");
+            let e = m.enable();
             m.line(format!("  wire take_{c} = {e} && {xv};"));
             always.push(format!(
                 "    if (take_{c}) xs[{hi}:{lo}] <= x_all[{hi}:{lo}]; else if ({e} && busy) xs[{hi}:{lo}] <= xs_next[{hi}:{lo}];"
@@ -698,7 +727,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         for q in 0..p {
             let name = format!("sel_x{q}");
             m.reg(&name, xw as u32, true);
-            let e = m.enable("en");
+            let e = m.enable();
             always.push(format!("    if ({e}) {name} <= xs[{}:{}];", (q + 1) * xw - 1, q * xw));
         }
         // The valid bit and the first and last beat flags through the product's stages.
@@ -715,55 +744,55 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             prev = names;
         }
         let (mul_v, mul_f, mul_l) = prev;
-        let mut nodes = Vec::new();
-        for j in 0..n_out {
-            let mut t = Vec::new();
-            for q in 0..p {
-                let ws: Vec<i64> = (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect();
-                if ws.iter().all(|&w| w == 0) {
-                    continue;
-                }
-                let (wlo, whi) = (ws.iter().copied().min().unwrap_or(0), ws.iter().copied().max().unwrap_or(0));
-                let ww = signed_bits(wlo.min(0) as i128, whi.max(0) as i128);
-                let sel = format!("sel_w{j}_{q}");
-                m.reg(&sel, ww, true);
-                let mut case = format!("    if ({}) case (cnt)", m.enable("en"));
-                for (c, &w) in ws.iter().enumerate() {
-                    let _ = write!(case, "\n      {cb}'d{c}: {sel} <= {};", lit(w, ww));
-                }
-                let _ = write!(case, "\n      default: {sel} <= {ww}'sd0;\n    endcase");
-                always.push(case);
-                let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
-                let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
-                let name = format!("mul_{j}_{q}");
-                let pw = signed_bits(plo, phi);
-                if layer.products == Products::ShiftAdd {
-                    // An array multiplier: one term per bit of the weight, the input shifted by
-                    // the bit's place when the bit is set (the sign bit's term negated).
-                    for i in lane_bits(&ws) {
-                        let bit = format!("{name}_b{i}");
-                        let place = if i + 1 == ww { -(1i128 << i) } else { 1i128 << i };
-                        let (a, b) = (place * xr.lo as i128, place * xr.hi as i128);
-                        let width = signed_bits(a.min(b).min(0), a.max(b).max(0));
-                        m.reg(&bit, width, true);
-                        let shifted = if i == 0 { format!("sel_x{q}") } else { format!("(sel_x{q} <<< {i})") };
-                        let value = if place < 0 { format!("-{shifted}") } else { shifted };
-                        let e = m.enable("en");
-                        always.push(format!("    if ({e}) {bit} <= {sel}[{i}] ? {value} : {width}'sd0;"));
-                        t.push(Term { name: bit, lo: a.min(b).min(0), hi: a.max(b).max(0) });
-                    }
-                    continue;
-                }
-                if pipe.multipliers.instantiated() {
-                    let e = m.enable("en");
-                    m.product(&format!("u_{name}"), &e, (&format!("sel_x{q}"), xw as u32), (&sel, ww), (&name, pw));
-                } else {
-                    m.reg(&name, pw, true);
-                    always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
-                }
-                t.push(Term { name, lo: plo, hi: phi });
+        // The weight ROMs of every lane, each a case on the cycle count.
+        let lane_weights = |j: usize, q: usize| -> Vec<i64> { (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect() };
+        let roms: Vec<(usize, usize)> =
+            (0..n_out).flat_map(|j| (0..p).map(move |q| (j, q))).filter(|&(j, q)| lane_weights(j, q).iter().any(|&w| w != 0)).collect();
+        let rom_bits: usize = roms.iter().map(|&(j, q)| rom_width(&lane_weights(j, q)) as usize).sum();
+        let counts = count_copies(&mut m, cb, &xv, rom_bits);
+        let per = roms.len().div_ceil(counts.len()).max(1);
+        let mut nodes: Vec<Vec<Term>> = vec![Vec::new(); n_out];
+        for (i, &(j, q)) in roms.iter().enumerate() {
+            let t = &mut nodes[j];
+            let ws = lane_weights(j, q);
+            let ww = rom_width(&ws);
+            let sel = format!("sel_w{j}_{q}");
+            m.reg(&sel, ww, true);
+            let mut case = format!("    if ({}) case ({})", m.enable(), counts[i / per]);
+            for (c, &w) in ws.iter().enumerate() {
+                let _ = write!(case, "\n      {cb}'d{c}: {sel} <= {};", lit(w, ww));
             }
-            nodes.push(t);
+            let _ = write!(case, "\n      default: {sel} <= {ww}'sd0;\n    endcase");
+            always.push(case);
+            let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
+            let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
+            let name = format!("mul_{j}_{q}");
+            let pw = signed_bits(plo, phi);
+            if layer.products == Products::ShiftAdd {
+                // An array multiplier: one term per bit of the weight, the input shifted by
+                // the bit's place when the bit is set (the sign bit's term negated).
+                for i in lane_bits(&ws) {
+                    let bit = format!("{name}_b{i}");
+                    let place = if i + 1 == ww { -(1i128 << i) } else { 1i128 << i };
+                    let (a, b) = (place * xr.lo as i128, place * xr.hi as i128);
+                    let width = signed_bits(a.min(b).min(0), a.max(b).max(0));
+                    m.reg(&bit, width, true);
+                    let shifted = if i == 0 { format!("sel_x{q}") } else { format!("(sel_x{q} <<< {i})") };
+                    let value = if place < 0 { format!("-{shifted}") } else { shifted };
+                    let e = m.enable();
+                    always.push(format!("    if ({e}) {bit} <= {sel}[{i}] ? {value} : {width}'sd0;"));
+                    t.push(Term { name: bit, lo: a.min(b).min(0), hi: a.max(b).max(0) });
+                }
+                continue;
+            }
+            if pipe.multipliers.instantiated() {
+                let e = m.enable();
+                m.product(&format!("u_{name}"), &e, (&format!("sel_x{q}"), xw as u32), (&sel, ww), (&name, pw));
+            } else {
+                m.reg(&name, pw, true);
+                always.push(format!("    if (en) {name} <= sel_x{q} * {sel};"));
+            }
+            t.push(Term { name, lo: plo, hi: phi });
         }
         (mul_v, nodes, Some((mul_f, mul_l)))
     };
@@ -791,7 +820,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 let (lo, hi) = chunk.iter().fold((0i128, 0i128), |(l, h), t| (l + t.lo, h + t.hi));
                 m.reg(&name, signed_bits(lo, hi), true);
                 tree_adder_bits += (chunk.len() - 1) * signed_bits(lo, hi) as usize;
-                let e = m.enable("en");
+                let e = m.enable();
                 always.push(format!("    if ({e}) {name} <= {};", balanced(&names(chunk))));
                 next.push(Term { name, lo, hi });
             }
@@ -821,7 +850,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 .map(|(j, t)| {
                     let name = format!("acc_r{j}");
                     m.reg(&name, tw, true);
-                    let e = m.enable("en");
+                    let e = m.enable();
                     always.push(format!(
                         "    if ({e} && {tv}) {name} <= ({f} ? {} : {name}) + {};",
                         lit(layer.bias[j], tw),
@@ -835,7 +864,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         }
     };
     // Post: the steps after the sums; the last group feeds the output FIFO.
-    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, pipe, sum_valid, "en", false);
+    let (ys, _, yv) = step_stages(&mut m, &mut always, "post", sums, layer.acc, &layer.post, pipe, sum_valid, false);
     let packed: Vec<String> = ys.iter().rev().map(|y| format!("{y}[{}:0]", ow - 1)).collect();
     m.line(format!("  wire [{}:0] y = {{{}}};", n_out * ow as usize - 1, packed.join(", ")));
     m.line("  always @(posedge clk) begin");
@@ -852,6 +881,9 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
 /// shifts.
 const XS_CHUNK_BITS: usize = 64;
 
+/// Bits of an output FIFO entry that one copy of the enable writes.
+const FIFO_CHUNK_BITS: usize = 32;
+
 /// Cycles ahead of the cycle it holds in which the stage enable is decided ([`output_fifo`]):
 /// 1 with one register (inferred multipliers), 2 when replicated to every DSP and register
 /// group through a level of registers before the copies. (A third cycle, two levels before
@@ -865,18 +897,19 @@ pub fn enable_lead(pipe: &Pipelining) -> usize {
     }
 }
 
-/// The entry of the output FIFO at `ob_rd`: a tree of 2-to-1 multiplexers on the pointer's
-/// bits `bits - 1` down to 0, over the entries `base..` below `entries`.
-fn read_mux(bits: usize, base: usize, entries: usize) -> String {
+/// The entry of the output FIFO at the read pointer `ptr`, bits `slice` of it: a tree of 2-to-1
+/// multiplexers on the pointer's bits `bits - 1` down to 0, over the entries `base..` below
+/// `entries`.
+fn read_mux(ptr: &str, slice: &str, bits: usize, base: usize, entries: usize) -> String {
     if bits == 0 {
-        return format!("ob_d{}", base.min(entries - 1));
+        return format!("ob_d{}{slice}", base.min(entries - 1));
     }
-    let lo = read_mux(bits - 1, base, entries);
+    let lo = read_mux(ptr, slice, bits - 1, base, entries);
     let upper = base + (1 << (bits - 1));
     if upper >= entries {
         return lo;
     }
-    format!("(ob_rd[{}] ? {} : {lo})", bits - 1, read_mux(bits - 1, upper, entries))
+    format!("({ptr}[{}] ? {} : {lo})", bits - 1, read_mux(ptr, slice, bits - 1, upper, entries))
 }
 
 /// Entries of a pipelined layer's output FIFO for an enable decided `lead` cycles ahead: the
@@ -894,10 +927,10 @@ pub fn output_entries(lead: usize) -> usize {
 /// count `c` and this cycle's write `w`, assuming no read and a write in each of the `lead - 1`
 /// cycles between: high when `c + w + lead - 1 < E`, `E` the [`output_entries`]. So the count is
 /// below `E` in a cycle whose `en` is high, and a write always has an entry. Decided one cycle
-/// ahead, the decision is `en` itself; further ahead, it goes through a tree of registers,
-/// `lead` levels whose last is the copies of the enable (`en` one of them), each net
-/// reaching about `copies^(1 / lead)` registers, so that no net reaches more than that many
-/// registers and the placer can put each register between its source and its loads. The
+/// ahead (one enable), the decision is `en` itself; two cycles ahead (replicated), it goes
+/// through a level of about `sqrt(copies)` registers to the copies of the enable (`en` one of
+/// them), so that no net reaches more than about `sqrt(copies)` registers and the placer can
+/// put each register between its source and its loads. The
 /// consumer's `out_ready` reaches only the count and the read pointer; the data leave through a
 /// multiplexer on the read pointer. Only the control registers are reset: a data word counts
 /// only through the count.
@@ -912,15 +945,27 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize) {
     m.line(format!("  reg [{}:0] ob_th;", e - 1));
     m.line(format!("  reg [{}:0] ob_wr, ob_rd;", pw - 1));
     m.register_bits += e * bits + e + 2 * pw;
-    // The write, on a copy of the enable of its own (its loads are the entries' enables), and
+    // The write (to the count and the write pointer), on a copy of the enable of its own, and
     // the same write on another copy for the decision below.
-    let (ew, ed) = (m.enable("en"), m.enable("en"));
+    let (ew, ed) = (m.enable(), m.enable());
     m.line(format!("  wire ob_w = {yv} && {ew};"));
     m.line(format!("  wire ob_wd = {yv} && {ed};"));
     m.line("  wire ob_p = ob_th[0] && out_ready;");
     m.line("  assign out_valid = ob_th[0];");
-    m.line(format!("  assign out_data = {};", read_mux(pw, 0, e)));
+    // The entries' data in chunks, each written on a copy of the enable of its own (replicated)
+    // and read through a multiplexer on a copy of the read pointer of its own, so that neither
+    // a write-enable net nor a read pointer reaches every bit of an entry.
+    let chunks: Vec<(usize, usize)> = (0..bits).step_by(FIFO_CHUNK_BITS).map(|lo| (lo, (lo + FIFO_CHUNK_BITS).min(bits) - 1)).collect();
+    let pointers: Vec<String> = (0..chunks.len()).map(|c| if c == 0 { "ob_rd".to_string() } else { format!("ob_rd_c{c}") }).collect();
     let step = |p: &str| format!("{p} <= {p} == {pw}'d{} ? {pw}'d0 : {p} + {pw}'d1;", e - 1);
+    for ptr in &pointers[1..] {
+        m.line(format!("  reg [{}:0] {ptr};", pw - 1));
+        m.line(format!("  (* keep *) always @(posedge clk) if (rst) {ptr} <= {pw}'d0; else if (ob_p) {}", step(ptr)));
+    }
+    m.register_bits += (pointers.len() - 1) * pw;
+    for (&(lo, hi), ptr) in chunks.iter().zip(&pointers) {
+        m.line(format!("  assign out_data[{hi}:{lo}] = {};", read_mux(ptr, &format!("[{hi}:{lo}]"), pw, 0, e)));
+    }
     m.line("  always @(posedge clk) begin");
     m.line(format!("    if (rst) begin ob_th <= {e}'d0; ob_wr <= {pw}'d0; ob_rd <= {pw}'d0; end"));
     m.line("    else begin");
@@ -930,50 +975,43 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize) {
     m.line(format!("      if (ob_p) {}", step("ob_rd")));
     m.line("    end");
     m.line("  end");
-    m.line("  always @(posedge clk) if (ob_w) case (ob_wr)");
-    for k in 0..e - 1 {
-        m.line(format!("    {pw}'d{k}: ob_d{k} <= y;"));
+    for &(lo, hi) in &chunks {
+        let ec = m.enable();
+        m.line(format!("  always @(posedge clk) if ({yv} && {ec}) case (ob_wr)"));
+        for k in 0..e {
+            let label = if k + 1 == e { "default".to_string() } else { format!("{pw}'d{k}") };
+            m.line(format!("    {label}: ob_d{k}[{hi}:{lo}] <= y[{hi}:{lo}];"));
+        }
+        m.line("  endcase");
     }
-    m.line(format!("    default: ob_d{} <= y;", e - 1));
-    m.line("  endcase");
     // The count plus this cycle's write at most `t`: with a write, a count of at most `t - 1`.
     let t = e - lead;
     let decision = format!("rst || (ob_wd ? !ob_th[{}] : !ob_th[{t}])", t - 1);
     match m.copies.take() {
         None => m.line(format!("  always @(posedge clk) en <= {decision};")),
         Some(copies) => {
-            // `keep` stops Yosys from merging the registers of a level back into one.
+            // Decided two cycles ahead: one level of about `sqrt(copies)` registers between
+            // the decision and the copies, each reaching about as many copies. `keep` stops
+            // Yosys from merging the registers of a level back into one.
+            debug_assert_eq!(lead, 2, "a replicated enable is decided two cycles ahead");
             let all: Vec<String> = std::iter::once("en".to_string()).chain(copies.iter().cloned()).collect();
-            // `lead` registers from the decision to a copy: `lead - 1` levels before the copies,
-            // every net reaching about `branch` registers.
-            let branch = (all.len() as f64).powf(1.0 / lead as f64).ceil().max(1.0) as usize;
-            let mut sizes = vec![all.len()];
-            for _ in 1..lead {
-                let next = sizes[0].div_ceil(branch);
-                sizes.insert(0, next);
-            }
-            sizes.pop();
+            let branch = (all.len() as f64).sqrt().ceil() as usize;
+            let level = all.len().div_ceil(branch.max(1));
+            let firsts: Vec<String> = (0..level).map(|i| format!("en_t0_{i}")).collect();
             m.line(format!("  wire en_d = {decision};"));
             let mut decl = String::new();
-            let mut from: Vec<String> = vec!["en_d".into()];
-            for (l, &n) in sizes.iter().enumerate() {
-                let names: Vec<String> = (0..n).map(|i| format!("en_t{l}_{i}")).collect();
-                let per = n.div_ceil(from.len());
-                for (i, r) in names.iter().enumerate() {
-                    let _ = writeln!(decl, "  reg {r};");
-                    m.line(format!("  (* keep *) always @(posedge clk) {r} <= {};", from[i / per]));
-                }
-                m.register_bits += n;
-                from = names;
+            for r in &firsts {
+                let _ = writeln!(decl, "  reg {r};");
+                m.line(format!("  (* keep *) always @(posedge clk) {r} <= en_d;"));
             }
             for c in &copies {
                 let _ = writeln!(decl, "  reg {c};");
             }
-            let per = all.len().div_ceil(from.len());
+            let per = all.len().div_ceil(level);
             for (i, c) in all.iter().enumerate() {
-                m.line(format!("  (* keep *) always @(posedge clk) {c} <= {};", from[i / per]));
+                m.line(format!("  (* keep *) always @(posedge clk) {c} <= {};", firsts[i / per]));
             }
-            m.register_bits += copies.len();
+            m.register_bits += level + copies.len();
             m.text = m.text.replacen(COPIES_MARK, &decl, 1);
         }
     }
@@ -1001,9 +1039,10 @@ mod tests {
             (1, 3, "(ob_rd[1] ? ob_d2 : (ob_rd[0] ? ob_d1 : ob_d0))"),
             (2, 4, "(ob_rd[1] ? (ob_rd[0] ? ob_d3 : ob_d2) : (ob_rd[0] ? ob_d1 : ob_d0))"),
         ];
+        assert_eq!(read_mux("ob_rd_c1", "[63:32]", 1, 0, 2), "(ob_rd_c1[0] ? ob_d1[63:32] : ob_d0[63:32])");
         for (lead, entries, mux) in cases {
             assert_eq!(output_entries(lead), entries, "lead {lead}");
-            assert_eq!(read_mux(signed_bits(0, entries as i128 - 1) as usize, 0, entries), mux, "lead {lead}");
+            assert_eq!(read_mux("ob_rd", "", signed_bits(0, entries as i128 - 1) as usize, 0, entries), mux, "lead {lead}");
         }
         // The enable's lead: one register inferred, a tree of two replicated.
         assert_eq!(enable_lead(&Pipelining::clock(200.0)), 1);

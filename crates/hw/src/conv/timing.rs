@@ -38,9 +38,9 @@ struct Pipe {
     gap: usize,
     /// The output FIFO's count.
     count: usize,
-    /// The stage enable, then the decisions on its way (`lead - 1` registers before it).
+    /// The stage enable, and (decided two cycles ahead) the decision on its way to it.
     en: bool,
-    en_ahead: Vec<bool>,
+    en_ahead: Option<bool>,
 }
 
 impl Unit {
@@ -67,7 +67,7 @@ impl Unit {
                     gap: 0,
                     count: 0,
                     en: true,
-                    en_ahead: vec![true; crate::pipeline::enable_lead(&p) - 1],
+                    en_ahead: (crate::pipeline::enable_lead(&p) == 2).then_some(true),
                 }))
             }
         }
@@ -216,10 +216,12 @@ impl Pipe {
         };
         // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
         let (write, read) = (yv && en, self.count > 0 && out_ready);
-        let lead = self.en_ahead.len() + 1;
+        let lead = if self.en_ahead.is_some() { 2 } else { 1 };
         let decision = self.count + usize::from(write) + lead <= crate::pipeline::output_entries(lead);
-        self.en_ahead.push(decision);
-        self.en = self.en_ahead.remove(0);
+        self.en = match &mut self.en_ahead {
+            Some(ahead) => std::mem::replace(ahead, decision),
+            None => decision,
+        };
         self.count = self.count + usize::from(write) - usize::from(read);
     }
 }
