@@ -366,7 +366,8 @@ pub struct EmitArgs {
     /// Fold the design to fit an ECP5 part (`ecp5-25f`, `ecp5-45f`, `ecp5-85f`): every layer
     /// `--reuse-layer` does not name gets the reuse factor of the smallest initiation interval
     /// at which the cost model's DSPs and LUTs fit the part, and linear layers shift-add
-    /// products where that fits and multipliers do not. Not with `--reuse`.
+    /// products (LUTs) or multipliers (DSPs), whichever uses the least of the part. Not with
+    /// `--reuse`.
     #[arg(long)]
     pub part: Option<String>,
 }

@@ -5,10 +5,11 @@
 //!
 //! For a target initiation interval `t`, each free layer is folded as far as `t` allows (its
 //! largest reuse factor that divides its inputs and is at most `t`): folding further would not
-//! lower the interval, and every fold takes multipliers away. When that design needs more DSPs
-//! than the part has and the design is pipelined, free linear layers get shift-add products
-//! instead, at the same reuse factor ([`crate::shift_add`]: LUTs and no DSP), choosing among
-//! the sets of such layers the one that fits with the fewest LUTs. The targets are tried in
+//! lower the interval, and every fold takes multipliers away. When the design is pipelined,
+//! free linear layers may get shift-add products instead of multipliers, at the same reuse
+//! factor ([`crate::shift_add`]: LUTs and no DSP): among the sets of such layers (none
+//! included), the one that fits using the least of the part (the larger of the DSPs' and the
+//! LUTs' share), as a part full of either routes slower. The targets are tried in
 //! increasing order, and the first design whose estimate fits is the answer, so no design of a
 //! smaller interval fits by the cost model. The DSPs are the cost model's (exact for
 //! instantiated multipliers); the LUTs are its LUT6 figure times [`LUT4_PER_ESTIMATED_LUT`].
@@ -43,6 +44,13 @@ impl Need {
     /// The need of an estimate of `dsps` DSPs and `luts` LUT6s.
     pub fn from_estimate(dsps: f64, luts: f64) -> Need {
         Need { dsps: dsps.round().max(0.0) as u64, luts: (luts * LUT4_PER_ESTIMATED_LUT).round().max(0.0) as u64 }
+    }
+
+    /// The larger of the shares of the part's DSPs and LUTs it needs, in thousandths (rounded
+    /// up).
+    pub fn utilization(&self, available: Resources) -> u64 {
+        let share = |n: u64, of: u64| if of == 0 { u64::MAX } else { (n * 1000).div_ceil(of) };
+        share(self.dsps, available.dsps).max(share(self.luts, available.luts))
     }
 
     /// Whether it fits what the part has.
@@ -95,25 +103,30 @@ fn need_with(e: &DesignCost, chosen: &[&Candidate]) -> Need {
 }
 
 /// The set of `candidates` (those that save DSPs, at most [`MAX_SHIFT_ADD_CANDIDATES`] saving
-/// the most) whose layers, given shift-add products, make the design of estimate `e` fit
-/// `available` with the fewest LUTs (then the fewest layers), as indices into the design's
-/// layers; `None` when no set does.
+/// the most; the empty set included) whose layers, given shift-add products, make the design of
+/// estimate `e` fit `available` using the least of the part (the larger of the DSPs' and the
+/// LUTs' share, [`Need::utilization`]), then the fewest DSPs, the fewest LUTs and the fewest
+/// layers, as indices into the design's layers; `None` when no set does. Placed and routed on
+/// an ECP5, a design full of DSPs spreads its products over the part's few DSP rows and the
+/// routes to and from them bound the clock (jsc-toy fitted to the 85F: 207.1 MHz with every
+/// product in LUTs, 139.3 MHz with 93 of them in DSPs), and one full of LUTs is congested:
+/// neither resource is filled while the other has room (doc/hardware.md, "Fitting a part").
 fn shift_add_choice(e: &DesignCost, candidates: &[Candidate], available: Resources) -> Option<Vec<usize>> {
     let mut saving: Vec<&Candidate> = candidates.iter().filter(|c| c.dsps_saved > 0.0).collect();
     saving.sort_by(|a, b| b.dsps_saved.total_cmp(&a.dsps_saved).then(a.index.cmp(&b.index)));
     saving.truncate(MAX_SHIFT_ADD_CANDIDATES);
-    let mut best: Option<(u64, usize, Vec<usize>)> = None;
-    for set in 1u32..(1u32 << saving.len()) {
+    let mut best: Option<((u64, u64, u64, usize), Vec<usize>)> = None;
+    for set in 0u32..(1u32 << saving.len()) {
         let chosen: Vec<&Candidate> = saving.iter().enumerate().filter(|(b, _)| set >> b & 1 == 1).map(|(_, c)| *c).collect();
         let need = need_with(e, &chosen);
-        let better = best.as_ref().is_none_or(|(l, n, _)| (need.luts, chosen.len()) < (*l, *n));
-        if need.fits(available) && better {
+        let key = (need.utilization(available), need.dsps, need.luts, chosen.len());
+        if need.fits(available) && best.as_ref().is_none_or(|(k, _)| key < *k) {
             let mut ids: Vec<usize> = chosen.iter().map(|c| c.index).collect();
             ids.sort_unstable();
-            best = Some((need.luts, chosen.len(), ids));
+            best = Some((key, ids));
         }
     }
-    best.map(|(_, _, ids)| ids)
+    best.map(|(_, ids)| ids)
 }
 
 /// What to fit: the part, and the layers whose reuse factor is given (`--reuse-layer`, a node's
@@ -160,20 +173,26 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
         let design = if t == 1 { unrolled.clone() } else { build(&reuse)? };
         let e = estimate(&design);
         let need = Need::from_estimate(e.dsps, e.luts);
-        if need.fits(request.part.available) {
-            return Ok(Fitted { design, reuse, shift_add: Vec::new(), need });
-        }
+        let candidates = shift_add_candidates(&design, &e, request.fixed);
         if need.dsps > request.part.available.dsps {
-            let candidates = shift_add_candidates(&design, &e, request.fixed);
             all_shift_add = (!candidates.is_empty()).then(|| need_with(&e, &candidates.iter().collect::<Vec<_>>()));
-            if let Some(chosen) = shift_add_choice(&e, &candidates, request.part.available) {
+        }
+        match shift_add_choice(&e, &candidates, request.part.available) {
+            Some(chosen) if chosen.is_empty() => return Ok(Fitted { design, reuse, shift_add: Vec::new(), need }),
+            Some(chosen) => {
                 let nodes: Vec<String> = chosen.iter().map(|&i| design.layers[i].node.clone()).collect();
-                let design = design.clone().with_shift_add(&nodes)?;
-                let need = Need::of(&design);
+                let shifted = design.clone().with_shift_add(&nodes)?;
+                let shifted_need = Need::of(&shifted);
+                if shifted_need.fits(request.part.available) {
+                    return Ok(Fitted { design: shifted, reuse, shift_add: nodes, need: shifted_need });
+                }
+                // The layers' estimates said it fits and the whole design's does not: the
+                // design without shift-adds, when that fits.
                 if need.fits(request.part.available) {
-                    return Ok(Fitted { design, reuse, shift_add: nodes, need });
+                    return Ok(Fitted { design, reuse, shift_add: Vec::new(), need });
                 }
             }
+            None => {}
         }
         last = Some(need);
     }

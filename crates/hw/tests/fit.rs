@@ -47,8 +47,9 @@ fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
     assert_eq!(layers.iter().map(|(_, k)| *k).collect::<Vec<_>>(), [16, 64, 32, 32]);
     // The oracle: every interval from 1 to 64 (the designs change at powers of two: every
     // layer's inputs are one) tried in turn, each layer folded within it, with every set of
-    // layers given shift-add products; the first interval at which some set fits, and the
-    // fewest LUTs of the sets that fit there.
+    // layers given shift-add products; the first interval at which some set fits, and of the
+    // sets that fit there the one using the least of the part (the larger of its DSP and LUT
+    // shares), then the fewest DSPs and LUTs.
     let smallest_fitting = |p: Ecp5Part| {
         [1, 2, 4, 8, 16, 32, 64].into_iter().find_map(|t| {
             let d = jsc_three_layer(&[], &folded_within(t, &layers)).unwrap();
@@ -57,7 +58,7 @@ fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
                 .map(|set| Need::of(&d.clone().with_shift_add(set).unwrap()))
                 .filter(|n| n.fits(p.available))
                 .collect();
-            fitting.iter().map(|n| n.luts).min().map(|luts| (t, luts))
+            fitting.iter().map(|n| (n.utilization(p.available), n.dsps, n.luts)).min().map(|k| (t, k))
         })
     };
     // Folded to one multiplier per output (64 + 32 + 32 + 5 = 133) the products fit the 85F's
@@ -68,7 +69,8 @@ fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
         let got = fit(&FitRequest { part: p, fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
         let ii = got.design.initiation_interval();
         assert_eq!(ii, want, "{name}");
-        assert_eq!(Some((ii, got.need.luts)), smallest_fitting(p), "{name}");
+        let key = (got.need.utilization(p.available), got.need.dsps, got.need.luts);
+        assert_eq!(Some((ii, key)), smallest_fitting(p), "{name}");
         assert!(got.need.fits(p.available), "{name}: {:?}", got.need);
         assert_eq!(got.need, Need::of(&got.design), "{name}");
         assert_eq!(got.reuse, folded_within(ii, &layers), "{name}: every layer folded as far as the interval allows");
