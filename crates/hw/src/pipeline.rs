@@ -745,17 +745,18 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         }
         let (mul_v, mul_f, mul_l) = prev;
         // The weight ROMs of every lane, each a case on the cycle count.
-        let lane_weights = |j: usize, q: usize| -> Vec<i64> { (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect() };
-        let roms: Vec<(usize, usize)> =
-            (0..n_out).flat_map(|j| (0..p).map(move |q| (j, q))).filter(|&(j, q)| lane_weights(j, q).iter().any(|&w| w != 0)).collect();
-        let rom_bits: usize = roms.iter().map(|&(j, q)| rom_width(&lane_weights(j, q)) as usize).sum();
+        let roms: Vec<(usize, usize, Vec<i64>)> = (0..n_out)
+            .flat_map(|j| (0..p).map(move |q| (j, q, (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect::<Vec<i64>>())))
+            .filter(|(_, _, ws)| ws.iter().any(|&w| w != 0))
+            .collect();
+        let rom_bits: usize = roms.iter().map(|(_, _, ws)| rom_width(ws) as usize).sum();
         let counts = count_copies(&mut m, cb, &xv, rom_bits);
         let per = roms.len().div_ceil(counts.len()).max(1);
         let mut nodes: Vec<Vec<Term>> = vec![Vec::new(); n_out];
-        for (i, &(j, q)) in roms.iter().enumerate() {
+        for (i, (j, q, ws)) in roms.iter().enumerate() {
+            let (j, q) = (*j, *q);
             let t = &mut nodes[j];
-            let ws = lane_weights(j, q);
-            let ww = rom_width(&ws);
+            let ww = rom_width(ws);
             let sel = format!("sel_w{j}_{q}");
             m.reg(&sel, ww, true);
             let mut case = format!("    if ({}) case ({})", m.enable(), counts[i / per]);
@@ -771,7 +772,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             if layer.products == Products::ShiftAdd {
                 // An array multiplier: one term per bit of the weight, the input shifted by
                 // the bit's place when the bit is set (the sign bit's term negated).
-                for i in lane_bits(&ws) {
+                for i in lane_bits(ws) {
                     let bit = format!("{name}_b{i}");
                     let place = if i + 1 == ww { -(1i128 << i) } else { 1i128 << i };
                     let (a, b) = (place * xr.lo as i128, place * xr.hi as i128);
