@@ -343,10 +343,20 @@ pub fn estimate_pipelined_layer(layer: &Layer, pipe: &crate::pipeline::Pipelinin
 
 /// The estimate of a design.
 pub fn estimate(design: &Design) -> DesignCost {
-    let layers: Vec<LayerCost> = match design.pipelining() {
+    let mut layers: Vec<LayerCost> = match design.pipelining() {
         Some(p) => design.layers.iter().map(|l| estimate_pipelined_layer(l, &p)).collect(),
         None => design.layers.iter().map(estimate_layer).collect(),
     };
+    // The register slice before a layer: its flip-flops and its cycle ([`crate::slice`]).
+    for (i, (c, l)) in layers.iter_mut().zip(&design.layers).enumerate() {
+        if crate::slice::has_slice(design, i) {
+            let bits = crate::slice::slice_bits(l.in_features * l.input.width() as usize);
+            c.register_bits += bits;
+            c.registers_added += bits;
+            c.ffs += bits as f64;
+            c.latency_cycles += crate::slice::SLICE_LATENCY;
+        }
+    }
     let stages = crate::conv::cost::estimate_stages(design);
     let mvus: Vec<LayerCost> = stages.iter().filter_map(|s| s.mvu.clone()).chain(layers.iter().cloned()).collect();
     DesignCost {

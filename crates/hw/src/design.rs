@@ -385,11 +385,21 @@ impl Design {
     }
 
     /// Cycles from accepting a sample to presenting layer `layer`'s result: its schedule at
-    /// the design's clock, or one register stage (unrolled) or `R + 1` cycles (folded).
+    /// the design's clock and the register slice before it, or one register stage (unrolled)
+    /// or `R + 1` cycles (folded).
     pub fn layer_latency(&self, layer: &Layer) -> usize {
         match self.pipelining() {
-            Some(p) => crate::pipeline::schedule(layer, &p).latency,
+            Some(p) => crate::pipeline::schedule(layer, &p).latency + self.slice_latency(layer),
             None => layer.latency(),
+        }
+    }
+
+    /// Cycles of the register slice before `layer` ([`crate::slice`]): a layer of a pipelined
+    /// design that another layer feeds begins with one.
+    pub fn slice_latency(&self, layer: &Layer) -> usize {
+        match self.layers.iter().position(|l| l.node == layer.node) {
+            Some(i) if crate::slice::has_slice(self, i) => crate::slice::SLICE_LATENCY,
+            _ => 0,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod lower;
 pub mod pipeline;
 pub mod shift_add;
 pub mod simulate;
+pub mod slice;
 pub mod synth;
 pub mod testbench;
 pub mod verilog;

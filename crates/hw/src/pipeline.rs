@@ -617,10 +617,13 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     m.line(format!("module {} (", layer_module(layer)));
     m.line("  input clk, input rst,");
     m.line(format!("  input in_valid, output in_ready, input [{}:0] in_data,", n_in * iw as usize - 1));
-    m.line(format!("  output out_valid, input out_ready, output [{}:0] out_data", n_out * ow as usize - 1));
+    m.line(format!("  output out_valid, input out_ready, output [{}:0] out_data,", n_out * ow as usize - 1));
+    m.line("  output in_ready_ahead");
     m.line(");");
-    // The stage enable, a register decided from the FIFO's count ahead of the cycle it holds.
+    // The stage enable, a register decided from the FIFO's count ahead of the cycle it holds,
+    // and `en_next`, what it holds in the next cycle ([`output_fifo`]).
     m.line("  reg en;");
+    m.line("  wire en_next;");
     m.register_bits += 1;
     if m.copies.is_some() {
         m.text.push_str(COPIES_MARK);
@@ -640,6 +643,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     type Terms = (String, Vec<Vec<Term>>, Option<(String, String)>);
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
+        m.line("  assign in_ready_ahead = en_next;");
         let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), true);
         let mul_v = valid_chain(&mut m, &mut always, "mul", product_cycles(layer, pipe), xv);
         if layer.products == Products::ShiftAdd {
@@ -691,6 +695,9 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.register_bits += 1 + cb as usize;
         m.line("  wire accept = in_valid && open;");
         m.line("  assign in_ready = en && open;");
+        // What `open` holds in the next cycle, as the block below assigns it.
+        m.line(format!("  wire open_next = rst || (en ? (!accept && (open || gap == {cb}'d1)) : open);"));
+        m.line("  assign in_ready_ahead = en_next && open_next;");
         always.push(format!(
             "    if (rst) begin open <= 1'b1; gap <= {cb}'d0; end\n    else if (en && accept) begin open <= 1'b0; gap <= {cb}'d{}; end\n    else if (en && !open) begin open <= (gap == {cb}'d1); gap <= gap - {cb}'d1; end",
             r - 1
@@ -989,7 +996,10 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize) {
     let t = e - lead;
     let decision = format!("rst || (ob_wd ? !ob_th[{}] : !ob_th[{t}])", t - 1);
     match m.copies.take() {
-        None => m.line(format!("  always @(posedge clk) en <= {decision};")),
+        None => {
+            m.line(format!("  assign en_next = {decision};"));
+            m.line("  always @(posedge clk) en <= en_next;");
+        }
         Some(copies) => {
             // Decided two cycles ahead: one level of about `sqrt(copies)` registers between
             // the decision and the copies, each reaching about as many copies. `keep` stops
@@ -1012,6 +1022,8 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize) {
             for (i, c) in all.iter().enumerate() {
                 m.line(format!("  (* keep *) always @(posedge clk) {c} <= {};", firsts[i / per]));
             }
+            // Every copy takes the value of a register of the level, all of them equal.
+            m.line(format!("  assign en_next = {};", firsts[0]));
             m.register_bits += level + copies.len();
             m.text = m.text.replacen(COPIES_MARK, &decl, 1);
         }

@@ -382,6 +382,23 @@ pub fn layer_verilog(layer: &Layer, pipe: Option<crate::pipeline::Pipelining>) -
     o
 }
 
+/// The input ports of layer `index` of `d.layers` in a top module, fed by the stream `prev`
+/// (valid, ready, data and its width; `None`: the top's input): through a register slice
+/// ([`crate::slice`]) where the layer has one, whose producer's ready is then the layer's
+/// `in_ready_ahead`. A pipelined layer's `in_ready_ahead` is left open where no slice reads it.
+pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, prev: Option<(String, String, String, usize)>) -> String {
+    let (iv, ir, id, bits) = prev.unwrap_or_else(|| ("in_valid".into(), "in_ready".into(), "in_data".into(), 0));
+    let ahead = if d.clock_mhz.is_some() { ", .in_ready_ahead()" } else { "" };
+    if !crate::slice::has_slice(d, index) {
+        return format!(".in_valid({iv}), .in_ready({ir}), .in_data({id}){ahead}");
+    }
+    let a = format!("a{index}");
+    let _ = writeln!(o, "  wire {a};");
+    let _ = writeln!(o, "  assign {ir} = {a};");
+    let (sv, sd) = crate::slice::write_slice(o, index, (&iv, &id, bits), &a);
+    format!(".in_valid({sv}), .in_ready(), .in_data({sd}), .in_ready_ahead({a})")
+}
+
 /// The top module: the layers in a chain, the handshake of each feeding the next.
 pub fn top_verilog(d: &Design) -> String {
     let mut o = String::new();
@@ -400,22 +417,18 @@ pub fn top_verilog(d: &Design) -> String {
     let _ = writeln!(o, "  output out_valid, input out_ready, output [{}:0] out_data", d.output_len() * ow - 1);
     let _ = writeln!(o, ");");
     let n = d.layers.len();
+    let mut widths = Vec::new();
     for (i, l) in d.layers.iter().enumerate() {
         let w = l.output().width() as usize * l.out_features;
         let _ = writeln!(o, "  wire v{i}, r{i};");
         let _ = writeln!(o, "  wire [{}:0] d{i};", w - 1);
+        widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {
-        let (iv, ir, id) = if i == 0 {
-            ("in_valid".into(), "in_ready".into(), "in_data".into())
-        } else {
-            (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1))
-        };
-        let _ = writeln!(
-            o,
-            "  {} u{i} (.clk(clk), .rst(rst), .in_valid({iv}), .in_ready({ir}), .in_data({id}), .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));",
-            layer_module(l)
-        );
+        let prev = (i > 0).then(|| (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1), widths[i - 1]));
+        let ports = layer_ports(&mut o, d, i, prev);
+        let _ =
+            writeln!(o, "  {} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));", layer_module(l));
     }
     let _ = writeln!(o, "  assign out_valid = v{};", n - 1);
     let _ = writeln!(o, "  assign r{} = out_ready;", n - 1);

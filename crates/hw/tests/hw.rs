@@ -481,6 +481,15 @@ fn pipelined_designs_are_bit_exact_at_two_clocks_and_under_back_pressure() {
         let layers = m["layers"].as_array().unwrap();
         let per_layer: u64 = layers.iter().map(|l| l["latency_cycles"].as_u64().unwrap()).sum();
         assert_eq!((m["latency_cycles"].as_u64(), m["clock_mhz"].as_f64()), (Some(per_layer), Some(clock)), "{label}");
+        // Every layer but the first begins with a register slice: a cycle, and a flip-flop per
+        // input bit and its valid bit.
+        for (i, (l, layer)) in layers.iter().zip(&d.layers).enumerate() {
+            let slice = u64::from(i > 0);
+            assert_eq!(l["latency_cycles"].as_u64(), Some(l["pipeline"]["latency"].as_u64().unwrap() + slice), "{label}, layer {i}");
+            let top = std::fs::read_to_string(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hw_pipe_manifest/rtl/mase_top.v")).unwrap();
+            let decl = format!("reg [{}:0] s{i}_d;", layer.in_features * layer.input.width() as usize - 1);
+            assert_eq!(top.contains(&decl), i > 0, "{label}, layer {i}");
+        }
         assert!(layers.iter().all(|l| l["registers_added"].as_u64().unwrap() > 0), "{label}");
         assert_eq!(m["multipliers"], multipliers.name(), "{label}");
         assert!(layers.iter().all(|l| l["products"] == products.name()), "{label}");

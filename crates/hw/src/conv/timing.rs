@@ -19,6 +19,8 @@ enum Unit {
     Pipe(Box<Pipe>),
     /// The collector of the flattened image.
     Collector { pixels: usize, full: bool, cnt: usize },
+    /// The register slice before a layer ([`crate::slice`]): its valid bit.
+    Slice { valid: bool },
 }
 
 /// A pipelined layer's valid bits (with the first- and last-beat flags of a folded one).
@@ -78,6 +80,18 @@ impl Unit {
             Unit::Window { out_valid, .. } | Unit::Reg { out_valid } | Unit::Folded { out_valid, .. } => *out_valid,
             Unit::Pipe(p) => p.count > 0,
             Unit::Collector { full, .. } => *full,
+            Unit::Slice { valid } => *valid,
+        }
+    }
+
+    /// The `in_ready` of a pipelined layer in the next cycle, with `in_valid` this cycle (its
+    /// `in_ready_ahead`); a register slice's producer is ready on it.
+    fn in_ready_ahead(&self, in_valid: bool) -> bool {
+        match self {
+            Unit::Pipe(p) => p.ready_ahead(in_valid),
+            Unit::Window { .. } | Unit::Reg { .. } | Unit::Folded { .. } | Unit::Collector { .. } | Unit::Slice { .. } => {
+                unreachable!("a register slice feeds a pipelined layer only")
+            }
         }
     }
 
@@ -91,6 +105,9 @@ impl Unit {
             }
             Unit::Pipe(p) => p.en && (p.reuse <= 1 || p.open),
             Unit::Collector { full, .. } => !full,
+            // A slice's producer is ready on the consumer's `in_ready_ahead`, which the
+            // schedule gives a slice as its `out_ready`.
+            Unit::Slice { .. } => out_ready,
         }
     }
 
@@ -156,6 +173,9 @@ impl Unit {
                 }
             }
             Unit::Pipe(p) => p.step(in_valid, out_ready),
+            // `out_ready` is the consumer's `in_ready_ahead`: the word taken now is taken by
+            // the consumer in the next cycle.
+            Unit::Slice { valid } => *valid = in_valid && out_ready,
             Unit::Collector { pixels, full, cnt } => {
                 let was_full = *full;
                 if was_full && out_ready {
@@ -175,8 +195,41 @@ impl Unit {
 }
 
 impl Pipe {
+    /// The valid bit of the result the layer writes into its FIFO in a cycle whose enable is
+    /// high.
+    fn y_valid(&self) -> bool {
+        if self.reuse <= 1 {
+            self.body.last().is_some_and(|b| b.0)
+        } else {
+            self.tail.last().copied().unwrap_or(false)
+        }
+    }
+
+    /// The enable decided this cycle from the FIFO's count and this cycle's write, `lead`
+    /// cycles ahead of the cycle it holds.
+    fn decision(&self) -> bool {
+        let write = self.y_valid() && self.en;
+        let lead = if self.en_ahead.is_some() { 2 } else { 1 };
+        self.count + usize::from(write) + lead <= crate::pipeline::output_entries(lead)
+    }
+
+    /// `in_ready` in the next cycle (`en && open` then), with `in_valid` this cycle.
+    fn ready_ahead(&self, in_valid: bool) -> bool {
+        let en_next = self.en_ahead.unwrap_or_else(|| self.decision());
+        let open_next = if self.reuse <= 1 {
+            true
+        } else if self.en {
+            !(in_valid && self.open) && (self.open || self.gap == 1)
+        } else {
+            self.open
+        };
+        en_next && open_next
+    }
+
     fn step(&mut self, in_valid: bool, out_ready: bool) {
         let en = self.en;
+        // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
+        let decision = self.decision();
         let yv = if self.reuse <= 1 {
             let y = self.body.last().is_some_and(|b| b.0);
             if en {
@@ -214,10 +267,7 @@ impl Pipe {
             }
             y
         };
-        // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
         let (write, read) = (yv && en, self.count > 0 && out_ready);
-        let lead = if self.en_ahead.is_some() { 2 } else { 1 };
-        let decision = self.count + usize::from(write) + lead <= crate::pipeline::output_entries(lead);
         self.en = match &mut self.en_ahead {
             Some(ahead) => std::mem::replace(ahead, decision),
             None => decision,
@@ -255,7 +305,12 @@ fn units(d: &Design) -> Vec<Unit> {
         let [h, w] = last.window().out_hw();
         u.push(Unit::Collector { pixels: h * w, full: false, cnt: 0 });
     }
-    u.extend(d.layers.iter().map(|l| Unit::of_layer(l, d.pipelining())));
+    for (i, l) in d.layers.iter().enumerate() {
+        if crate::slice::has_slice(d, i) {
+            u.push(Unit::Slice { valid: false });
+        }
+        u.push(Unit::of_layer(l, d.pipelining()));
+    }
     u
 }
 
@@ -283,7 +338,10 @@ pub fn timing(d: &Design, samples: usize) -> Timing {
         let valid: Vec<bool> = u.iter().map(Unit::out_valid).collect();
         let mut ready = vec![true; u.len() + 1];
         for i in (0..u.len()).rev() {
-            ready[i] = u[i].in_ready(ready[i + 1]);
+            ready[i] = match &u[i] {
+                Unit::Slice { valid } => u[i + 1].in_ready_ahead(*valid),
+                unit => unit.in_ready(ready[i + 1]),
+            };
         }
         let source = sent < beats;
         if valid.last().copied().unwrap_or(false) {
@@ -299,7 +357,9 @@ pub fn timing(d: &Design, samples: usize) -> Timing {
         }
         for i in 0..u.len() {
             let in_valid = if i == 0 { source } else { valid[i - 1] };
-            u[i].step(in_valid, ready[i + 1]);
+            // A slice steps on its own ready, the consumer's `in_ready_ahead`.
+            let out_ready = if matches!(u[i], Unit::Slice { .. }) { ready[i] } else { ready[i + 1] };
+            u[i].step(in_valid, out_ready);
         }
         cycle += 1;
     }

@@ -292,36 +292,39 @@ pub fn top_verilog(d: &Design) -> String {
     let _ = writeln!(o, "  input in_valid, output in_ready, input [{}:0] in_data,", d.beat_len() * iw - 1);
     let _ = writeln!(o, "  output out_valid, input out_ready, output [{}:0] out_data", d.output_len() * ow - 1);
     let _ = writeln!(o, ");");
-    // Every module in order, with the width of its output.
-    let mut units: Vec<(String, usize)> = Vec::new();
+    // Every module in order, with the width of its output and whether it is a layer (a
+    // convolution's matrix-vector unit or a layer after the collector).
+    let mut units: Vec<(String, usize, bool)> = Vec::new();
     for s in &d.stages {
         if let Stage::Conv(c) = s {
-            units.push((window_module(s), c.window.window_len() * s.buffered().width() as usize));
-            units.push((layer_module(&c.mvu), c.mvu.out_features * s.output().width() as usize));
+            units.push((window_module(s), c.window.window_len() * s.buffered().width() as usize, false));
+            units.push((layer_module(&c.mvu), c.mvu.out_features * s.output().width() as usize, true));
         } else {
-            units.push((stage_module(s), s.out_channels() * s.output().width() as usize));
+            units.push((stage_module(s), s.out_channels() * s.output().width() as usize, false));
         }
     }
     if let Some(last) = d.stages.last() {
-        units.push((COLLECTOR.to_string(), last.out_len() * last.output().width() as usize));
+        units.push((COLLECTOR.to_string(), last.out_len() * last.output().width() as usize, false));
     }
     for l in &d.layers {
-        units.push((layer_module(l), l.out_features * l.output().width() as usize));
+        units.push((layer_module(l), l.out_features * l.output().width() as usize, true));
     }
-    for (i, (_, w)) in units.iter().enumerate() {
+    for (i, (_, w, _)) in units.iter().enumerate() {
         let _ = writeln!(o, "  wire v{i}, r{i};");
         let _ = writeln!(o, "  wire [{}:0] d{i};", w - 1);
     }
-    for (i, (m, _)) in units.iter().enumerate() {
-        let (iv, ir, id) = if i == 0 {
-            ("in_valid".into(), "in_ready".into(), "in_data".into())
+    // The units of the layers after the collector are the last `d.layers.len()`.
+    let first_layer = units.len() - d.layers.len();
+    for (i, (m, _, is_layer)) in units.iter().enumerate() {
+        let prev = (i > 0).then(|| (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1), units[i - 1].1));
+        let ports = if i >= first_layer {
+            crate::verilog::layer_ports(&mut o, d, i - first_layer, prev)
         } else {
-            (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1))
+            let (iv, ir, id, _) = prev.unwrap_or_else(|| ("in_valid".into(), "in_ready".into(), "in_data".into(), 0));
+            let ahead = if d.clock_mhz.is_some() && *is_layer { ", .in_ready_ahead()" } else { "" };
+            format!(".in_valid({iv}), .in_ready({ir}), .in_data({id}){ahead}")
         };
-        let _ = writeln!(
-            o,
-            "  {m} u{i} (.clk(clk), .rst(rst), .in_valid({iv}), .in_ready({ir}), .in_data({id}), .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));"
-        );
+        let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));");
     }
     let n = units.len() - 1;
     let _ = writeln!(o, "  assign out_valid = v{n};");
