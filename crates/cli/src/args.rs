@@ -370,6 +370,10 @@ pub struct EmitArgs {
     /// `--reuse`.
     #[arg(long)]
     pub part: Option<String>,
+    /// With `--part`: the largest share of the part's DSPs and of its LUTs the fitted design
+    /// may use, in percent (default 75: fuller designs route slower or not at all).
+    #[arg(long)]
+    pub fill: Option<u32>,
 }
 
 /// Options of `ch simulate`.

@@ -7,7 +7,7 @@
 use crate::plugins::ExternalPasses;
 use anyhow::{bail, Context, Result};
 use mase_hw::ecp5::Ecp5Part;
-use mase_hw::fit::{fit, FitRequest, Fitted};
+use mase_hw::fit::{fit, Fill, FitRequest, Fitted, DEFAULT_FILL};
 use mase_hw::{emit, lower, metadata_reuse, Design, LowerOptions, Multipliers};
 use mase_io::Checkpoint;
 use mase_ir::{Graph, ParamStore};
@@ -78,6 +78,9 @@ struct EmitVerilogArgs {
     /// Layers whose products are shifts and adds in LUTs (`ch emit --shift-add`).
     #[serde(default)]
     shift_add: Vec<String>,
+    /// The largest share of the part's DSPs and of its LUTs the fitted design may use, in
+    /// percent (`ch emit --fill`; default 75); only with `part`.
+    fill: Option<u32>,
 }
 
 /// The multipliers called `name` (`None`: inferred); `what` names the option in errors.
@@ -120,6 +123,18 @@ pub(crate) struct Build {
     /// Layers given shift-add products ([`mase_hw::shift_add`]); with a part, the fit may add
     /// others.
     pub shift_add: Vec<String>,
+    /// The share of the part the fit may use.
+    pub fill: Fill,
+}
+
+/// The fill of `percent` for a fit to `part` (`None`: the default); `what` names the option
+/// and `part_option` the part's in errors.
+pub(crate) fn fill_named(percent: Option<u32>, part: Option<&Ecp5Part>, what: &str, part_option: &str) -> Result<Fill> {
+    match (percent, part) {
+        (None, _) => Ok(DEFAULT_FILL),
+        (Some(p), None) => bail!("{what} `{p}`: a fill is a share of the part that {part_option} names; give {part_option} too"),
+        (Some(p), Some(_)) => Fill::percent(p).map_err(|reason| anyhow::anyhow!("{what} `{p}`: {reason}")),
+    }
 }
 
 /// The ECP5 part called `name` (`None`: no part); `what` names the option in errors.
@@ -158,7 +173,7 @@ pub(crate) fn write_design(
         None => (make(&[])?, None),
         Some(part) => {
             let fixed: Vec<String> = opts.reuse.iter().map(|(n, _)| n.clone()).collect();
-            let f = fit(&FitRequest { part, fixed: &fixed }, make)?;
+            let f = fit(&FitRequest { part, fill: build.fill, fixed: &fixed }, make)?;
             // `ch synth --target ecp5` places the design on the part it was fitted to.
             let design = Design { part: Some(part.name.to_string()), ..f.design.clone() };
             (design, Some(f))
@@ -176,8 +191,13 @@ pub(crate) fn fit_line(part: &Ecp5Part, f: &Fitted) -> String {
     let reuse = if reuse.is_empty() { "none free".to_string() } else { reuse };
     let shift_add = if f.shift_add.is_empty() { String::new() } else { format!("; shift-add products in {}", f.shift_add.join(",")) };
     format!(
-        "  fitted to the {}: reuse {reuse}{shift_add}; {} of {} DSPs and about {} of {} LUT4s by the cost model",
-        part.name, f.need.dsps, a.dsps, f.need.luts, a.luts
+        "  fitted to the {} within {} % of it: reuse {reuse}{shift_add}; {} of {} DSPs and about {} of {} LUT4s by the cost model",
+        part.name,
+        f.fill.as_percent(),
+        f.need.dsps,
+        a.dsps,
+        f.need.luts,
+        a.luts
     )
 }
 
@@ -190,6 +210,7 @@ pub(crate) fn fit_json(part: &Ecp5Part, f: &Fitted) -> Value {
         "dsps": f.need.dsps,
         "luts": f.need.luts,
         "available": {"dsps": part.available.dsps, "luts": part.available.luts},
+        "fill_percent": f.fill.as_percent(),
     })
 }
 
@@ -301,10 +322,12 @@ impl CliPasses {
             optimizer_tensors: Vec::new(),
             meta: json!({"model": self.label, "dataset": self.dataset, "dataset_info": self.dataset_info, "transformed": true}),
         };
+        let part = part_named(a.part.as_deref(), "part")?;
         let build = Build {
             clock_mhz: a.clock_mhz,
             multipliers: multipliers_named(a.multipliers.as_deref(), "multipliers")?,
-            part: part_named(a.part.as_deref(), "part")?,
+            fill: fill_named(a.fill, part.as_ref(), "fill", "part")?,
+            part,
             shift_add: a.shift_add,
         };
         let (design, manifest, fitted) = write_design(&ck, &self.label, &opts, &build, &dir)?;

@@ -152,7 +152,7 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     // layer would be folded to one multiplier per output (64 + 32 + 32 + 5 = 133 DSPs,
     // interval 64); with shift-adds in LUTs every layer folded by 16 fits (interval 16), and of
     // the sets of shift-add layers that fit, the second and third layers' uses the least of
-    // the part (74 of 156 DSPs: the first layer's 64 lanes and the last's 10; about 70 % of
+    // the part (74 of 156 DSPs: the first layer's 64 lanes and the last's 10; about half of
     // the LUTs), bit-exact under back-pressure.
     let fit = ["--clock-mhz", "200", "--multipliers", "ecp5-dsp"];
     let out = root.join("rtl_fit");
@@ -173,18 +173,25 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     assert_eq!(products, ["multipliers", "shift-add", "shift-add", "multipliers"]);
     let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--samples", "100", "--stall-seed", "5"], &root);
     assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(100)), "{s}");
-    // The 45F's 72 DSPs: the last three layers as shift-adds, all but the first folded by 32.
+    // Within three quarters of the 45F (54 of its 72 DSPs, the default fill): the first two
+    // layers as shift-adds, all but the first folded by 32; within all of it, interval 16.
     let e =
         ch_json(&[&["emit", "--load", &q, "-o", root.join("rtl_fit45").to_str().unwrap(), "--part", "ecp5-45f"][..], &fit].concat(), &root);
     let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
-    assert_eq!((e["fit"]["dsps"].as_u64(), reuse), (Some(64), vec![16, 32, 32, 32]), "{e}");
-    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_2", "seq_blocks_4", "seq_blocks_6"]), "{e}");
+    assert_eq!((e["fit"]["dsps"].as_u64(), reuse, e["fit"]["fill_percent"].as_u64()), (Some(37), vec![16, 32, 32, 32], Some(75)), "{e}");
+    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_2"]), "{e}");
     assert_eq!(e["manifest"]["part"], "LFE5U-45F");
+    let full = ["--part", "ecp5-45f", "--fill", "100"];
+    let e = ch_json(&[&["emit", "--load", &q, "-o", root.join("rtl_fit45_full").to_str().unwrap()][..], &full, &fit].concat(), &root);
+    let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
+    assert_eq!((e["fit"]["dsps"].as_u64(), reuse, e["fit"]["fill_percent"].as_u64()), (Some(64), vec![16, 16, 16, 16], Some(100)), "{e}");
     for (args, want) in [
         (
             &["--part", "ecp5-25f"][..],
-            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 28 (105 over); with shift-add products in every free layer, about 42247 LUT4s of 24288 (17959 over)",
+            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 21 (112 over); with shift-add products in every free layer, about 29431 LUT4s of 18216 (11215 over) (the limits are 75 % of the part's 28 DSPs and 24288 LUT4s, `--fill`)",
         ),
+        (&["--part", "ecp5-45f", "--fill", "0"][..], "error: --fill `0`: expected a share of the part in percent, 1 to 100, not 0"),
+        (&["--fill", "80"][..], "error: --fill `80`: a fill is a share of the part that --part names; give --part too"),
         (&["--part", "xc7a35t"][..], "error: --part `xc7a35t`: expected ecp5-25f, ecp5-45f or ecp5-85f (an ECP5 LFE5U part)"),
         (&["--part", "ecp5-85f", "--reuse", "2"][..], "error: --reuse and --part both set every layer's reuse factor: give one (--reuse-layer fixes single layers under --part)"),
         (&["--shift-add", "seq_blocks_9"][..], "error: node `seq_blocks_9`: shift-add products: not a linear layer of the design"),
@@ -337,9 +344,9 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
             &["--clock-mhz", "200", "--multipliers", "ecp5-dsp"],
         ),
         (
-            "output_dir = \"rtl_part\"\nclock_mhz = 200\nmultipliers = \"ecp5-dsp\"\npart = \"ecp5-45f\"",
+            "output_dir = \"rtl_part\"\nclock_mhz = 200\nmultipliers = \"ecp5-dsp\"\npart = \"ecp5-45f\"\nfill = 90",
             "rtl_part",
-            &["--clock-mhz", "200", "--multipliers", "ecp5-dsp", "--part", "ecp5-45f"],
+            &["--clock-mhz", "200", "--multipliers", "ecp5-dsp", "--part", "ecp5-45f", "--fill", "90"],
         ),
         (
             "output_dir = \"rtl_shift_add\"\nreuse = 4\nclock_mhz = 200\nshift_add = [\"seq_blocks_2\"]",
@@ -392,8 +399,10 @@ fn the_emit_verilog_pass_writes_what_ch_emit_writes() {
     let errors: &[(&str, &str)] = &[
         (
             "reuse_factor = 2",
-            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`, `part`, `shift_add`",
+            "error: pass `emit_verilog`: bad arguments: unknown field `reuse_factor`, expected one of `output_dir`, `reuse`, `reuse_layer`, `clock_mhz`, `multipliers`, `part`, `shift_add`, `fill`",
         ),
+        ("part = \"ecp5-85f\"\nfill = 120", "error: pass `emit_verilog`: fill `120`: expected a share of the part in percent, 1 to 100, not 120"),
+        ("fill = 50", "error: pass `emit_verilog`: fill `50`: a fill is a share of the part that part names; give part too"),
         ("multipliers = \"dsp\"", "error: pass `emit_verilog`: multipliers `dsp`: expected one of inferred, ecp5-dsp"),
         ("multipliers = \"ecp5-dsp\"", "error: pass `emit_verilog`: multipliers ecp5-dsp: needs a pipelined design (a clock_mhz)"),
         ("clock_mhz = 0", "error: pass `emit_verilog`: clock_mhz 0: expected a frequency from 1 to 1000 MHz"),

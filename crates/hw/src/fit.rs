@@ -1,7 +1,8 @@
 //! Fitting a design to a part (`ch emit --part`): the reuse factor of every layer the user left
 //! free, and whether its products are multipliers or shift-adds in LUTs, chosen so that the
 //! design's DSPs and LUTs fit the part at the smallest initiation interval (doc/hardware.md,
-//! "Fitting a part").
+//! "Fitting a part"). "Fit" means within a share of the part's DSPs and of its LUTs, the
+//! [`Fill`] (three quarters unless told another): fuller designs route slower or not at all.
 //!
 //! For a target initiation interval `t`, each free layer is folded as far as `t` allows (its
 //! largest reuse factor that divides its inputs and is at most `t`): folding further would not
@@ -20,12 +21,14 @@ use crate::ecp5::{Ecp5Part, Resources};
 use crate::error::{HwError, Result};
 use std::fmt::Write;
 
-/// ECP5 LUT4s (Yosys `synth_ecp5`, carry cells counted as two) per LUT6 of the cost model:
-/// the least-squares ratio over the ten designs placed and routed for the README's ECP5 tables
-/// (jsc-tiny and jsc-toy at 6 and 8 bits, unrolled and folded, pipelined for 200 MHz). The
-/// ratio of those designs runs from 2.2 to 5.7 (the model undercounts small folded layers), so
-/// a design that fits by less than that margin is worth a `ch synth --target ecp5`.
-pub const LUT4_PER_ESTIMATED_LUT: f64 = 2.67;
+/// ECP5 LUT4s (nextpnr's `TRELLIS_COMB` after Yosys `synth_ecp5`) per LUT6 of the cost model:
+/// the largest ratio measured on the designs of more than 2,000 LUT4s that `--part`,
+/// `--shift-add` and `--multipliers ecp5-dsp` make, so that the estimate is at or above each
+/// of them: jsc-three-layer at 8 bits fitted to the 45F 1.86 (two designs), at 6 bits on the
+/// 85F 1.26 (128 DSPs) and 1.12 (shift-adds in every layer); jsc-toy at 6 bits 1.57 and 1.82
+/// (doc/hardware.md, "Fitting a part"). Small folded layers run higher (jsc-tiny folded by 4:
+/// 5.6), which matters little to a fit: they are far from filling a part.
+pub const LUT4_PER_ESTIMATED_LUT: f64 = 1.86;
 
 /// What a design needs of a part by the cost model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -72,13 +75,15 @@ impl Need {
 }
 
 /// A design fitted to a part: the design, the reuse factor chosen for each free layer, the
-/// layers given shift-add products, and what it needs of the part.
+/// layers given shift-add products, what it needs of the part, and the fill it was fitted in.
 #[derive(Clone, Debug)]
 pub struct Fitted {
     pub design: Design,
     pub reuse: Vec<(String, usize)>,
     pub shift_add: Vec<String>,
     pub need: Need,
+    /// The share of the part the design was fitted within.
+    pub fill: Fill,
 }
 
 /// Free layers among which [`shift_add_choice`] chooses: at most this many (those saving the
@@ -129,12 +134,54 @@ fn shift_add_choice(e: &DesignCost, candidates: &[Candidate], available: Resourc
     best.map(|(_, ids)| ids)
 }
 
-/// What to fit: the part, and the layers whose reuse factor is given (`--reuse-layer`, a node's
+/// What to fit: the part, the share of its DSPs and of its LUTs the design may use
+/// (`ch emit --fill`), and the layers whose reuse factor is given (`--reuse-layer`, a node's
 /// `hardware.reuse_factor`), which the fit leaves as they are.
 #[derive(Clone, Debug)]
 pub struct FitRequest<'a> {
     pub part: Ecp5Part,
+    pub fill: Fill,
     pub fixed: &'a [String],
+}
+
+/// The largest share of a part's DSPs and of its LUTs a fitted design may use, in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill(u32);
+
+/// The fill a design is fitted to unless told another: three quarters of the part. Placed and
+/// routed on the 85F and the 45F (nextpnr-ecp5 0.11), designs using more routed slower or not
+/// at all: jsc-three-layer at 6 bits with 128 of 156 DSPs (82 %) did not finish routing in 80
+/// minutes, the 8-bit 45F fits with 69 of 72 DSPs (96 %) routed at 90.6 and 112.1 MHz, and
+/// jsc-toy with 109 of 156 DSPs (70 %) at 139.3 MHz against 207.1 with 16 (doc/hardware.md,
+/// "Fitting a part").
+pub const DEFAULT_FILL: Fill = Fill(75);
+
+impl Default for Fill {
+    fn default() -> Fill {
+        DEFAULT_FILL
+    }
+}
+
+impl Fill {
+    /// A fill of `percent` percent: 1 to 100.
+    pub fn percent(percent: u32) -> std::result::Result<Fill, String> {
+        if (1..=100).contains(&percent) {
+            Ok(Fill(percent))
+        } else {
+            Err(format!("expected a share of the part in percent, 1 to 100, not {percent}"))
+        }
+    }
+
+    pub fn as_percent(self) -> u32 {
+        self.0
+    }
+
+    /// What a design may use of `available`: this share of its DSPs and of its LUTs (rounded
+    /// down).
+    pub fn of(self, available: Resources) -> Resources {
+        let share = |n: u64| n * self.0 as u64 / 100;
+        Resources { dsps: share(available.dsps), luts: share(available.luts), ..available }
+    }
 }
 
 /// The matrix-vector layers of a design: its linear layers and its convolutions' units.
@@ -167,6 +214,7 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
     targets.push(1);
     targets.sort_unstable();
     targets.dedup();
+    let limit = request.fill.of(request.part.available);
     let (mut last, mut all_shift_add) = (None, None);
     for t in targets {
         let reuse: Vec<(String, usize)> = free.iter().map(|(node, n)| (node.clone(), fold_within(*n, t))).collect();
@@ -174,22 +222,22 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
         let e = estimate(&design);
         let need = Need::from_estimate(e.dsps, e.luts);
         let candidates = shift_add_candidates(&design, &e, request.fixed);
-        if need.dsps > request.part.available.dsps {
+        if need.dsps > limit.dsps {
             all_shift_add = (!candidates.is_empty()).then(|| need_with(&e, &candidates.iter().collect::<Vec<_>>()));
         }
-        match shift_add_choice(&e, &candidates, request.part.available) {
-            Some(chosen) if chosen.is_empty() => return Ok(Fitted { design, reuse, shift_add: Vec::new(), need }),
+        match shift_add_choice(&e, &candidates, limit) {
+            Some(chosen) if chosen.is_empty() => return Ok(Fitted { design, reuse, shift_add: Vec::new(), need, fill: request.fill }),
             Some(chosen) => {
                 let nodes: Vec<String> = chosen.iter().map(|&i| design.layers[i].node.clone()).collect();
                 let shifted = design.clone().with_shift_add(&nodes)?;
                 let shifted_need = Need::of(&shifted);
-                if shifted_need.fits(request.part.available) {
-                    return Ok(Fitted { design: shifted, reuse, shift_add: nodes, need: shifted_need });
+                if shifted_need.fits(limit) {
+                    return Ok(Fitted { design: shifted, reuse, shift_add: nodes, need: shifted_need, fill: request.fill });
                 }
                 // The layers' estimates said it fits and the whole design's does not: the
                 // design without shift-adds, when that fits.
-                if need.fits(request.part.available) {
-                    return Ok(Fitted { design, reuse, shift_add: Vec::new(), need });
+                if need.fits(limit) {
+                    return Ok(Fitted { design, reuse, shift_add: Vec::new(), need, fill: request.fill });
                 }
             }
             None => {}
@@ -198,9 +246,19 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
     }
     let need = last.unwrap_or_else(|| Need::of(&unrolled));
     let folded = if free.is_empty() { "with the reuse factors given" } else { "with every free layer folded as far as it goes" };
-    let mut detail = format!("{folded}, it needs {}", need.overuse(request.part.available).join(" and "));
-    if let Some(n) = all_shift_add.filter(|n: &Need| !n.fits(request.part.available)) {
-        let _ = write!(detail, "; with shift-add products in every free layer, {}", n.overuse(request.part.available).join(" and "));
+    let mut detail = format!("{folded}, it needs {}", need.overuse(limit).join(" and "));
+    if let Some(n) = all_shift_add.filter(|n: &Need| !n.fits(limit)) {
+        let _ = write!(detail, "; with shift-add products in every free layer, {}", n.overuse(limit).join(" and "));
+    }
+    let all = request.part.available;
+    if request.fill.as_percent() < 100 {
+        let _ = write!(
+            detail,
+            " (the limits are {} % of the part's {} DSPs and {} LUT4s, `--fill`)",
+            request.fill.as_percent(),
+            all.dsps,
+            all.luts
+        );
     }
     Err(HwError::DoesNotFit { part: request.part.name.to_string(), detail })
 }
@@ -235,6 +293,18 @@ mod tests {
         for (n, t, want) in cases {
             assert_eq!(fold_within(n, t), want, "{n} inputs within {t}");
         }
+    }
+
+    #[test]
+    fn a_fill_is_a_percentage_of_each_resource_rounded_down() {
+        let part = crate::ecp5::part("45f").unwrap();
+        let cases = [(100, Some((72, 43_848))), (75, Some((54, 32_886))), (1, Some((0, 438))), (0, None), (101, None)];
+        for (percent, want) in cases {
+            let got = Fill::percent(percent).map(|f| f.of(part.available)).map(|r| (r.dsps, r.luts));
+            assert_eq!(got.ok(), want, "{percent} %");
+        }
+        assert_eq!(Fill::percent(0).unwrap_err(), "expected a share of the part in percent, 1 to 100, not 0");
+        assert_eq!(Fill::default(), DEFAULT_FILL);
     }
 
     #[test]

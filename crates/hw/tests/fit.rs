@@ -6,7 +6,7 @@ mod common;
 
 use common::quantized;
 use mase_hw::ecp5::{part, Ecp5Part};
-use mase_hw::fit::{fit, product_layers, FitRequest, Need};
+use mase_hw::fit::{fit, product_layers, Fill, FitRequest, Need};
 use mase_hw::{lower, Design, LowerOptions, Multipliers, Products};
 
 /// jsc-three-layer (16 -> 64 -> 32 -> 32 -> 5) with seeded 6-bit weights, pipelined for 200 MHz
@@ -50,37 +50,38 @@ fn each_part_gets_the_smallest_interval_whose_estimate_fits() {
     // layers given shift-add products; the first interval at which some set fits, and of the
     // sets that fit there the one using the least of the part (the larger of its DSP and LUT
     // shares), then the fewest DSPs and LUTs.
-    let smallest_fitting = |p: Ecp5Part| {
+    let smallest_fitting = |p: Ecp5Part, fill: Fill| {
+        let limit = fill.of(p.available);
         [1, 2, 4, 8, 16, 32, 64].into_iter().find_map(|t| {
             let d = jsc_three_layer(&[], &folded_within(t, &layers)).unwrap();
-            let fitting: Vec<Need> = subsets(&layers)
-                .iter()
-                .map(|set| Need::of(&d.clone().with_shift_add(set).unwrap()))
-                .filter(|n| n.fits(p.available))
-                .collect();
-            fitting.iter().map(|n| (n.utilization(p.available), n.dsps, n.luts)).min().map(|k| (t, k))
+            let fitting: Vec<Need> =
+                subsets(&layers).iter().map(|set| Need::of(&d.clone().with_shift_add(set).unwrap())).filter(|n| n.fits(limit)).collect();
+            fitting.iter().map(|n| (n.utilization(limit), n.dsps, n.luts)).min().map(|k| (t, k))
         })
     };
     // Folded to one multiplier per output (64 + 32 + 32 + 5 = 133) the products fit the 85F's
     // 156 DSPs but not the 45F's 72 or the 25F's 28; shift-add products in some layers lower
-    // the interval on the 85F to 1 and make the others fit. One line per part: the interval.
-    for (name, want) in [("85f", 1), ("45f", 16), ("25f", 64)] {
-        let p = ecp5(name);
-        let got = fit(&FitRequest { part: p, fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
+    // the interval and make the others fit. One line per part and fill (percent): the interval.
+    for (name, fill, want) in [("85f", 100, 1), ("85f", 75, 1), ("45f", 100, 1), ("45f", 75, 16), ("25f", 100, 32), ("25f", 75, 32)] {
+        let (p, fill) = (ecp5(name), Fill::percent(fill).unwrap());
+        let limit = fill.of(p.available);
+        let label = format!("{name} at {} %", fill.as_percent());
+        let got = fit(&FitRequest { part: p, fill, fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
         let ii = got.design.initiation_interval();
-        assert_eq!(ii, want, "{name}");
-        let key = (got.need.utilization(p.available), got.need.dsps, got.need.luts);
-        assert_eq!(Some((ii, key)), smallest_fitting(p), "{name}");
-        assert!(got.need.fits(p.available), "{name}: {:?}", got.need);
-        assert_eq!(got.need, Need::of(&got.design), "{name}");
-        assert_eq!(got.reuse, folded_within(ii, &layers), "{name}: every layer folded as far as the interval allows");
+        assert_eq!(ii, want, "{label}");
+        let key = (got.need.utilization(limit), got.need.dsps, got.need.luts);
+        assert_eq!(Some((ii, key)), smallest_fitting(p, fill), "{label}");
+        assert!(got.need.fits(limit), "{label}: {:?}", got.need);
+        assert_eq!(got.need, Need::of(&got.design), "{label}");
+        assert_eq!(got.reuse, folded_within(ii, &layers), "{label}: every layer folded as far as the interval allows");
         let shift_add: Vec<&str> = got.design.layers.iter().filter(|l| l.products == Products::ShiftAdd).map(|l| l.node.as_str()).collect();
-        assert_eq!(shift_add, got.shift_add, "{name}");
+        assert_eq!(shift_add, got.shift_add, "{label}");
     }
     // Without shift-add products, the 85F's interval is the one where the multipliers fit.
     let multipliers_only =
         (1..=64).find(|&t| Need::of(&jsc_three_layer(&[], &folded_within(t, &layers)).unwrap()).fits(ecp5("85f").available));
-    let got = fit(&FitRequest { part: ecp5("85f"), fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
+    let got =
+        fit(&FitRequest { part: ecp5("85f"), fill: Fill::percent(100).unwrap(), fixed: &[] }, |free| jsc_three_layer(&[], free)).unwrap();
     assert!(Some(got.design.initiation_interval()) < multipliers_only, "{multipliers_only:?}");
 }
 
@@ -91,7 +92,9 @@ fn fixed_layers_keep_their_reuse_factor_and_a_design_too_large_is_refused_by_how
     let fixed = vec![(layers[1].0.clone(), 8)];
     let names: Vec<String> = fixed.iter().map(|(n, _)| n.clone()).collect();
     let p = ecp5("85f");
-    let err = fit(&FitRequest { part: p, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap_err().to_string();
+    let err = fit(&FitRequest { part: p, fill: Fill::percent(100).unwrap(), fixed: &names }, |free| jsc_three_layer(&fixed, free))
+        .unwrap_err()
+        .to_string();
     let free: Vec<(String, usize)> = layers.iter().filter(|(n, _)| *n != layers[1].0).map(|(n, k)| (n.clone(), *k)).collect();
     let need = Need::of(&jsc_three_layer(&fixed, &free).unwrap());
     let free_nodes: Vec<String> = free.iter().map(|(n, _)| n.clone()).collect();
@@ -105,10 +108,25 @@ fn fixed_layers_keep_their_reuse_factor_and_a_design_too_large_is_refused_by_how
             shift_add.overuse(p.available).join(" and ")
         )
     );
+    // Within three quarters of the part (the default fill), the limits are 117 DSPs and 62,730
+    // LUT4s, and the message says so.
+    let fill = Fill::percent(75).unwrap();
+    let limit = fill.of(p.available);
+    assert_eq!((limit.dsps, limit.luts), (117, 62_730));
+    let err = fit(&FitRequest { part: p, fill, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "the design does not fit the LFE5U-85F: with every free layer folded as far as it goes, it needs {} DSPs of 117 ({} over); with shift-add products in every free layer, {} (the limits are 75 % of the part's 156 DSPs and 83640 LUT4s, `--fill`)",
+            need.dsps,
+            need.dsps - 117,
+            shift_add.overuse(limit).join(" and ")
+        )
+    );
     // Fixed at 64 (one multiplier per output), it fits: the fixed layer as given, the others
     // chosen.
     let fixed = vec![(layers[1].0.clone(), 64)];
-    let got = fit(&FitRequest { part: p, fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap();
+    let got = fit(&FitRequest { part: p, fill: Fill::percent(100).unwrap(), fixed: &names }, |free| jsc_three_layer(&fixed, free)).unwrap();
     let fixed_layer = got.design.layers.iter().find(|l| l.node == layers[1].0).unwrap();
     assert_eq!(fixed_layer.reuse, 64);
     assert!(got.reuse.iter().all(|(n, _)| *n != layers[1].0));

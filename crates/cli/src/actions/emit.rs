@@ -8,7 +8,7 @@
 
 use crate::args::EmitArgs;
 use crate::config::merge_on_cpu;
-use crate::hw_pass::{fit_json, fit_line, lower_options, multipliers_named, part_named, summary_lines, write_design, Build};
+use crate::hw_pass::{fill_named, fit_json, fit_line, lower_options, multipliers_named, part_named, summary_lines, write_design, Build};
 use crate::output::Human;
 use crate::session;
 use anyhow::{anyhow, Result};
@@ -57,10 +57,12 @@ pub fn run(args: &EmitArgs) -> Result<()> {
         ));
     }
     let opts = lower_options(&ck.graph, args.reuse.unwrap_or(1), &layers, "--reuse-layer")?;
+    let part = part_named(args.part.as_deref(), "--part")?;
     let build = Build {
         clock_mhz: args.clock_mhz,
         multipliers: multipliers_named(args.multipliers.as_deref(), "--multipliers")?,
-        part: part_named(args.part.as_deref(), "--part")?,
+        fill: fill_named(args.fill, part.as_ref(), "--fill", "--part")?,
+        part,
         shift_add: args.shift_add.iter().map(|n| n.trim().to_string()).collect(),
     };
     let (design, manifest, fitted) = write_design(&ck, &label, &opts, &build, &dir)?;
