@@ -382,20 +382,44 @@ pub fn layer_verilog(layer: &Layer, pipe: Option<crate::pipeline::Pipelining>) -
     o
 }
 
-/// The input ports of layer `index` of `d.layers` in a top module, fed by the stream `prev`
-/// (valid, ready, data and its width; `None`: the top's input): through a register slice
-/// ([`crate::slice`]) where the layer has one, whose producer's ready is then the layer's
-/// `in_ready_ahead`. A pipelined layer's `in_ready_ahead` is left open where no slice reads it.
-pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, prev: Option<(String, String, String, usize)>) -> String {
-    let (iv, ir, id, bits) = prev.unwrap_or_else(|| ("in_valid".into(), "in_ready".into(), "in_data".into(), 0));
-    let ahead = if d.clock_mhz.is_some() { ", .in_ready_ahead()" } else { "" };
+/// A valid/ready stream into a module of a top: its wires and the width of its data.
+pub(crate) struct Stream {
+    pub valid: String,
+    pub ready: String,
+    pub data: String,
+    pub bits: usize,
+}
+
+impl Stream {
+    /// The top module's input, `bits` wide.
+    pub(crate) fn input(bits: usize) -> Stream {
+        Stream { valid: "in_valid".into(), ready: "in_ready".into(), data: "in_data".into(), bits }
+    }
+
+    /// The output of module `u{i}` of a top (`v{i}`, `r{i}`, `d{i}`), `bits` wide.
+    pub(crate) fn unit(i: usize, bits: usize) -> Stream {
+        Stream { valid: format!("v{i}"), ready: format!("r{i}"), data: format!("d{i}"), bits }
+    }
+
+    /// The input ports of a module it feeds directly; a pipelined layer's `in_ready_ahead`
+    /// (`pipelined_layer`) is left open.
+    pub(crate) fn ports(&self, pipelined_layer: bool) -> String {
+        let ahead = if pipelined_layer { ", .in_ready_ahead()" } else { "" };
+        format!(".in_valid({}), .in_ready({}), .in_data({}){ahead}", self.valid, self.ready, self.data)
+    }
+}
+
+/// The input ports of layer `index` of `d.layers` in a top module, fed by `feed`: through a
+/// register slice ([`crate::slice`]) where the layer has one, whose producer's ready is then
+/// the layer's `in_ready_ahead`.
+pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, feed: &Stream) -> String {
     if !crate::slice::has_slice(d, index) {
-        return format!(".in_valid({iv}), .in_ready({ir}), .in_data({id}){ahead}");
+        return feed.ports(d.clock_mhz.is_some());
     }
     let a = format!("a{index}");
     let _ = writeln!(o, "  wire {a};");
-    let _ = writeln!(o, "  assign {ir} = {a};");
-    let (sv, sd) = crate::slice::write_slice(o, index, (&iv, &id, bits), &a);
+    let _ = writeln!(o, "  assign {} = {a};", feed.ready);
+    let (sv, sd) = crate::slice::write_slice(o, index, (&feed.valid, &feed.data, feed.bits), &a);
     format!(".in_valid({sv}), .in_ready(), .in_data({sd}), .in_ready_ahead({a})")
 }
 
@@ -425,8 +449,8 @@ pub fn top_verilog(d: &Design) -> String {
         widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {
-        let prev = (i > 0).then(|| (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1), widths[i - 1]));
-        let ports = layer_ports(&mut o, d, i, prev);
+        let feed = if i == 0 { Stream::input(d.input_len() * iw) } else { Stream::unit(i - 1, widths[i - 1]) };
+        let ports = layer_ports(&mut o, d, i, &feed);
         let _ =
             writeln!(o, "  {} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));", layer_module(l));
     }

@@ -230,18 +230,16 @@ impl Pipe {
         let en = self.en;
         // The output FIFO and the enable decided `lead` cycles ahead ([`crate::pipeline`]).
         let decision = self.decision();
-        let yv = if self.reuse <= 1 {
-            let y = self.body.last().is_some_and(|b| b.0);
+        let yv = self.y_valid();
+        if self.reuse <= 1 {
             if en {
                 shift(&mut self.body, (in_valid, false, false));
             }
-            y
         } else {
             let last = self.busy && self.cnt == self.reuse - 1;
             let accept = in_valid && self.open;
             let xv = self.pre.last().copied().unwrap_or(accept);
             let take = en && xv;
-            let y = *self.tail.last().unwrap_or(&false);
             if en {
                 shift(&mut self.pre, accept);
                 if accept {
@@ -265,8 +263,7 @@ impl Pipe {
                 self.busy = !last;
                 self.cnt += 1;
             }
-            y
-        };
+        }
         let (write, read) = (yv && en, self.count > 0 && out_ready);
         self.en = match &mut self.en_ahead {
             Some(ahead) => std::mem::replace(ahead, decision),

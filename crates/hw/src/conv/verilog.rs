@@ -4,7 +4,7 @@
 
 use super::{Stage, Window};
 use crate::design::{Design, Range};
-use crate::verilog::{layer_module, layer_verilog, lit, steps_wires, TOP};
+use crate::verilog::{layer_module, layer_verilog, lit, steps_wires, Stream, TOP};
 use std::fmt::Write;
 
 /// Bits of an unsigned counter holding `0..=n`.
@@ -316,13 +316,11 @@ pub fn top_verilog(d: &Design) -> String {
     // The units of the layers after the collector are the last `d.layers.len()`.
     let first_layer = units.len() - d.layers.len();
     for (i, (m, _, is_layer)) in units.iter().enumerate() {
-        let prev = (i > 0).then(|| (format!("v{}", i - 1), format!("r{}", i - 1), format!("d{}", i - 1), units[i - 1].1));
+        let feed = if i == 0 { Stream::input(d.beat_len() * iw) } else { Stream::unit(i - 1, units[i - 1].1) };
         let ports = if i >= first_layer {
-            crate::verilog::layer_ports(&mut o, d, i - first_layer, prev)
+            crate::verilog::layer_ports(&mut o, d, i - first_layer, &feed)
         } else {
-            let (iv, ir, id, _) = prev.unwrap_or_else(|| ("in_valid".into(), "in_ready".into(), "in_data".into(), 0));
-            let ahead = if d.clock_mhz.is_some() && *is_layer { ", .in_ready_ahead()" } else { "" };
-            format!(".in_valid({iv}), .in_ready({ir}), .in_data({id}){ahead}")
+            feed.ports(d.clock_mhz.is_some() && *is_layer)
         };
         let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));");
     }
