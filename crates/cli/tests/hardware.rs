@@ -188,7 +188,7 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     for (args, want) in [
         (
             &["--part", "ecp5-25f"][..],
-            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 21 (112 over); with shift-add products in every free layer, about 29431 LUT4s of 18216 (11215 over) (the limits are 75 % of the part's 28 DSPs and 24288 LUT4s, `--fill`)",
+            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 21 (112 over); with shift-add products in every free layer, about 28894 LUT4s of 18216 (10678 over) (the limits are 75 % of the part's 28 DSPs and 24288 LUT4s, `--fill`)",
         ),
         (&["--part", "ecp5-45f", "--fill", "0"][..], "error: --fill `0`: expected a share of the part in percent, 1 to 100, not 0"),
         (&["--fill", "80"][..], "error: --fill `80`: a fill is a share of the part that --part names; give --part too"),

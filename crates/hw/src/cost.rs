@@ -49,8 +49,9 @@ pub struct LayerFeatures {
     /// `1 + log2 R` (each product is a function of the code and the cycle counter).
     pub lut_multiplier_bits: usize,
     /// Shift-add products only ([`crate::shift_add`]): bits of the logic that builds their
-    /// terms, counted from the RTL's structure: the negated terms (one adder each at the term's
-    /// width) and, folded, the weight's register and the select of every bit term. The adder
+    /// terms, counted from the RTL's structure: unrolled, the negated terms (one adder each at
+    /// the term's width); folded, the weight's register, the select of every bit term and the
+    /// input negated once per lane and group of outputs (for the sign bits' terms). The adder
     /// tree that sums the terms is counted from the pipelined RTL
     /// ([`crate::pipeline::LayerRtl::tree_adder_bits`]) in [`estimate_pipelined_layer`].
     pub shift_add_bits: usize,
@@ -170,19 +171,23 @@ fn shift_add_bits(layer: &Layer) -> usize {
             layer.weight.iter().enumerate().flat_map(|(i, &w)| crate::shift_add::digits(w).into_iter().map(move |d| (i % k, d))).collect();
         made.iter().filter(|(_, d)| d.negative).map(|(_, d)| term_width(d.shift)).sum()
     } else {
-        // Per lane, the weight's register, a select per bit of it and a negation for the sign
-        // bit.
+        // Per lane, the weight's register and a select per bit of it; per lane and group of
+        // outputs whose sign bits are set, a negation of the input into its register.
         let p = k / r;
-        (0..layer.out_features)
+        let mut negated = BTreeSet::new();
+        let lanes: usize = (0..layer.out_features)
             .flat_map(|j| (0..p).map(move |q| (j, q)))
             .map(|(j, q)| {
                 let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
                 let (width, set) = (crate::pipeline::lane_weight_bits(&ws), crate::pipeline::lane_bits(&ws));
+                if set.last().is_some_and(|&i| i + 1 == width) {
+                    negated.insert((q, j / crate::pipeline::SELECT_GROUP_OUTPUTS));
+                }
                 // The weight's register, from a ROM on the cycle counter: a LUT per bit.
-                let sign = if set.last().is_some_and(|&i| i + 1 == width) { term_width(width - 1) } else { 0 };
-                width as usize + set.len() * x.width() as usize + sign
+                width as usize + set.len() * x.width() as usize
             })
-            .sum()
+            .sum();
+        lanes + negated.len() * term_width(0)
     };
     terms
 }
@@ -397,9 +402,9 @@ mod tests {
     fn shift_add_bits_count_the_negations_and_the_selects() {
         // Unrolled: 7 = 8 - 1 and -3 = -4 + 1, the negations of x0 and x1 << 2 (5 and 7 bits).
         // Folded by 2: one lane holding 7 and -3 in a 4-bit register whose four bits are all
-        // used: the register (4), four selects of the 4-bit input (16) and the sign bit's
-        // negation (8 bits).
-        for (reuse, want) in [(1, 5 + 7), (2, 4 + 16 + 8)] {
+        // used: the register (4), four selects of the 4-bit input (16) and the input's
+        // negation (5 bits) for the sign bit.
+        for (reuse, want) in [(1, 5 + 7), (2, 4 + 16 + 5)] {
             assert_eq!(layer_features(&layer(reuse)).shift_add_bits, want, "reuse {reuse}");
             assert_eq!(layer_features(&layer(reuse)).dsp_products, 0, "reuse {reuse}");
         }

@@ -24,11 +24,11 @@ use std::fmt::Write;
 /// ECP5 LUT4s (nextpnr's `TRELLIS_COMB` after Yosys `synth_ecp5`) per LUT6 of the cost model:
 /// the largest ratio measured on the designs of more than 2,000 LUT4s that `--part`,
 /// `--shift-add` and `--multipliers ecp5-dsp` make, so that the estimate is at or above each
-/// of them: jsc-three-layer at 8 bits fitted to the 45F 1.86 (two designs), at 6 bits on the
-/// 85F 1.26 (128 DSPs) and 1.12 (shift-adds in every layer); jsc-toy at 6 bits 1.57 and 1.82
-/// (doc/hardware.md, "Fitting a part"). Small folded layers run higher (jsc-tiny folded by 4:
-/// 5.6), which matters little to a fit: they are far from filling a part.
-pub const LUT4_PER_ESTIMATED_LUT: f64 = 1.86;
+/// of them: jsc-three-layer at 8 bits fitted to the 45F 2.01 and 1.97 (two designs), at 6 bits
+/// fitted to the 85F 1.21; jsc-toy at 6 bits 1.57 and 1.82 (doc/hardware.md, "Fitting a part").
+/// Small folded layers run higher (jsc-tiny folded by 4: 5.6), which matters little to a fit:
+/// they are far from filling a part.
+pub const LUT4_PER_ESTIMATED_LUT: f64 = 2.01;
 
 /// What a design needs of a part by the cost model.
 #[derive(Clone, Copy, Debug, PartialEq)]

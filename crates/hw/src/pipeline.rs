@@ -25,6 +25,7 @@ use crate::dsp::{ecp5_product, Multipliers};
 use crate::shift_add::{digits, Digit, Products};
 use crate::verilog::{layer_module, lit, part_range, part_wires, requant_shift, Part};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// Nanoseconds of one adder level on the ECP5 fabric, routing included (a carry chain of the
@@ -641,6 +642,9 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     // The valid bit and the terms of every output entering the tree, and (folded) the first
     // and last beat flags.
     type Terms = (String, Vec<Vec<Term>>, Option<(String, String)>);
+    // What each register of a folded layer's valid bit and first beat flag is loaded from, for
+    // the accumulator's copies of them ([`beat_copies`]).
+    let mut beat_inputs: BTreeMap<String, String> = BTreeMap::new();
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
         m.line("  assign in_ready_ahead = en_next;");
@@ -757,6 +761,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                 "    if (rst) {} <= 1'b0; else if (en) begin {} <= {}; {} <= {}; {} <= {}; end",
                 names.0, names.0, prev.0, names.1, prev.1, names.2, prev.2
             ));
+            beat_inputs.insert(names.0.clone(), prev.0.clone());
+            beat_inputs.insert(names.1.clone(), prev.1.clone());
             prev = names;
         }
         let (mul_v, mul_f, mul_l) = prev;
@@ -769,6 +775,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         let counts = count_copies(&mut m, cb, &xv, rom_bits);
         let per = roms.len().div_ceil(counts.len()).max(1);
         let mut nodes: Vec<Vec<Term>> = vec![Vec::new(); n_out];
+        let mut negated = BTreeSet::new();
         for (i, (j, q, ws)) in roms.iter().enumerate() {
             let (j, q) = (*j, *q);
             let t = &mut nodes[j];
@@ -794,9 +801,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                     let (a, b) = (place * xr.lo as i128, place * xr.hi as i128);
                     let width = signed_bits(a.min(b).min(0), a.max(b).max(0));
                     m.reg(&bit, width, true);
-                    let x = select_name(q, j);
-                    let shifted = if i == 0 { x } else { format!("({x} <<< {i})") };
-                    let value = if place < 0 { format!("-{shifted}") } else { shifted };
+                    let x = if place < 0 { negated_select(&mut m, &mut negated, (q, j), xw) } else { select_name(q, j) };
+                    let value = if i == 0 { x } else { format!("({x} <<< {i})") };
                     let e = m.enable();
                     always.push(format!("    if ({e}) {bit} <= {sel}[{i}] ? {value} : {width}'sd0;"));
                     t.push(Term { name: bit, lo: a.min(b).min(0), hi: a.max(b).max(0) });
@@ -826,6 +832,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             m.reg(&nf, 1, false);
             m.reg(&nl, 1, false);
             always.push(format!("    if (en) begin {nf} <= {f}; {nl} <= {l}; end"));
+            beat_inputs.insert(v.clone(), tv.clone());
+            beat_inputs.insert(nf.clone(), f.clone());
             flags = Some((nf, nl));
         }
         tv = v;
@@ -862,6 +870,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         Some((f, l)) => {
             m.reg("acc_v", 1, false);
             always.push(format!("    if (rst) acc_v <= 1'b0; else if (en) acc_v <= {tv} && {l};"));
+            let (vs, fs) = (beat_copies(&mut m, &beat_inputs, &tv, n_out), beat_copies(&mut m, &beat_inputs, f, n_out));
             let s = nodes
                 .iter()
                 .enumerate()
@@ -869,8 +878,9 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                     let name = format!("acc_r{j}");
                     m.reg(&name, tw, true);
                     let e = m.enable();
+                    let (v, f) = (&vs[j / SELECT_GROUP_OUTPUTS], &fs[j / SELECT_GROUP_OUTPUTS]);
                     always.push(format!(
-                        "    if ({e} && {tv}) {name} <= ({f} ? {} : {name}) + {};",
+                        "    if ({e} && {v}) {name} <= ({f} ? {} : {name}) + {};",
                         lit(layer.bias[j], tw),
                         balanced(&names(t))
                     ));
@@ -903,7 +913,7 @@ const XS_CHUNK_BITS: usize = 64;
 /// the lane's input of the cycle). One register for all 64 outputs of jsc-three-layer's first
 /// layer (shift-add products) put its route across the part and Yosys shared its negation
 /// among the outputs' terms: 5.80 and 4.93 ns of routing on one path, 73.6 MHz.
-const SELECT_GROUP_OUTPUTS: usize = 8;
+pub(crate) const SELECT_GROUP_OUTPUTS: usize = 8;
 
 /// The select register of lane `q` that output `j`'s products read: `sel_x{q}` for the first
 /// group of outputs, a copy `sel_x{q}_g{g}` for group `g`.
@@ -912,6 +922,42 @@ fn select_name(q: usize, j: usize) -> String {
         0 => format!("sel_x{q}"),
         g => format!("sel_x{q}_g{g}"),
     }
+}
+
+/// The register `flag` (a folded layer's valid bit or first beat flag as the accumulators read
+/// it) and a copy of it per further group of [`SELECT_GROUP_OUTPUTS`] outputs (`{flag}_g{g}`,
+/// kept apart), each loaded from what `inputs` says `flag` is: one register for the
+/// accumulators of every output reaches each of their bits (the enable and the bias select).
+fn beat_copies(m: &mut Module, inputs: &BTreeMap<String, String>, flag: &str, n_out: usize) -> Vec<String> {
+    let groups = n_out.div_ceil(SELECT_GROUP_OUTPUTS).max(1);
+    let Some(from) = inputs.get(flag) else {
+        return vec![flag.to_string(); groups];
+    };
+    let mut names = vec![flag.to_string()];
+    for g in 1..groups {
+        let name = format!("{flag}_g{g}");
+        m.reg(&name, 1, false);
+        m.line(format!("  (* keep *) always @(posedge clk) if (rst) {name} <= 1'b0; else if (en) {name} <= {from};"));
+        names.push(name);
+    }
+    names
+}
+
+/// The negated select register of lane `q` that output `j`'s sign-bit terms read (`sel_n{q}`,
+/// a copy `sel_n{q}_g{g}` per group of outputs as [`select_name`]), declared and loaded with
+/// the negated input of the cycle at its first use (`made`): the negation's carry chain then
+/// runs from the sample register to one register per group, and the term is a select of it.
+/// Negating the select register in the term instead put the chain, which Yosys shares among
+/// the group's outputs, between two routes across the layer.
+fn negated_select(m: &mut Module, made: &mut BTreeSet<String>, (q, j): (usize, usize), xw: usize) -> String {
+    let name = select_name(q, j).replacen("sel_x", "sel_n", 1);
+    if made.insert(name.clone()) {
+        m.reg(&name, xw as u32 + 1, true);
+        let e = m.enable();
+        let load = format!("if ({e}) {name} <= -$signed(xs[{}:{}]);", (q + 1) * xw - 1, q * xw);
+        m.line(format!("  (* keep *) always @(posedge clk) {load}"));
+    }
+    name
 }
 
 /// Bits of an output FIFO entry that one copy of the enable writes.
