@@ -17,7 +17,7 @@ pub fn manifest(d: &Design) -> Value {
     json!({
         "model": d.model,
         "top": TOP,
-        "handshake": "valid/ready on input and output; a transfer happens on a rising clock edge where both are high; rst is synchronous and active high",
+        "handshake": "valid/ready on input and output; a transfer happens on a rising clock edge where both are high; rst is synchronous and active high; a pipelined design leaves reset a cycle after rst falls, with in_ready low in that cycle",
         // Elements per beat; a convolutional network takes a sample in `beats` beats, one pixel
         // (its channels) each, in raster order.
         "input": port(d.beat_len(), d.input_range()),

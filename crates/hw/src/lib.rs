@@ -21,6 +21,7 @@ pub mod fit;
 pub mod integrity;
 pub mod lower;
 pub mod pipeline;
+pub mod reset;
 pub mod shift_add;
 pub mod simulate;
 pub mod slice;

@@ -31,12 +31,13 @@ pub fn slice_bits(in_bits: usize) -> usize {
 }
 
 /// The slice `s{i}` in a top module between the producer's stream (`valid`, `data`, `bits`
-/// wide) and the consumer's `in_ready_ahead` wire `ahead`: declares and registers `s{i}_v`
-/// and `s{i}_d`, and returns their names.
-pub fn write_slice(o: &mut String, i: usize, (valid, data, bits): (&str, &str, usize), ahead: &str) -> (String, String) {
+/// wide) and the consumer's `in_ready_ahead` wire `ahead`, its valid bit cleared by the
+/// consumer's reset `rst`: declares and registers `s{i}_v` and `s{i}_d`, and returns their
+/// names.
+pub fn write_slice(o: &mut String, i: usize, (valid, data, bits): (&str, &str, usize), ahead: &str, rst: &str) -> (String, String) {
     let (v, d) = (format!("s{i}_v"), format!("s{i}_d"));
     let _ = writeln!(o, "  reg {v};");
     let _ = writeln!(o, "  reg [{}:0] {d};", bits - 1);
-    let _ = writeln!(o, "  always @(posedge clk) begin {v} <= !rst && {valid} && {ahead}; {d} <= {data}; end");
+    let _ = writeln!(o, "  always @(posedge clk) begin {v} <= !{rst} && {valid} && {ahead}; {d} <= {data}; end");
     (v, d)
 }

@@ -391,9 +391,10 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    /// The top module's input, `bits` wide.
-    pub(crate) fn input(bits: usize) -> Stream {
-        Stream { valid: "in_valid".into(), ready: "in_ready".into(), data: "in_data".into(), bits }
+    /// The top module's input, `bits` wide, whose ready is the wire `ready`
+    /// ([`crate::reset::input_ready`]).
+    pub(crate) fn input(bits: usize, ready: String) -> Stream {
+        Stream { valid: "in_valid".into(), ready, data: "in_data".into(), bits }
     }
 
     /// The output of module `u{i}` of a top (`v{i}`, `r{i}`, `d{i}`), `bits` wide.
@@ -411,15 +412,15 @@ impl Stream {
 
 /// The input ports of layer `index` of `d.layers` in a top module, fed by `feed`: through a
 /// register slice ([`crate::slice`]) where the layer has one, whose producer's ready is then
-/// the layer's `in_ready_ahead`.
-pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, feed: &Stream) -> String {
+/// the layer's `in_ready_ahead` and whose reset is the layer's, `rst`.
+pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, feed: &Stream, rst: &str) -> String {
     if !crate::slice::has_slice(d, index) {
         return feed.ports(d.clock_mhz.is_some());
     }
     let a = format!("a{index}");
     let _ = writeln!(o, "  wire {a};");
     let _ = writeln!(o, "  assign {} = {a};", feed.ready);
-    let (sv, sd) = crate::slice::write_slice(o, index, (&feed.valid, &feed.data, feed.bits), &a);
+    let (sv, sd) = crate::slice::write_slice(o, index, (&feed.valid, &feed.data, feed.bits), &a, rst);
     format!(".in_valid({sv}), .in_ready(), .in_data({sd}), .in_ready_ahead({a})")
 }
 
@@ -449,10 +450,18 @@ pub fn top_verilog(d: &Design) -> String {
         widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {
-        let feed = if i == 0 { Stream::input(d.input_len() * iw) } else { Stream::unit(i - 1, widths[i - 1]) };
-        let ports = layer_ports(&mut o, d, i, &feed);
-        let _ =
-            writeln!(o, "  {} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));", layer_module(l));
+        let rst = crate::reset::write_reset(&mut o, d, i);
+        let feed = if i == 0 {
+            Stream::input(d.input_len() * iw, crate::reset::input_ready(&mut o, d, &rst))
+        } else {
+            Stream::unit(i - 1, widths[i - 1])
+        };
+        let ports = layer_ports(&mut o, d, i, &feed, &rst);
+        let _ = writeln!(
+            o,
+            "  {} u{i} (.clk(clk), .rst({rst}), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));",
+            layer_module(l)
+        );
     }
     let _ = writeln!(o, "  assign out_valid = v{};", n - 1);
     let _ = writeln!(o, "  assign r{} = out_ready;", n - 1);

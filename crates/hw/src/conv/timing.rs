@@ -328,7 +328,10 @@ pub struct Timing {
 pub fn timing(d: &Design, samples: usize) -> Timing {
     let mut u = units(d);
     let beats = samples * d.input_beats();
-    let (mut sent, mut got, mut cycle) = (0usize, 0usize, 0u64);
+    // The modules leave their reset a cycle late where they read copies of it: nothing moves
+    // in the cycles before.
+    let start = if crate::reset::has_reset_copies(d) { crate::reset::RESET_LATENCY } else { 0 };
+    let (mut sent, mut got, mut cycle) = (0usize, 0usize, start);
     let (mut first_in, mut first_out, mut last_out) = (None, 0u64, 0u64);
     let limit = 1000 + samples as u64 * (1000 + 64 * d.input_beats() as u64);
     while got < samples && cycle < limit {

@@ -316,13 +316,18 @@ pub fn top_verilog(d: &Design) -> String {
     // The units of the layers after the collector are the last `d.layers.len()`.
     let first_layer = units.len() - d.layers.len();
     for (i, (m, _, is_layer)) in units.iter().enumerate() {
-        let feed = if i == 0 { Stream::input(d.beat_len() * iw) } else { Stream::unit(i - 1, units[i - 1].1) };
+        let rst = crate::reset::write_reset(&mut o, d, i);
+        let feed = if i == 0 {
+            Stream::input(d.beat_len() * iw, crate::reset::input_ready(&mut o, d, &rst))
+        } else {
+            Stream::unit(i - 1, units[i - 1].1)
+        };
         let ports = if i >= first_layer {
-            crate::verilog::layer_ports(&mut o, d, i - first_layer, &feed)
+            crate::verilog::layer_ports(&mut o, d, i - first_layer, &feed, &rst)
         } else {
             feed.ports(d.clock_mhz.is_some() && *is_layer)
         };
-        let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst(rst), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));");
+        let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst({rst}), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));");
     }
     let n = units.len() - 1;
     let _ = writeln!(o, "  assign out_valid = v{n};");
