@@ -410,6 +410,15 @@ impl Stream {
     }
 }
 
+/// The reset module `u{i}` of a top reads ([`crate::reset::write_reset`]) and the stream that
+/// feeds it: the top's input (`input_bits` wide, its ready gated by that reset) for the first
+/// module, else the output of `u{i-1}`, `prev_bits` wide.
+pub(crate) fn unit_feed(o: &mut String, d: &Design, i: usize, input_bits: usize, prev_bits: usize) -> (String, Stream) {
+    let rst = crate::reset::write_reset(o, d, i);
+    let feed = if i == 0 { Stream::input(input_bits, crate::reset::input_ready(o, d, &rst)) } else { Stream::unit(i - 1, prev_bits) };
+    (rst, feed)
+}
+
 /// The input ports of layer `index` of `d.layers` in a top module, fed by `feed`: through a
 /// register slice ([`crate::slice`]) where the layer has one, whose producer's ready is then
 /// the layer's `in_ready_ahead` and whose reset is the layer's, `rst`.
@@ -450,12 +459,7 @@ pub fn top_verilog(d: &Design) -> String {
         widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {
-        let rst = crate::reset::write_reset(&mut o, d, i);
-        let feed = if i == 0 {
-            Stream::input(d.input_len() * iw, crate::reset::input_ready(&mut o, d, &rst))
-        } else {
-            Stream::unit(i - 1, widths[i - 1])
-        };
+        let (rst, feed) = unit_feed(&mut o, d, i, d.input_len() * iw, if i > 0 { widths[i - 1] } else { 0 });
         let ports = layer_ports(&mut o, d, i, &feed, &rst);
         let _ = writeln!(
             o,

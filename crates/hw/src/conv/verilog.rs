@@ -4,7 +4,7 @@
 
 use super::{Stage, Window};
 use crate::design::{Design, Range};
-use crate::verilog::{layer_module, layer_verilog, lit, steps_wires, Stream, TOP};
+use crate::verilog::{layer_module, layer_verilog, lit, steps_wires, TOP};
 use std::fmt::Write;
 
 /// Bits of an unsigned counter holding `0..=n`.
@@ -316,12 +316,7 @@ pub fn top_verilog(d: &Design) -> String {
     // The units of the layers after the collector are the last `d.layers.len()`.
     let first_layer = units.len() - d.layers.len();
     for (i, (m, _, is_layer)) in units.iter().enumerate() {
-        let rst = crate::reset::write_reset(&mut o, d, i);
-        let feed = if i == 0 {
-            Stream::input(d.beat_len() * iw, crate::reset::input_ready(&mut o, d, &rst))
-        } else {
-            Stream::unit(i - 1, units[i - 1].1)
-        };
+        let (rst, feed) = crate::verilog::unit_feed(&mut o, d, i, d.beat_len() * iw, if i > 0 { units[i - 1].1 } else { 0 });
         let ports = if i >= first_layer {
             crate::verilog::layer_ports(&mut o, d, i - first_layer, &feed, &rst)
         } else {
