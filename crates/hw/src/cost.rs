@@ -348,10 +348,15 @@ pub fn estimate_pipelined_layer(layer: &Layer, pipe: &crate::pipeline::Pipelinin
 
 /// The estimate of a design.
 pub fn estimate(design: &Design) -> DesignCost {
-    let mut layers: Vec<LayerCost> = match design.pipelining() {
-        Some(p) => design.layers.iter().map(|l| estimate_pipelined_layer(l, &p)).collect(),
-        None => design.layers.iter().map(estimate_layer).collect(),
-    };
+    let mut layers: Vec<LayerCost> = design
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match design.layer_pipelining(i) {
+            Some(p) => estimate_pipelined_layer(l, &p),
+            None => estimate_layer(l),
+        })
+        .collect();
     // The register slice before a layer: its flip-flops and its cycle ([`crate::slice`]).
     for (i, (c, l)) in layers.iter_mut().zip(&design.layers).enumerate() {
         if crate::slice::has_slice(design, i) {

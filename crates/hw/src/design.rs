@@ -379,9 +379,17 @@ impl Design {
         Ok(self)
     }
 
-    /// How the design is pipelined: its clock and its multipliers; `None` when it is not.
+    /// How the design is pipelined: its clock and its multipliers, for a layer whose output is
+    /// read directly; `None` when it is not pipelined.
     pub fn pipelining(&self) -> Option<crate::pipeline::Pipelining> {
-        self.clock_mhz.map(|clock_mhz| crate::pipeline::Pipelining { clock_mhz, multipliers: self.multipliers })
+        self.clock_mhz.map(|clock_mhz| crate::pipeline::Pipelining { clock_mhz, multipliers: self.multipliers, feeds_slice: false })
+    }
+
+    /// How layer `index` of `self.layers` is pipelined: [`Design::pipelining`], with the
+    /// register slice that its output feeds where the layer after it has one.
+    pub fn layer_pipelining(&self, index: usize) -> Option<crate::pipeline::Pipelining> {
+        let feeds_slice = crate::slice::has_slice(self, index + 1);
+        self.pipelining().map(|p| crate::pipeline::Pipelining { feeds_slice, ..p })
     }
 
     /// Cycles from accepting a sample to presenting layer `layer`'s result: its schedule at

@@ -96,9 +96,9 @@ pub fn emit(d: &Design, dir: &Path) -> Result<Value> {
         write(&format!("rtl/{f}"), &crate::conv::verilog::collector_verilog(last.out_channels(), h * w, last.output()))?;
         files.push(format!("rtl/{f}"));
     }
-    for l in &d.layers {
+    for (i, l) in d.layers.iter().enumerate() {
         let f = format!("{}.v", layer_module(l));
-        write(&format!("rtl/{f}"), &layer_verilog(l, d.pipelining()))?;
+        write(&format!("rtl/{f}"), &layer_verilog(l, d.layer_pipelining(i)))?;
         files.push(format!("rtl/{f}"));
     }
     if d.multipliers == crate::dsp::Multipliers::Ecp5Dsp {

@@ -266,15 +266,13 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
 /// The free linear layers of `design` (pipelined; none otherwise) with what shift-add
 /// products at their reuse factor save against `e`, the design's estimate.
 fn shift_add_candidates(design: &Design, e: &DesignCost, fixed: &[String]) -> Vec<Candidate> {
-    let Some(pipe) = design.pipelining() else {
-        return Vec::new();
-    };
     design
         .layers
         .iter()
         .enumerate()
         .filter(|(_, l)| !fixed.contains(&l.node) && !l.is_popcount())
-        .map(|(index, l)| {
+        .filter_map(|(index, l)| design.layer_pipelining(index).map(|pipe| (index, l, pipe)))
+        .map(|(index, l, pipe)| {
             let mut l = l.clone();
             l.products = crate::Products::ShiftAdd;
             let c = estimate_pipelined_layer(&l, &pipe);

@@ -402,10 +402,10 @@ impl Stream {
         Stream { valid: format!("v{i}"), ready: format!("r{i}"), data: format!("d{i}"), bits }
     }
 
-    /// The input ports of a module it feeds directly; a pipelined layer's `in_ready_ahead`
-    /// (`pipelined_layer`) is left open.
+    /// The input ports of a module it feeds directly; a pipelined layer's readies ahead
+    /// (`pipelined_layer`) are left open.
     pub(crate) fn ports(&self, pipelined_layer: bool) -> String {
-        let ahead = if pipelined_layer { ", .in_ready_ahead()" } else { "" };
+        let ahead = if pipelined_layer { ", .in_ready_ahead_idle(), .in_ready_ahead_valid()" } else { "" };
         format!(".in_valid({}), .in_ready({}), .in_data({}){ahead}", self.valid, self.ready, self.data)
     }
 }
@@ -420,17 +420,38 @@ pub(crate) fn unit_feed(o: &mut String, d: &Design, i: usize, input_bits: usize,
 }
 
 /// The input ports of layer `index` of `d.layers` in a top module, fed by `feed`: through a
-/// register slice ([`crate::slice`]) where the layer has one, whose producer's ready is then
-/// the layer's `in_ready_ahead` and whose reset is the layer's, `rst`.
+/// register slice ([`crate::slice`]) where the layer has one, whose producer's readies are
+/// then the layer's readies ahead and whose reset is the layer's, `rst`.
 pub(crate) fn layer_ports(o: &mut String, d: &Design, index: usize, feed: &Stream, rst: &str) -> String {
     if !crate::slice::has_slice(d, index) {
         return feed.ports(d.clock_mhz.is_some());
     }
-    let a = format!("a{index}");
-    let _ = writeln!(o, "  wire {a};");
-    let _ = writeln!(o, "  assign {} = {a};", feed.ready);
-    let (sv, sd) = crate::slice::write_slice(o, index, (&feed.valid, &feed.data, feed.bits), &a, rst);
-    format!(".in_valid({sv}), .in_ready(), .in_data({sd}), .in_ready_ahead({a})")
+    let ahead = (format!("a{index}_idle"), format!("a{index}_valid"));
+    let _ = writeln!(o, "  wire {}, {};", ahead.0, ahead.1);
+    let _ = writeln!(o, "  assign {} = {};", feed.ready, ahead.0);
+    let _ = writeln!(o, "  assign {} = {};", popped_ready(&feed.ready), ahead.1);
+    let (sv, sd) = crate::slice::write_slice(o, index, (&feed.valid, &feed.data, feed.bits), (&ahead.0, &ahead.1), rst);
+    format!(".in_valid({sv}), .in_ready(), .in_data({sd}), .in_ready_ahead_idle({}), .in_ready_ahead_valid({})", ahead.0, ahead.1)
+}
+
+/// The wire of a producer's `out_ready_popped` beside its `out_ready` wire `ready`.
+fn popped_ready(ready: &str) -> String {
+    format!("{ready}_popped")
+}
+
+/// Declares the output stream of module `u{i}` of a top (`v{i}`, `r{i}`, `d{i}`, `bits` wide,
+/// and `r{i}_popped` when it `feeds_slice`) and returns the module's output ports.
+pub(crate) fn unit_output(o: &mut String, i: usize, bits: usize, feeds_slice: bool) -> String {
+    let s = Stream::unit(i, bits);
+    let popped = popped_ready(&s.ready);
+    if feeds_slice {
+        let _ = writeln!(o, "  wire {}, {}, {popped};", s.valid, s.ready);
+    } else {
+        let _ = writeln!(o, "  wire {}, {};", s.valid, s.ready);
+    }
+    let _ = writeln!(o, "  wire [{}:0] {};", bits - 1, s.data);
+    let popped_port = if feeds_slice { format!(", .out_ready_popped({popped})") } else { String::new() };
+    format!(".out_valid({}), .out_ready({}){popped_port}, .out_data({})", s.valid, s.ready, s.data)
 }
 
 /// The top module: the layers in a chain, the handshake of each feeding the next.
@@ -452,20 +473,16 @@ pub fn top_verilog(d: &Design) -> String {
     let _ = writeln!(o, ");");
     let n = d.layers.len();
     let mut widths = Vec::new();
+    let mut outputs = Vec::new();
     for (i, l) in d.layers.iter().enumerate() {
         let w = l.output().width() as usize * l.out_features;
-        let _ = writeln!(o, "  wire v{i}, r{i};");
-        let _ = writeln!(o, "  wire [{}:0] d{i};", w - 1);
+        outputs.push(unit_output(&mut o, i, w, crate::slice::has_slice(d, i + 1)));
         widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {
         let (rst, feed) = unit_feed(&mut o, d, i, d.input_len() * iw, if i > 0 { widths[i - 1] } else { 0 });
         let ports = layer_ports(&mut o, d, i, &feed, &rst);
-        let _ = writeln!(
-            o,
-            "  {} u{i} (.clk(clk), .rst({rst}), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));",
-            layer_module(l)
-        );
+        let _ = writeln!(o, "  {} u{i} (.clk(clk), .rst({rst}), {ports}, {});", layer_module(l), outputs[i]);
     }
     let _ = writeln!(o, "  assign out_valid = v{};", n - 1);
     let _ = writeln!(o, "  assign r{} = out_ready;", n - 1);

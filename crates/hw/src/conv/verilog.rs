@@ -309,12 +309,15 @@ pub fn top_verilog(d: &Design) -> String {
     for l in &d.layers {
         units.push((layer_module(l), l.out_features * l.output().width() as usize, true));
     }
-    for (i, (_, w, _)) in units.iter().enumerate() {
-        let _ = writeln!(o, "  wire v{i}, r{i};");
-        let _ = writeln!(o, "  wire [{}:0] d{i};", w - 1);
-    }
     // The units of the layers after the collector are the last `d.layers.len()`.
     let first_layer = units.len() - d.layers.len();
+    let outputs: Vec<String> = units
+        .iter()
+        .enumerate()
+        .map(|(i, (_, w, _))| {
+            crate::verilog::unit_output(&mut o, i, *w, i >= first_layer && crate::slice::has_slice(d, i - first_layer + 1))
+        })
+        .collect();
     for (i, (m, _, is_layer)) in units.iter().enumerate() {
         let (rst, feed) = crate::verilog::unit_feed(&mut o, d, i, d.beat_len() * iw, if i > 0 { units[i - 1].1 } else { 0 });
         let ports = if i >= first_layer {
@@ -322,7 +325,7 @@ pub fn top_verilog(d: &Design) -> String {
         } else {
             feed.ports(d.clock_mhz.is_some() && *is_layer)
         };
-        let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst({rst}), {ports}, .out_valid(v{i}), .out_ready(r{i}), .out_data(d{i}));");
+        let _ = writeln!(o, "  {m} u{i} (.clk(clk), .rst({rst}), {ports}, {});", outputs[i]);
     }
     let n = units.len() - 1;
     let _ = writeln!(o, "  assign out_valid = v{n};");
