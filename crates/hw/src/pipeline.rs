@@ -1102,7 +1102,17 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize, feeds_slice: 
     }
     let step = |p: &str| format!("{p} <= {p} == {pw}'d{} ? {pw}'d0 : {p} + {pw}'d1;", e - 1);
     // The copies of the pointers (the first chunk's are `ob_rd` and `ob_wr`, below).
-    let copies = pointers[1..].iter().zip(&reads[1..]).map(|(p, r)| (p, r.as_str())).chain(writes[1..].iter().map(|p| (p, "ob_w")));
+    // Each chunk's entries are written on a copy of the enable of its own (replicated), and
+    // its write pointer moves on the write of that copy (`ob_w_c{c}`): one write for all
+    // reached the write pointer copies of every chunk, and its gate, placed among them, sat
+    // between two routes across the layer (the critical path at 96.3 MHz of jsc-three-layer,
+    // 3.83 and 3.57 ns of routing from the last valid bit through it to the count).
+    let chunk_enables: Vec<String> = chunks.iter().map(|_| m.enable()).collect();
+    let chunk_writes: Vec<String> = (0..chunks.len()).map(|c| copy("ob_w", c)).collect();
+    for (w, ec) in chunk_writes.iter().zip(&chunk_enables).skip(1) {
+        m.line(format!("  wire {w} = {yv} && {ec};"));
+    }
+    let copies = pointers[1..].iter().zip(&reads[1..]).chain(writes[1..].iter().zip(&chunk_writes[1..]));
     for (ptr, moves) in copies {
         m.line(format!("  reg [{}:0] {ptr};", pw - 1));
         m.line(format!("  (* keep *) always @(posedge clk) if (rst) {ptr} <= {pw}'d0; else if ({moves}) {}", step(ptr)));
@@ -1125,8 +1135,7 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize, feeds_slice: 
     // so a cycle without a result writes an entry nothing reads, and no chunk's write waits
     // for the valid bit's net, which would reach every chunk (jsc-toy's critical path, 4.33 ns
     // of routing from the last valid bit to an entry).
-    for (&(lo, hi), wr) in chunks.iter().zip(&writes) {
-        let ec = m.enable();
+    for ((&(lo, hi), wr), ec) in chunks.iter().zip(&writes).zip(&chunk_enables) {
         m.line(format!("  always @(posedge clk) if ({ec}) case ({wr})"));
         for k in 0..e {
             let label = if k + 1 == e { "default".to_string() } else { format!("{pw}'d{k}") };
