@@ -388,7 +388,7 @@ impl Design {
     /// How layer `index` of `self.layers` is pipelined: [`Design::pipelining`], with the
     /// register slice that its output feeds where the layer after it has one.
     pub fn layer_pipelining(&self, index: usize) -> Option<crate::pipeline::Pipelining> {
-        let feeds_slice = crate::slice::has_slice(self, index + 1);
+        let feeds_slice = crate::slice::feeds_slice(self, index);
         self.pipelining().map(|p| crate::pipeline::Pipelining { feeds_slice, ..p })
     }
 

@@ -1100,8 +1100,6 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize, feeds_slice: 
     } else {
         m.line("  wire ob_p = ob_th[0] && out_ready;");
     }
-    let step = |p: &str| format!("{p} <= {p} == {pw}'d{} ? {pw}'d0 : {p} + {pw}'d1;", e - 1);
-    // The copies of the pointers (the first chunk's are `ob_rd` and `ob_wr`, below).
     // Each chunk's entries are written on a copy of the enable of its own (replicated), and
     // its write pointer moves on the write of that copy (`ob_w_c{c}`): one write for all
     // reached the write pointer copies of every chunk, and its gate, placed among them, sat
@@ -1112,6 +1110,8 @@ fn output_fifo(m: &mut Module, yv: &str, bits: usize, lead: usize, feeds_slice: 
     for (w, ec) in chunk_writes.iter().zip(&chunk_enables).skip(1) {
         m.line(format!("  wire {w} = {yv} && {ec};"));
     }
+    // The copies of the pointers (the first chunk's are `ob_rd` and `ob_wr`, below).
+    let step = |p: &str| format!("{p} <= {p} == {pw}'d{} ? {pw}'d0 : {p} + {pw}'d1;", e - 1);
     let copies = pointers[1..].iter().zip(&reads[1..]).chain(writes[1..].iter().zip(&chunk_writes[1..]));
     for (ptr, moves) in copies {
         m.line(format!("  reg [{}:0] {ptr};", pw - 1));

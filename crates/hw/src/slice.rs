@@ -28,6 +28,11 @@ pub fn has_slice(d: &Design, index: usize) -> bool {
     d.clock_mhz.is_some() && index > 0 && index < d.layers.len()
 }
 
+/// Whether layer `index` of `d.layers` feeds a register slice: the layer after it has one.
+pub fn feeds_slice(d: &Design, index: usize) -> bool {
+    has_slice(d, index + 1)
+}
+
 /// Flip-flops of the slice before a layer of `in_bits` input bits: the data and the valid bit.
 pub fn slice_bits(in_bits: usize) -> usize {
     in_bits + 1

@@ -476,7 +476,7 @@ pub fn top_verilog(d: &Design) -> String {
     let mut outputs = Vec::new();
     for (i, l) in d.layers.iter().enumerate() {
         let w = l.output().width() as usize * l.out_features;
-        outputs.push(unit_output(&mut o, i, w, crate::slice::has_slice(d, i + 1)));
+        outputs.push(unit_output(&mut o, i, w, crate::slice::feeds_slice(d, i)));
         widths.push(w);
     }
     for (i, l) in d.layers.iter().enumerate() {

@@ -314,9 +314,7 @@ pub fn top_verilog(d: &Design) -> String {
     let outputs: Vec<String> = units
         .iter()
         .enumerate()
-        .map(|(i, (_, w, _))| {
-            crate::verilog::unit_output(&mut o, i, *w, i >= first_layer && crate::slice::has_slice(d, i - first_layer + 1))
-        })
+        .map(|(i, (_, w, _))| crate::verilog::unit_output(&mut o, i, *w, i >= first_layer && crate::slice::feeds_slice(d, i - first_layer)))
         .collect();
     for (i, (m, _, is_layer)) in units.iter().enumerate() {
         let (rst, feed) = crate::verilog::unit_feed(&mut o, d, i, d.beat_len() * iw, if i > 0 { units[i - 1].1 } else { 0 });
