@@ -52,6 +52,7 @@ pub(crate) const CLI_PASSES: &[CliPassInfo] = &[CliPassInfo {
         key("estimate.ffs", "count", "flip-flops"),
         key("estimate.dsps", "count", "DSP blocks"),
         key("estimate.fmax_mhz", "MHz", "post-route clock on an ECP5 by the delay model (null: not pipelined)"),
+        key("estimate.lut4", "count", "ECP5 LUT4s of Yosys synth_ecp5 before placement by the LUT4 model (null unless pipelined with --multipliers ecp5-dsp)"),
     ],
 }];
 
@@ -284,6 +285,9 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
         n("ffs"),
         n("dsps")
     ));
+    if let Some(n) = est["lut4"].as_f64() {
+        lines.push(format!("  estimate of the ECP5 LUT4s ({}): {n:.0}", mase_hw::cost::LUT4_MODEL));
+    }
     if let Some(f) = est["fmax_mhz"].as_f64() {
         lines.push(format!("  estimate of the ECP5 clock (delay model): {f:.1} MHz"));
     }

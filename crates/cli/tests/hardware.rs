@@ -150,31 +150,35 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     }
     // Fitted to the LFE5U-85F with multipliers in MULT18X18Ds: with multipliers only, every
     // layer would be folded to one multiplier per output (64 + 32 + 32 + 5 = 133 DSPs,
-    // interval 64); with shift-adds in LUTs every layer folded by 16 fits (interval 16), and of
-    // the sets of shift-add layers that fit, the second and third layers' uses the least of
-    // the part (74 of 156 DSPs: the first layer's 64 lanes and the last's 10; about half of
-    // the LUTs), bit-exact under back-pressure.
+    // interval 64); with shift-adds in LUTs every layer folded by 8 fits (interval 8): the
+    // first three layers' (20 of 156 DSPs, the last layer's; about 52,000 of the 62,730 LUT4s
+    // three quarters of the part allow, by the LUT4 model), bit-exact under back-pressure.
     let fit = ["--clock-mhz", "200", "--multipliers", "ecp5-dsp"];
     let out = root.join("rtl_fit");
     let e = ch_json(&[&["emit", "--load", &q, "-o", out.to_str().unwrap(), "--part", "ecp5-85f"][..], &fit].concat(), &root);
     assert_eq!(
         (e["fit"]["part"].as_str(), e["fit"]["dsps"].as_u64(), e["fit"]["available"]["dsps"].as_u64()),
-        (Some("LFE5U-85F"), Some(74), Some(156)),
+        (Some("LFE5U-85F"), Some(20), Some(156)),
         "{e}"
     );
-    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_2", "seq_blocks_4"]), "{e}");
-    assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(74.0));
+    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_2", "seq_blocks_4"]), "{e}");
+    assert_eq!(e["manifest"]["estimate"]["dsps"].as_f64(), Some(20.0));
+    // The fit's LUT4s are the LUT4 model's (Yosys's count before placement) times the
+    // placement's 1.35.
+    let lut4 = e["manifest"]["estimate"]["lut4"].as_f64().unwrap();
+    assert_eq!(e["fit"]["luts"].as_f64(), Some((lut4 * mase_hw::fit::PLACED_PER_SYNTHESIZED_LUT4).round()), "{e}");
     // The part is recorded, for `ch synth --target ecp5` to place the design on.
     assert_eq!(e["manifest"]["part"], "LFE5U-85F");
     let layers = e["manifest"]["layers"].as_array().unwrap();
     let reuse: Vec<u64> = layers.iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
-    assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![16, 16, 16, 16], Some(16)));
+    assert_eq!((reuse, e["manifest"]["initiation_interval"].as_u64()), (vec![8, 8, 8, 8], Some(8)));
     let products: Vec<&str> = layers.iter().map(|l| l["products"].as_str().unwrap()).collect();
-    assert_eq!(products, ["multipliers", "shift-add", "shift-add", "multipliers"]);
+    assert_eq!(products, ["shift-add", "shift-add", "shift-add", "multipliers"]);
     let s = ch_json(&["simulate", out.to_str().unwrap(), "--data-dir", d, "--samples", "100", "--stall-seed", "5"], &root);
     assert_eq!((s["mismatches"].as_u64(), s["samples"].as_u64()), (Some(0), Some(100)), "{s}");
     // Within three quarters of the 45F (54 of its 72 DSPs, the default fill): the first two
-    // layers as shift-adds, all but the first folded by 32; within all of it, interval 16.
+    // layers as shift-adds, all but the first folded by 32; within all of it, interval 16 with
+    // the first three as shift-adds.
     let e =
         ch_json(&[&["emit", "--load", &q, "-o", root.join("rtl_fit45").to_str().unwrap(), "--part", "ecp5-45f"][..], &fit].concat(), &root);
     let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
@@ -184,11 +188,12 @@ fn emit_then_simulate_is_bit_exact_unrolled_and_folded() {
     let full = ["--part", "ecp5-45f", "--fill", "100"];
     let e = ch_json(&[&["emit", "--load", &q, "-o", root.join("rtl_fit45_full").to_str().unwrap()][..], &full, &fit].concat(), &root);
     let reuse: Vec<u64> = e["manifest"]["layers"].as_array().unwrap().iter().map(|l| l["reuse_factor"].as_u64().unwrap()).collect();
-    assert_eq!((e["fit"]["dsps"].as_u64(), reuse, e["fit"]["fill_percent"].as_u64()), (Some(64), vec![16, 16, 16, 16], Some(100)), "{e}");
+    assert_eq!((e["fit"]["dsps"].as_u64(), reuse, e["fit"]["fill_percent"].as_u64()), (Some(10), vec![16, 16, 16, 16], Some(100)), "{e}");
+    assert_eq!(e["fit"]["shift_add"], serde_json::json!(["seq_blocks_0", "seq_blocks_2", "seq_blocks_4"]), "{e}");
     for (args, want) in [
         (
             &["--part", "ecp5-25f"][..],
-            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 21 (112 over); with shift-add products in every free layer, about 28894 LUT4s of 18216 (10678 over) (the limits are 75 % of the part's 28 DSPs and 24288 LUT4s, `--fill`)",
+            "error: the design does not fit the LFE5U-25F: with every free layer folded as far as it goes, it needs 133 DSPs of 21 (112 over) and about 23925 LUT4s of 18216 (5709 over); with shift-add products in every free layer, about 30042 LUT4s of 18216 (11826 over) (the limits are 75 % of the part's 28 DSPs and 24288 LUT4s, `--fill`)",
         ),
         (&["--part", "ecp5-45f", "--fill", "0"][..], "error: --fill `0`: expected a share of the part in percent, 1 to 100, not 0"),
         (&["--fill", "80"][..], "error: --fill `80`: a fill is a share of the part that --part names; give --part too"),

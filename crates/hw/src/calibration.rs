@@ -132,3 +132,45 @@ pub fn design(index: usize) -> Design {
         part: None,
     }
 }
+
+/// How a matrix layer is built for the ECP5 calibration ([`ecp5_design`]): the two kinds of
+/// products that `ch emit --clock-mhz 200 --multipliers ecp5-dsp` (and `--part`) write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ecp5Products {
+    /// Every product in an instantiated `MULT18X18D`.
+    Dsp,
+    /// Every product as shift-adds of the weight's digits in LUTs ([`crate::shift_add`]).
+    ShiftAdd,
+}
+
+impl Ecp5Products {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ecp5Products::Dsp => "dsp",
+            Ecp5Products::ShiftAdd => "shift_add",
+        }
+    }
+}
+
+/// The clock the ECP5 calibration designs are pipelined for, in MHz.
+pub const ECP5_CLOCK_MHZ: f64 = 200.0;
+
+/// The ECP5 calibration cases: every case of [`MATRIX`] with each kind of products, case
+/// `2 i` with DSPs and `2 i + 1` with shift-adds.
+pub fn ecp5_cases() -> Vec<(usize, Ecp5Products)> {
+    (0..MATRIX.len()).flat_map(|i| [(i, Ecp5Products::Dsp), (i, Ecp5Products::ShiftAdd)]).collect()
+}
+
+/// Case `index` of [`MATRIX`] pipelined for [`ECP5_CLOCK_MHZ`] with instantiated multipliers,
+/// its products as `products` says.
+pub fn ecp5_design(index: usize, products: Ecp5Products) -> Design {
+    let mut d = design(index);
+    d.clock_mhz = Some(ECP5_CLOCK_MHZ);
+    d.multipliers = crate::dsp::Multipliers::Ecp5Dsp;
+    if products == Ecp5Products::ShiftAdd {
+        for l in &mut d.layers {
+            l.products = crate::Products::ShiftAdd;
+        }
+    }
+    d
+}

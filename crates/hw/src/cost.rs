@@ -3,7 +3,10 @@
 //! `synth_xilinx` (7-series, [`crate::synth::SynthTarget::Xilinx`]) on the calibration matrix of
 //! [`crate::calibration`]; latency and initiation interval are the design's own schedule
 //! ([`Layer::latency`], [`Layer::initiation_interval`]), which simulation confirms cycle for
-//! cycle. The model, its features and its measured error are in doc/hardware.md ("Cost model").
+//! cycle. For a design pipelined with instantiated multipliers, a second model gives the ECP5
+//! LUT4s of Yosys's `synth_ecp5` ([`lut4_regressors`], calibrated on
+//! [`crate::calibration::ecp5_cases`]). The models, their features and their measured errors
+//! are in doc/hardware.md ("Cost model").
 
 use crate::design::{signed_bits, Design, Layer};
 use serde::Serialize;
@@ -11,6 +14,10 @@ use std::collections::BTreeSet;
 
 /// What the model estimates: Yosys 0.23's `synth_xilinx -flatten -noiopad` (7-series LUT6).
 pub const MODEL: &str = "cost model of Yosys 0.23 synth_xilinx (7-series)";
+
+/// What the LUT4 figure ([`DesignCost::lut4`]) estimates: Yosys 0.23's `synth_ecp5` LUT4s
+/// (a `LUT4`, or two per carry cell), before placement.
+pub const LUT4_MODEL: &str = "cost model of Yosys 0.23 synth_ecp5 (ECP5 LUT4)";
 
 /// What the model reads from one layer: counts and widths of the RTL that `verilog.rs` writes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -227,6 +234,54 @@ pub fn lut_regressors(f: &LayerFeatures) -> [f64; LUT_TERMS] {
 /// calibrate_cost`).
 pub const LUT_COEFFICIENTS: [f64; LUT_TERMS] = [0.4174, 0.2320, 0.9043, 1.305, -0.4133, 46.21];
 
+/// Number of ECP5 LUT4 regressors.
+pub const LUT4_TERMS: usize = 6;
+
+/// The ECP5 LUT4 regressors of `layer` pipelined as `pipe` says (`rtl` its Verilog), in the
+/// order of [`LUT4_COEFFICIENTS`], counted from the RTL as written:
+///
+/// - `adder_bits`: the adder tree's adders ([`crate::pipeline::LayerRtl::tree_adder_bits`])
+///   and the adds of the affines among the steps (a batch norm in affine form: an adder per
+///   element at the affine's output width), a carry cell per two bits;
+/// - `step_bits`: as in [`lut_regressors`], the rescale of the inputs and the steps after the
+///   sums;
+/// - `rom_bits`: folded, the weight registers loaded from a case on the cycle counter, times
+///   `ceil(R / 16)` (a LUT4 holds 16 entries of one bit);
+/// - `select_bits`: folded, the sample's lanes (`K` times the product input's width), shifted
+///   or loaded each cycle;
+/// - `fifo_bits`: the output FIFO's entries, read through a multiplexer;
+/// - 1.
+pub fn lut4_regressors(layer: &Layer, rtl: &crate::pipeline::LayerRtl) -> [f64; LUT4_TERMS] {
+    let f = layer_features(layer);
+    let r = layer.reuse.max(1);
+    let step_bits = lut_regressors(&f)[2];
+    let (rom_bits, select_bits) =
+        if r > 1 { ((rtl.rom_bits * r.div_ceil(16)) as f64, (f.in_features as u32 * f.product_input_width) as f64) } else { (0.0, 0.0) };
+    let adder_bits = rtl.tree_adder_bits
+        + affine_adder_bits(&layer.pre, layer.input, f.in_features)
+        + affine_adder_bits(&layer.post, layer.acc, f.out_features);
+    [adder_bits as f64, step_bits, rom_bits, select_bits, rtl.fifo_bits as f64, 1.0]
+}
+
+/// Bits of the adders of the affines among `steps` (on a stream of `len` elements of range
+/// `from`): each element adds its channel's constant at the affine's output width.
+fn affine_adder_bits(steps: &[crate::Step], from: crate::Range, len: usize) -> usize {
+    let mut r = from;
+    let mut bits = 0;
+    for s in steps {
+        r = s.range(r);
+        if matches!(s, crate::Step::Affine { .. }) {
+            bits += len * r.width() as usize;
+        }
+    }
+    bits
+}
+
+/// LUT4s per unit of each regressor of [`lut4_regressors`], fitted by least relative squares to
+/// the ECP5 calibration data (`crates/hw/calibration/ecp5.csv`, Yosys 0.23 `synth_ecp5`,
+/// `cargo run -p mase-hw --example calibrate_cost -- fit ecp5 crates/hw/calibration/ecp5.csv`).
+pub const LUT4_COEFFICIENTS: [f64; LUT4_TERMS] = [1.016, 1.733, 0.7751, 2.104, 0.9524, -2.121];
+
 /// Flip-flops per output register bit and per folded state register bit (synthesis drops bits
 /// that never change, such as a relu's sign bit, and DSP48s absorb some).
 pub const FF_COEFFICIENTS: [f64; 2] = [0.8946, 0.9150];
@@ -245,6 +300,10 @@ pub struct LayerCost {
     pub register_bits: usize,
     /// Register bits that pipelining added (0 without a clock).
     pub registers_added: usize,
+    /// ECP5 LUT4s (Yosys `synth_ecp5`) of a layer pipelined with instantiated multipliers
+    /// ([`lut4_regressors`]); `None` for other layers, which the LUT4 model does not cover.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lut4: Option<f64>,
     pub features: LayerFeatures,
 }
 
@@ -276,6 +335,10 @@ pub struct DesignCost {
     pub dsps: f64,
     /// The post-route clock on an ECP5 by the delay model ([`fmax_estimate_mhz`]).
     pub fmax_mhz: Option<f64>,
+    /// ECP5 LUT4s of the layers ([`LayerCost::lut4`]), when every layer has the figure and the
+    /// design has no streaming stages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lut4: Option<f64>,
     pub latency_cycles: usize,
     pub ii: usize,
     pub layers: Vec<LayerCost>,
@@ -318,6 +381,7 @@ pub fn estimate_layer(layer: &Layer) -> LayerCost {
         ii: layer.initiation_interval(),
         register_bits: f.output_register_bits + f.state_register_bits,
         registers_added: 0,
+        lut4: None,
         features: f,
     }
 }
@@ -334,6 +398,10 @@ pub fn estimate_pipelined_layer(layer: &Layer, pipe: &crate::pipeline::Pipelinin
     // Instantiated multipliers are counted as written: one DSP each.
     if pipe.multipliers.instantiated() {
         c.dsps = rtl.dsps as f64;
+        if !layer.is_popcount() {
+            let x = lut4_regressors(layer, &rtl);
+            c.lut4 = Some(x.iter().zip(LUT4_COEFFICIENTS).map(|(x, k)| x * k).sum::<f64>().max(0.0).round());
+        }
     }
     // Shift-add products: the adders that sum their terms, as written.
     if layer.products == crate::Products::ShiftAdd {
@@ -374,6 +442,7 @@ pub fn estimate(design: &Design) -> DesignCost {
         luts: layers.iter().map(|l| l.luts).sum::<f64>() + stages.iter().map(|s| s.luts).sum::<f64>(),
         ffs: layers.iter().map(|l| l.ffs).sum::<f64>() + stages.iter().map(|s| s.ffs).sum::<f64>(),
         dsps: layers.iter().map(|l| l.dsps).sum::<f64>() + stages.iter().map(|s| s.dsps).sum::<f64>(),
+        lut4: if stages.is_empty() { layers.iter().map(|l| l.lut4).sum() } else { None },
         stages,
         latency_cycles: design.latency(),
         ii: design.initiation_interval(),

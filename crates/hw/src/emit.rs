@@ -31,7 +31,7 @@ pub fn manifest(d: &Design) -> Value {
         "part": d.part,
         "register_bits": est.layers.iter().map(|e| e.register_bits).sum::<usize>(),
         "registers_added": est.layers.iter().map(|e| e.registers_added).sum::<usize>(),
-        "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz},
+        "estimate": {"model": crate::cost::MODEL, "luts": est.luts, "ffs": est.ffs, "dsps": est.dsps, "fmax_mhz": est.fmax_mhz, "lut4": est.lut4},
         "stages": d.stages.iter().zip(&est.stages).map(|(s, e)| {
             let mut v = crate::conv::stage_json(s);
             v["estimate"] = json!({"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps});
@@ -57,9 +57,15 @@ pub fn manifest(d: &Design) -> Value {
             "pipeline": d.pipelining().map(|p| crate::pipeline::schedule(l, &p)),
             "register_bits": e.register_bits,
             "registers_added": e.registers_added,
-            "estimate": {"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps},
+            "estimate": layer_estimate(e),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// A layer's estimate in the manifest: the cost model's LUTs, flip-flops and DSPs, and the
+/// ECP5 LUT4 model's figure (null where it has none).
+fn layer_estimate(e: &crate::cost::LayerCost) -> Value {
+    json!({"luts": e.luts, "ffs": e.ffs, "dsps": e.dsps, "lut4": e.lut4})
 }
 
 /// The element-wise steps of a layer, each with the width and fraction bits of its result.

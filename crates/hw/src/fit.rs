@@ -13,7 +13,7 @@
 //! LUTs' share), as a part full of either routes slower. The targets are tried in
 //! increasing order, and the first design whose estimate fits is the answer, so no design of a
 //! smaller interval fits by the cost model. The DSPs are the cost model's (exact for
-//! instantiated multipliers); the LUTs are its LUT6 figure times [`LUT4_PER_ESTIMATED_LUT`].
+//! instantiated multipliers); the LUTs are its placed LUT4 figure ([`placed_lut4`]).
 
 use crate::cost::{estimate, estimate_pipelined_layer, DesignCost};
 use crate::design::{Design, Layer};
@@ -21,14 +21,28 @@ use crate::ecp5::{Ecp5Part, Resources};
 use crate::error::{HwError, Result};
 use std::fmt::Write;
 
-/// ECP5 LUT4s (nextpnr's `TRELLIS_COMB` after Yosys `synth_ecp5`) per LUT6 of the cost model:
-/// the largest ratio measured on the designs of more than 2,000 LUT4s that `--part`,
-/// `--shift-add` and `--multipliers ecp5-dsp` make, so that the estimate is at or above each
-/// of them: jsc-three-layer at 8 bits fitted to the 45F 2.01 and 1.97 (two designs), at 6 bits
-/// fitted to the 85F 1.21; jsc-toy at 6 bits 1.57 and 1.82 (doc/hardware.md, "Fitting a part").
-/// Small folded layers run higher (jsc-tiny folded by 4: 5.6), which matters little to a fit:
-/// they are far from filling a part.
+/// ECP5 LUT4s (nextpnr's `TRELLIS_COMB` after Yosys `synth_ecp5`) per LUT6 of the cost model,
+/// for a design or layer without the model's LUT4 figure (not pipelined with instantiated
+/// multipliers): the largest ratio measured on the designs of more than 2,000 LUT4s that
+/// `--part`, `--shift-add` and `--multipliers ecp5-dsp` made before the LUT4 model, so that
+/// the estimate is at or above each of them (jsc-three-layer at 8 bits fitted to the 45F 2.01
+/// and 1.97, at 6 bits fitted to the 85F 1.21; jsc-toy at 6 bits 1.57 and 1.82).
 pub const LUT4_PER_ESTIMATED_LUT: f64 = 2.01;
+
+/// Placed LUT4s (nextpnr-ecp5's `TRELLIS_COMB`) per LUT4 of Yosys's netlist (a `LUT4`, or
+/// two per carry cell `CCU2C`): placement adds cells to start and split carry chains. The
+/// largest ratio measured on the designs of the README's ECP5 tables, so that a placed
+/// estimate is at or above each: jsc-toy with shift-add products 1.35, jsc-tiny unrolled
+/// 1.33, folded by 4 1.20, jsc-three-layer at 6 bits fitted to the 85F 1.24, at 8 bits to
+/// the 45F 1.13.
+pub const PLACED_PER_SYNTHESIZED_LUT4: f64 = 1.35;
+
+/// The LUT4s an estimate says placement uses: the LUT4 model's figure times
+/// [`PLACED_PER_SYNTHESIZED_LUT4`] when it has one, else its LUT6 figure times
+/// [`LUT4_PER_ESTIMATED_LUT`].
+pub fn placed_lut4(lut4: Option<f64>, luts: f64) -> f64 {
+    lut4.map_or(luts * LUT4_PER_ESTIMATED_LUT, |n| n * PLACED_PER_SYNTHESIZED_LUT4)
+}
 
 /// What a design needs of a part by the cost model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,12 +55,12 @@ impl Need {
     /// The design's DSPs and LUT4s by the cost model.
     pub fn of(design: &Design) -> Need {
         let e = estimate(design);
-        Need::from_estimate(e.dsps, e.luts)
+        Need::from_estimate(e.dsps, placed_lut4(e.lut4, e.luts))
     }
 
-    /// The need of an estimate of `dsps` DSPs and `luts` LUT6s.
+    /// The need of an estimate of `dsps` DSPs and `luts` placed LUT4s.
     pub fn from_estimate(dsps: f64, luts: f64) -> Need {
-        Need { dsps: dsps.round().max(0.0) as u64, luts: (luts * LUT4_PER_ESTIMATED_LUT).round().max(0.0) as u64 }
+        Need { dsps: dsps.round().max(0.0) as u64, luts: luts.round().max(0.0) as u64 }
     }
 
     /// The larger of the shares of the part's DSPs and LUTs it needs, in thousandths (rounded
@@ -91,8 +105,8 @@ pub struct Fitted {
 pub const MAX_SHIFT_ADD_CANDIDATES: usize = 16;
 
 /// A free linear layer that could take shift-add products: its index in the design's layers,
-/// and the DSPs and LUT6s the cost model says it saves with them (negative LUTs: it costs
-/// LUTs).
+/// and the DSPs and placed LUT4s ([`placed_lut4`]) the cost model says it saves with them
+/// (negative LUTs: it costs LUTs).
 #[derive(Clone, Debug)]
 struct Candidate {
     index: usize,
@@ -103,7 +117,7 @@ struct Candidate {
 /// What the design of estimate `e` needs with the layers of `chosen` given shift-add products.
 fn need_with(e: &DesignCost, chosen: &[&Candidate]) -> Need {
     let dsps = e.dsps - chosen.iter().map(|c| c.dsps_saved).sum::<f64>();
-    let luts = e.luts - chosen.iter().map(|c| c.luts_saved).sum::<f64>();
+    let luts = placed_lut4(e.lut4, e.luts) - chosen.iter().map(|c| c.luts_saved).sum::<f64>();
     Need::from_estimate(dsps, luts)
 }
 
@@ -220,7 +234,7 @@ pub fn fit(request: &FitRequest, build: impl Fn(&[(String, usize)]) -> Result<De
         let reuse: Vec<(String, usize)> = free.iter().map(|(node, n)| (node.clone(), fold_within(*n, t))).collect();
         let design = if t == 1 { unrolled.clone() } else { build(&reuse)? };
         let e = estimate(&design);
-        let need = Need::from_estimate(e.dsps, e.luts);
+        let need = Need::from_estimate(e.dsps, placed_lut4(e.lut4, e.luts));
         let candidates = shift_add_candidates(&design, &e, request.fixed);
         if need.dsps > limit.dsps {
             all_shift_add = (!candidates.is_empty()).then(|| need_with(&e, &candidates.iter().collect::<Vec<_>>()));
@@ -276,7 +290,9 @@ fn shift_add_candidates(design: &Design, e: &DesignCost, fixed: &[String]) -> Ve
             let mut l = l.clone();
             l.products = crate::Products::ShiftAdd;
             let c = estimate_pipelined_layer(&l, &pipe);
-            Candidate { index, dsps_saved: e.layers[index].dsps - c.dsps, luts_saved: e.layers[index].luts - c.luts }
+            // On the design's basis: the LUT4 model where the whole design has it.
+            let placed = |c: &crate::cost::LayerCost| placed_lut4(e.lut4.and(c.lut4), c.luts);
+            Candidate { index, dsps_saved: e.layers[index].dsps - c.dsps, luts_saved: placed(&e.layers[index]) - placed(&c) }
         })
         .collect()
 }

@@ -601,6 +601,11 @@ pub struct LayerRtl {
     /// Bits of the adder tree's adders: for every register of the tree, its width times the
     /// terms it adds less one.
     pub tree_adder_bits: usize,
+    /// Bits of the output FIFO's entries (its read multiplexer selects among them).
+    pub fifo_bits: usize,
+    /// Folded only: bits of the weight registers that the cycle counter loads from a case
+    /// statement (a ROM of `R` entries each).
+    pub rom_bits: usize,
 }
 
 /// The Verilog of `layer` pipelined as `pipe` says.
@@ -657,6 +662,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     // What each register of a folded layer's valid bit and first beat flag is loaded from, for
     // the accumulator's copies of them ([`beat_copies`]).
     let mut beat_inputs: BTreeMap<String, String> = BTreeMap::new();
+    let mut rom_bits = 0;
     let (tree_valid, mut nodes, flags): Terms = if r <= 1 {
         m.line("  assign in_ready = en;");
         m.line("  assign in_ready_ahead_idle = en_next;");
@@ -786,7 +792,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             .flat_map(|j| (0..p).map(move |q| (j, q, (0..r).map(|c| layer.weight[j * n_in + c * p + q]).collect::<Vec<i64>>())))
             .filter(|(_, _, ws)| ws.iter().any(|&w| w != 0))
             .collect();
-        let rom_bits: usize = roms.iter().map(|(_, _, ws)| rom_width(ws) as usize).sum();
+        rom_bits = roms.iter().map(|(_, _, ws)| rom_width(ws) as usize).sum();
         let counts = count_copies(&mut m, cb, &xv, rom_bits);
         let per = roms.len().div_ceil(counts.len()).max(1);
         let mut nodes: Vec<Vec<Term>> = vec![Vec::new(); n_out];
@@ -917,7 +923,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
     m.line("  end");
     output_fifo(&mut m, &yv, n_out * ow as usize, lead, pipe.feeds_slice);
     m.line("endmodule");
-    LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps, tree_adder_bits }
+    let fifo_bits = output_entries(lead) * n_out * ow as usize;
+    LayerRtl { text: m.text, register_bits: m.register_bits, dsps: m.dsps, tree_adder_bits, fifo_bits, rom_bits }
 }
 
 /// A folded layer's `in_ready_ahead_idle` and `in_ready_ahead_valid`: the value its `in_ready`

@@ -201,8 +201,12 @@ fn clock_mhz_pipelines_the_candidate_and_reports_its_clock_and_throughput() {
         let c = cost::estimate(&d);
         let want_keys: &[&str] = match pipe {
             None => &["luts", "ffs", "dsps", "latency_cycles", "ii"],
-            Some(_) => &["luts", "ffs", "dsps", "latency_cycles", "ii", "fmax_mhz", "throughput"],
+            Some((_, mase_hw::Multipliers::Inferred)) => &["luts", "ffs", "dsps", "latency_cycles", "ii", "fmax_mhz", "throughput"],
+            // With instantiated multipliers, the ECP5 LUT4 model's figure too.
+            Some((_, mase_hw::Multipliers::Ecp5Dsp)) => &["luts", "ffs", "dsps", "latency_cycles", "ii", "fmax_mhz", "throughput", "lut4"],
         };
+        assert_eq!(m.get("lut4").copied(), c.lut4, "{opts}");
+        assert_eq!(runners[0].reports().len(), want_keys.len(), "{opts}");
         assert_eq!(m.keys().map(String::as_str).collect::<BTreeSet<_>>(), want_keys.iter().copied().collect(), "{opts}");
         assert_eq!((m["luts"], m["ffs"], m["dsps"]), (c.luts, c.ffs, c.dsps), "{opts}");
         assert_eq!((m["latency_cycles"], m["ii"]), (d.latency() as f64, d.initiation_interval() as f64), "{opts}");

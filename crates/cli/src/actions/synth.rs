@@ -68,6 +68,15 @@ fn run_ecp5(args: &SynthArgs, human: &Human) -> Result<()> {
         format!("{} / {}", r.used.dsps, a.dsps),
         format!("{} / {}", r.used.brams, a.brams)
     ));
+    let estimate = std::fs::read_to_string(args.dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|m| m["estimate"]["lut4"].as_f64());
+    human.line(format!(
+        "Yosys synth_ecp5 before placement: {} LUT4s{}",
+        r.synthesized.luts,
+        estimate.map_or(String::new(), |e| format!(" (the cost model's estimate: {e:.0})"))
+    ));
     if let Some(p) = &r.critical_path {
         human.line(format!(
             "critical path at {} MHz asked: {:.2} ns of logic, {:.2} ns of routing, {:.2} ns in its registers ({} -> {})",

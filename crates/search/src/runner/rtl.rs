@@ -107,6 +107,9 @@ impl Runner for Rtl {
         let mut r = vec!["luts", "ffs", "dsps", "latency_cycles", "ii"];
         if self.opts.clock_mhz.is_some() {
             r.extend(["fmax_mhz", "throughput"]);
+            if self.opts.multipliers.instantiated() {
+                r.push("lut4");
+            }
         }
         r
     }
@@ -143,6 +146,10 @@ impl Runner for Rtl {
             let fmax = estimate.fmax_mhz.unwrap_or(0.0);
             out.insert("fmax_mhz".into(), fmax);
             out.insert("throughput".into(), fmax / design.initiation_interval().max(1) as f64);
+            // The ECP5 LUT4 model's figure, for designs with instantiated multipliers.
+            if let Some(n) = estimate.lut4 {
+                out.insert("lut4".into(), n);
+            }
         }
         Ok(out)
     }
