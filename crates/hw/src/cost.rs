@@ -17,7 +17,7 @@ pub const MODEL: &str = "cost model of Yosys 0.23 synth_xilinx (7-series)";
 
 /// What the LUT4 figure ([`DesignCost::lut4`]) estimates: Yosys 0.23's `synth_ecp5` LUT4s
 /// (a `LUT4`, or two per carry cell), before placement.
-pub const LUT4_MODEL: &str = "cost model of Yosys 0.23 synth_ecp5 (ECP5 LUT4)";
+pub const LUT4_MODEL: &str = "cost model of Yosys 0.23 synth_ecp5, before placement";
 
 /// What the model reads from one layer: counts and widths of the RTL that `verilog.rs` writes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
