@@ -72,14 +72,8 @@ fn check_ecp5(dirs: &[String]) {
     for dir in dirs.iter().map(Path::new) {
         let d = mase_hw::read_design(dir).unwrap_or_else(|e| fail(e.to_string()));
         let stat = dir.join("ecp5").join("stat.json");
-        let cells = if stat.is_file() {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stat).unwrap_or_default())
-                .unwrap_or_else(|e| fail(format!("{}: {e}", stat.display())));
-            let cells = v["design"]["num_cells_by_type"].as_object().cloned().unwrap_or_default();
-            cells.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect()
-        } else {
-            mase_hw::ecp5::synthesize(dir, &d, 3600).unwrap_or_else(|e| fail(e.to_string()))
-        };
+        let cells = if stat.is_file() { mase_hw::ecp5::read_cells(&stat) } else { mase_hw::ecp5::synthesize(dir, &d, 3600) }
+            .unwrap_or_else(|e| fail(e.to_string()));
         let measured = mase_hw::ecp5::yosys_resources(&cells);
         let e = estimate(&d);
         let lut4 =

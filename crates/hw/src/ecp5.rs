@@ -280,8 +280,13 @@ pub fn synthesize(dir: &Path, design: &Design, timeout_s: u64) -> Result<BTreeMa
     std::fs::write(&ys, script).map_err(|e| file_err(&ys, e))?;
     let yosys_args = ["-q".to_string(), "-l".into(), work.join("synth.log").display().to_string(), "-s".into(), ys.display().to_string()];
     run_bounded(&format!("yosys {}", ys.display()), Path::new("yosys"), &yosys_args, None, timeout_s)?;
-    let v = read_json(&stat)?;
-    let cells = v["design"]["num_cells_by_type"].as_object().ok_or_else(|| file_msg(&stat, "no `design.num_cells_by_type`"))?;
+    read_cells(&stat)
+}
+
+/// The cells by type of a Yosys `stat -json` report (`ecp5/stat.json` of [`synthesize`]).
+pub fn read_cells(stat: &Path) -> Result<BTreeMap<String, u64>> {
+    let v = read_json(stat)?;
+    let cells = v["design"]["num_cells_by_type"].as_object().ok_or_else(|| file_msg(stat, "no `design.num_cells_by_type`"))?;
     Ok(cells.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect())
 }
 

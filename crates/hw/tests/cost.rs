@@ -8,9 +8,14 @@ use mase_hw::calibration::{design, MATRIX};
 use mase_hw::cost::{estimate, estimate_layer, layer_features};
 use std::collections::HashMap;
 
-/// One row of the CSV by column name.
+/// The rows of the 7-series calibration file by column name.
 fn rows() -> Vec<HashMap<String, String>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/xilinx.csv");
+    csv_rows("xilinx.csv")
+}
+
+/// The rows of `calibration/<file>` by column name.
+fn csv_rows(file: &str) -> Vec<HashMap<String, String>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration").join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines = text.lines();
     let header: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();
@@ -149,11 +154,7 @@ fn the_clock_estimate_is_the_slowest_stage_of_the_delay_model() {
 
 /// The rows of the ECP5 calibration file (`calibration/ecp5.csv`) by column name.
 fn ecp5_rows() -> Vec<HashMap<String, String>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/ecp5.csv");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();
-    lines.map(|l| header.iter().cloned().zip(l.split(',').map(str::to_string)).collect()).collect()
+    csv_rows("ecp5.csv")
 }
 
 /// The ECP5 LUT4 model against Yosys 0.23 `synth_ecp5` on the matrix's layers pipelined for
