@@ -271,6 +271,7 @@ pub(crate) fn summary_lines(design: &Design, manifest: &Value) -> Vec<String> {
             l["output_width"],
             match l["products"].as_str() {
                 Some("shift-add") => "shift-add products".to_string(),
+                Some("xnor-popcount") => "XNOR-popcount".to_string(),
                 _ => format!("multipliers {}", l["multipliers"]),
             },
             l["latency_cycles"]

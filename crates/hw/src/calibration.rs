@@ -79,6 +79,8 @@ pub const MATRIX: &[Case] = &[
     case(32, 16, 6, 1, Middle),
     case(64, 8, 8, 1, Middle),
     case(16, 32, 6, 1, First),
+    case(64, 4, 4, 16, Middle),
+    case(64, 8, 4, 16, Middle),
 ];
 
 /// The seeded single-layer design of case `index` of [`MATRIX`].

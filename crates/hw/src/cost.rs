@@ -108,20 +108,26 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
     let (addends, state_register_bits) = if folded {
         // Multiplier `q` of output `j` takes the weights `(j, t p + q)` over the cycles `t`,
         // chosen by a case statement on the counter. Yosys 0.23 makes it a `$mux` for 2 cases
-        // and a ROM (`proc_rom`) for 8 or more, both trimmed to the widest weight; for 3 to 7
-        // cases a `$pmux` that `pmux2shiftx` turns into a `$shiftx` of the declared width, which
-        // nothing trims. A multiplier whose weights are all zero is removed.
-        let p = k / r;
+        // and a ROM (`proc_rom`) for 8 or more, trimmed to the widest weight for 2 and for 8 to
+        // 15 cases; for 3 to 7 cases a `$pmux` that `pmux2shiftx` turns into a `$shiftx` of the
+        // declared width, which nothing trims, and a ROM of 16 cases or more reaches the
+        // multiplier at its declared width too (calibration cases 30 and 31: 4-bit weights by
+        // 4-bit codes, folded by 16, each product in a DSP48). A multiplier whose weights are
+        // all zero is removed, except behind a ROM of 16 entries or more: tfc at 4 bits folded
+        // by 16 has 172 such lanes in its first layer, and Yosys's 3,688 DSPs count them.
+        let (p, popcount) = (k / r, layer.is_popcount());
         let declared = layer.weight.iter().chain(&layer.bias).map(|&v| wb(v)).max().unwrap_or(1).max(aw).max(xw) + 1;
         for j in 0..n {
             for q in 0..p {
                 let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
-                // Shift-add lanes are counted in `shift_add_bits`.
-                if ws.iter().all(|&w| w == 0) || layer.products == crate::Products::ShiftAdd {
+                let rom_kept = r >= 16;
+                // Shift-add lanes are counted in `shift_add_bits`, a binarized layer's XNORs in
+                // `popcount_luts`.
+                if (!rom_kept && ws.iter().all(|&w| w == 0)) || layer.products == crate::Products::ShiftAdd || popcount {
                     continue;
                 }
                 let trimmed = ws.iter().map(|&w| wb(w)).max().unwrap_or(1);
-                let w = if r == 2 || r >= 8 { trimmed } else { declared };
+                let w = if r == 2 || (8..16).contains(&r) { trimmed } else { declared };
                 if w >= 2 && xw >= 2 && xw + w >= 9 {
                     dsp_products += 1;
                 } else {

@@ -196,9 +196,10 @@ impl Layer {
 
     /// Multipliers the layer's RTL has: unrolled, one per nonzero weight; folded by `R`, one
     /// per output and lane (lane `q` takes inputs `q`, `q + K/R`, ..., one a cycle) that has a
-    /// nonzero weight in some cycle; none with shift-add products.
+    /// nonzero weight in some cycle; none with shift-add products or in a binarized layer (its
+    /// products are XNORs, [`Layer::is_popcount`]).
     pub fn multipliers(&self) -> usize {
-        if self.products == Products::ShiftAdd {
+        if self.products == Products::ShiftAdd || self.is_popcount() {
             return 0;
         }
         (0..self.out_features).map(|j| self.lanes_in_use(j)).sum()

@@ -51,7 +51,7 @@ pub fn manifest(d: &Design) -> Value {
             "output_width": l.output().width(),
             "reuse_factor": l.reuse,
             "multipliers": l.multipliers(),
-            "products": l.products.name(),
+            "products": if l.is_popcount() { "xnor-popcount" } else { l.products.name() },
             "latency_cycles": d.layer_latency(l),
             "initiation_interval": l.initiation_interval(),
             "pipeline": d.pipelining().map(|p| crate::pipeline::schedule(l, &p)),

@@ -6,6 +6,7 @@
 mod common;
 
 use common::have;
+use mase_hw::dsp::Multipliers;
 use mase_hw::simulate::{self, golden, mismatches};
 use mase_hw::{emit, lower, Design, LowerOptions, Step};
 use mase_interop::{import_file, ImportOptions};
@@ -83,10 +84,12 @@ fn tfc_1w1a_lowers_to_popcounts_and_thresholds_bit_exact_on_all_10000_images() {
     assert_eq!((simulate::accuracy(&got, &labels) * 10_000.0).round(), 9296.0);
 }
 
-/// One line per design simulated: reuse factor, clock (none: one register stage per layer). The
-/// first two run in every test run; the unpipelined one joins them with `MASE_LONG_TESTS=1`
-/// (each Verilator build of the 784-input layer takes minutes on two cores).
-const DESIGNS: &[(usize, Option<f64>)] = &[(16, Some(100.0)), (16, Some(200.0)), (16, None)];
+/// One line per design simulated: reuse factor, clock (none: one register stage per layer),
+/// how products are built. The first two run in every test run; the unpipelined one joins them
+/// with `MASE_LONG_TESTS=1` (each Verilator build of the 784-input layer takes minutes on two
+/// cores). Every one is XNOR-popcount: no multiplier, instantiated or inferred.
+const DESIGNS: &[(usize, Option<f64>, Multipliers)] =
+    &[(16, Some(100.0), Multipliers::Inferred), (16, Some(200.0), Multipliers::Ecp5Dsp), (16, None, Multipliers::Inferred)];
 
 #[test]
 fn tfc_1w1a_simulates_bit_exactly_in_verilator_at_two_clocks_and_under_back_pressure() {
@@ -97,17 +100,22 @@ fn tfc_1w1a_simulates_bit_exactly_in_verilator_at_two_clocks_and_under_back_pres
     let long = std::env::var("MASE_LONG_TESTS").is_ok_and(|v| v == "1");
     let (x, shape, labels) = mnist(if long { 10_000 } else { 100 });
     let (g, p) = tfc();
-    for &(reuse, clock) in &DESIGNS[..if long { DESIGNS.len() } else { 2 }] {
+    for &(reuse, clock, multipliers) in &DESIGNS[..if long { DESIGNS.len() } else { 2 }] {
         let plain = lower(&g, &p, "TFC_1W1A", &options(reuse)).unwrap();
         let want = golden(&g, &p, &plain, &x, &shape).unwrap();
         let d = match clock {
-            Some(f) => plain.pipelined(f).unwrap(),
+            Some(f) => plain.pipelined(f).unwrap().with_multipliers(multipliers).unwrap(),
             None => plain,
         };
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hw_tfc_1w1a_r{reuse}_{}", clock.unwrap_or(0.0)));
         let _ = std::fs::remove_dir_all(&dir);
         let m = emit(&d, &dir).unwrap();
         assert_eq!((m["latency_cycles"].as_u64(), m["initiation_interval"].as_u64()), (Some(d.latency() as u64), Some(reuse as u64)));
+        let layers = m["layers"].as_array().unwrap();
+        let products: Vec<(&str, u64)> =
+            layers.iter().map(|l| (l["products"].as_str().unwrap(), l["multipliers"].as_u64().unwrap())).collect();
+        assert_eq!(products, vec![("xnor-popcount", 0); 4], "{clock:?} MHz, {}", multipliers.name());
+        assert_eq!(m["estimate"]["dsps"].as_f64(), Some(0.0), "{clock:?} MHz, {}", multipliers.name());
         for stall in [0, 4242] {
             let r = simulate::run(&dir, &d, &codes(&d, &x), stall).unwrap();
             assert_eq!(mismatches(&want, &r.outputs).len(), 0, "reuse {reuse}, {clock:?} MHz, stall seed {stall}");
