@@ -102,7 +102,9 @@ def check_graph(mg, x, y, device):
     (PyTorch's implementation), since deep networks with batch norm over a few samples amplify
     float32 rounding in backward: the device's worst output or gradient difference must be within
     1e-4 of float64, or within 10 times the executor's own worst (as
-    python/tests/test_zoo_torchvision.py measures the zoo against torchvision)."""
+    python/tests/test_zoo_torchvision.py measures the zoo against torchvision), or within twice
+    PyTorch's own float32 CPU kernels' worst (on some CPUs these are further from float64 than
+    10 times the executor: vgg7 on an AMD EPYC, 1.9e-3)."""
     backend = mase_rs.get_backend()
     cpu = copy.deepcopy(mg)
     exact = copy.deepcopy(mg).model.double()
@@ -132,13 +134,16 @@ def check_graph(mg, x, y, device):
         F.cross_entropy(out, y.to(where)).backward()
         return [out.detach().cpu().double()] + [p.grad.detach().cpu().double() for _, p in sorted(model.named_parameters()) if p.grad is not None]
 
+    reference = copy.deepcopy(cpu.model)
     want = on("torch", lambda: step(exact, "cpu", torch.float64))
+    pytorch = on("torch", lambda: step(reference, "cpu", torch.float32))
     ours = on("rust", lambda: step(cpu.model, "cpu", torch.float32))
     there = step(dev, device, torch.float32)
     assert len(want) == len(ours) == len(there)
     executor = max(worst(a, b) for a, b in zip(ours, want))
+    pytorch_cpu = max(worst(a, b) for a, b in zip(pytorch, want))
     on_device = max(worst(a, b) for a, b in zip(there, want))
-    return max(err, on_device), max(1e-4, 10 * executor)
+    return max(err, on_device), max(1e-4, 10 * executor, 2 * pytorch_cpu)
 
 
 def correctness(device):
