@@ -115,15 +115,16 @@ pub fn layer_features(layer: &Layer) -> LayerFeatures {
         // 4-bit codes, folded by 16, each product in a DSP48). A multiplier whose weights are
         // all zero is removed, except behind a ROM of 16 entries or more: tfc at 4 bits folded
         // by 16 has 172 such lanes in its first layer, and Yosys's 3,688 DSPs count them.
-        let (p, popcount) = (k / r, layer.is_popcount());
+        let p = k / r;
         let declared = layer.weight.iter().chain(&layer.bias).map(|&v| wb(v)).max().unwrap_or(1).max(aw).max(xw) + 1;
-        for j in 0..n {
+        // Shift-add lanes are counted in `shift_add_bits`, a binarized layer's XNORs in
+        // `popcount_luts`: neither has multipliers.
+        let has_multipliers = layer.products == crate::Products::Multipliers && !layer.is_popcount();
+        let rom_kept = r >= 16;
+        for j in 0..if has_multipliers { n } else { 0 } {
             for q in 0..p {
                 let ws: Vec<i64> = (0..r).map(|t| layer.weight[j * k + t * p + q]).collect();
-                let rom_kept = r >= 16;
-                // Shift-add lanes are counted in `shift_add_bits`, a binarized layer's XNORs in
-                // `popcount_luts`.
-                if (!rom_kept && ws.iter().all(|&w| w == 0)) || layer.products == crate::Products::ShiftAdd || popcount {
+                if !rom_kept && ws.iter().all(|&w| w == 0) {
                     continue;
                 }
                 let trimmed = ws.iter().map(|&w| wb(w)).max().unwrap_or(1);

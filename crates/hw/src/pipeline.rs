@@ -288,10 +288,10 @@ fn count_copies(m: &mut Module, cb: u32, r: usize, xv: &str, rom_bits: usize) ->
 }
 
 /// Register stages of a layer's products: the multipliers' ([`Multipliers::product_cycles`]),
-/// or one for shift-add products (the shifted and negated terms).
-fn product_cycles(layer: &Layer, p: &Pipelining) -> usize {
-    if layer.is_popcount() {
-        // One register of XNOR bits: a binarized layer's products never need a multiplier.
+/// or one for shift-add products (the shifted and negated terms) and for a binarized layer's
+/// XNOR bits (`popcount`, [`Layer::is_popcount`]), which never need a multiplier.
+fn product_cycles(layer: &Layer, p: &Pipelining, popcount: bool) -> usize {
+    if popcount {
         return 1;
     }
     match layer.products {
@@ -307,7 +307,7 @@ pub fn schedule(layer: &Layer, p: &Pipelining) -> Schedule {
     let n = (0..layer.out_features).map(|j| terms(layer, j, popcount)).max().unwrap_or(0);
     let (pre, tree) = (plan_cycles(&step_plan(&layer.pre, layer.input, p), p), tree_stages(n, levels));
     let post = plan_cycles(&step_plan(&layer.post, layer.acc, p), p).max(1);
-    let (r, mul) = (layer.reuse.max(1), product_cycles(layer, p));
+    let (r, mul) = (layer.reuse.max(1), product_cycles(layer, p, popcount));
     // Unrolled: pre, multiply, tree, post. Folded: pre, the feeder taking the sample, R beats
     // through select, multiply, tree and the accumulator, then post.
     let latency = if r <= 1 { pre + mul + tree + post } else { pre + 1 + r + 1 + mul + tree + post };
@@ -418,6 +418,15 @@ impl Term {
     fn constant(v: i64, width: u32) -> Term {
         Term { name: lit(v, width), lo: v as i128, hi: v as i128 }
     }
+}
+
+/// A binarized layer's product: the XNOR of an input bit with a weight bit (`1` for `+1`), in
+/// a 2-bit register of its own, a term of value 0 or 1.
+fn xnor_term(m: &mut Module, always: &mut Vec<String>, name: String, input_bit: &str, weight_bit: &str) -> Term {
+    m.reg(&name, 2, true);
+    let e = m.enable();
+    always.push(format!("    if ({e}) {name} <= $signed({{1'b0, {input_bit} ~^ {weight_bit}}});"));
+    Term { name, lo: 0, hi: 1 }
 }
 
 /// The names of `terms`.
@@ -686,7 +695,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         m.line("  assign in_ready_ahead_idle = en_next;");
         m.line("  assign in_ready_ahead_valid = en_next;");
         let (xs, xr, xv) = step_stages(&mut m, &mut always, "pre", ins, layer.input, &layer.pre, pipe, "in_valid".into(), true);
-        let mul_v = valid_chain(&mut m, &mut always, "mul", product_cycles(layer, pipe), xv);
+        let mul_v = valid_chain(&mut m, &mut always, "mul", product_cycles(layer, pipe, popcount), xv);
         if layer.products == Products::ShiftAdd {
             let nodes = shift_add_terms(&mut m, &mut always, layer, (&xs, xr), tw);
             (mul_v, nodes, None)
@@ -703,12 +712,8 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
                         continue;
                     }
                     if popcount {
-                        // XNOR of the input bit with the weight's bit (1 for +1).
-                        let name = format!("mul_{j}_{k}");
-                        m.reg(&name, 2, true);
-                        let e = m.enable();
-                        always.push(format!("    if ({e}) {name} <= $signed({{1'b0, {x}[0] ~^ 1'b{}}});", u8::from(wv > 0)));
-                        t.push(Term { name, lo: 0, hi: 1 });
+                        let weight_bit = format!("1'b{}", u8::from(wv > 0));
+                        t.push(xnor_term(&mut m, &mut always, format!("mul_{j}_{k}"), &format!("{x}[0]"), &weight_bit));
                         continue;
                     }
                     let (p, q) = (wv as i128 * xr.lo as i128, wv as i128 * xr.hi as i128);
@@ -800,7 +805,7 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
         }
         // The valid bit and the first and last beat flags through the product's stages.
         let mut prev = ("sel_v".to_string(), "sel_f".to_string(), "sel_l".to_string());
-        for c in 0..product_cycles(layer, pipe) {
+        for c in 0..product_cycles(layer, pipe, popcount) {
             let names = (format!("mul{c}_v"), format!("mul{c}_f"), format!("mul{c}_l"));
             for name in [&names.0, &names.1, &names.2] {
                 m.reg(name, 1, false);
@@ -840,18 +845,15 @@ pub fn pipelined_layer(layer: &Layer, pipe: &Pipelining) -> LayerRtl {
             let default = if popcount { "1'b0".to_string() } else { format!("{ww}'sd0") };
             let _ = write!(case, "\n      default: {sel} <= {default};\n    endcase");
             always.push(case);
-            let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
-            let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
             let name = format!("mul_{j}_{q}");
-            let pw = signed_bits(plo, phi);
             if popcount {
-                // XNOR of this cycle's input bit with its weight's bit.
-                m.reg(&name, 2, true);
-                let e = m.enable();
-                always.push(format!("    if ({e}) {name} <= $signed({{1'b0, {}[0] ~^ {sel}}});", select_name(q, j)));
-                t.push(Term { name, lo: 0, hi: 1 });
+                // This cycle's input bit with its weight's bit.
+                t.push(xnor_term(&mut m, &mut always, name, &format!("{}[0]", select_name(q, j)), &sel));
                 continue;
             }
+            let prods = ws.iter().flat_map(|&w| [w as i128 * xr.lo as i128, w as i128 * xr.hi as i128]);
+            let (plo, phi) = prods.fold((0i128, 0i128), |(l, h), v| (l.min(v), h.max(v)));
+            let pw = signed_bits(plo, phi);
             if layer.products == Products::ShiftAdd {
                 // An array multiplier: one term per bit of the weight, the input shifted by
                 // the bit's place when the bit is set (the sign bit's term negated).
