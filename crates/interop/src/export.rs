@@ -6,6 +6,7 @@
 //! parameters keep their state-dict names, so importing an exported file gives back the same
 //! module paths, node names and parameter names.
 
+use crate::onnx::proto::tensor_proto::DataType;
 use crate::onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
 use crate::onnx::tensor::{f32_proto, i64_proto};
 use crate::qonnx::{quant_node, QONNX_DOMAIN};
@@ -15,6 +16,10 @@ use mase_ir::{
     ValueInfo,
 };
 use std::path::Path;
+
+/// `Cast`'s `to` for the graph's float values and for a `Where` condition.
+const ONNX_FLOAT: i64 = DataType::Float as i64;
+const ONNX_BOOL: i64 = DataType::Bool as i64;
 
 mod indexing;
 
@@ -327,6 +332,34 @@ impl Ex<'_> {
                 // ONNX's Gather reads integer indices (7: INT64); the graph's ids are whole floats.
                 self.add(on("Cast"), "Cast", vec![x], ids.clone(), vec![a_int("to", 7)]);
                 self.add(on("Gather"), "Gather", vec![w, ids], out.into(), vec![a_int("axis", 0)]);
+            }
+            // ONNX's comparisons give bool tensors; the graph's values are floats (0 and 1).
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
+                let (op, negate) = match n.op {
+                    Op::Eq => ("Equal", false),
+                    Op::Ne => ("Equal", true),
+                    Op::Lt => ("Less", false),
+                    Op::Le => ("LessOrEqual", false),
+                    Op::Gt => ("Greater", false),
+                    Op::Ge => ("GreaterOrEqual", false),
+                    _ => unreachable!("this arm is entered for the comparisons only"),
+                };
+                let held = format!("/{name}/{op}");
+                self.add(on(op), op, ins.to_vec(), held.clone(), vec![]);
+                let held = if negate {
+                    let not = format!("/{name}/Not");
+                    self.add(on("Not"), "Not", vec![held], not.clone(), vec![]);
+                    not
+                } else {
+                    held
+                };
+                self.add(on("Cast"), "Cast", vec![held], out.into(), vec![a_int("to", ONNX_FLOAT)]);
+            }
+            Op::Where => {
+                // Cast to bool holds where the value is not 0 (and where it is NaN), as the op.
+                let cond = format!("/{name}/condition");
+                self.add(on("Cast"), "Cast", vec![ins[0].clone()], cond.clone(), vec![a_int("to", ONNX_BOOL)]);
+                self.add(on("Where"), "Where", vec![cond, ins[1].clone(), ins[2].clone()], out.into(), vec![]);
             }
             // GELU's tanh approximation has no ONNX operator before opset 20.
             other @ Op::Gelu { tanh: true } => return Err(xerr(name, format!("op `{}` has no ONNX export", other.mase_op()))),

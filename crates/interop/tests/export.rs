@@ -158,6 +158,50 @@ fn embedding_einsum_and_attention_round_trip() {
     assert!(d <= 1e-5, "largest difference {d} at {at}");
 }
 
+/// Comparisons (`Equal`, `Not`, `Greater`, ... and a `Cast` to float), `where` (a `Cast` of its
+/// condition to bool, then `Where`) and attention with a bool mask (`Equal` of the mask and 0,
+/// `Where` of -inf) export and import back to the same values; the mask's comparison, of two
+/// constants, folds on import.
+#[test]
+fn comparisons_where_and_bool_masked_attention_round_trip() {
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let (c, mask) = (g.get_attr("c"), g.get_attr("mask"));
+    let sdpa = Op::ScaledDotProductAttention { mask: Some(mase_ir::AttnMask::Bool), is_causal: false, scale: None };
+    let a = g.call_function("torch.nn.functional.scaled_dot_product_attention", sdpa, &[x, x, x, mask]);
+    let gt = g.call_function("operator.gt", Op::Gt, &[x, c]);
+    let w = g.call_function("torch.where", Op::Where, &[gt, x, a]);
+    let ne = g.call_function("operator.ne", Op::Ne, &[x, a]);
+    let le = g.call_function("operator.le", Op::Le, &[a, c]);
+    let s = g.call_function("operator.add", Op::Add, &[w, ne]);
+    let y = g.call_function("operator.add", Op::Add, &[s, le]);
+    g.output(y);
+    let mut params = mase_ir::ParamStore::new();
+    params.insert("c", random_input(&[8], 2), false);
+    // Row 1 attends to nothing but position 3; the others to all but one position.
+    let m: Vec<f32> =
+        (0..16).map(|i| if i / 4 == 1 { f32::from(u8::from(i % 4 == 3)) } else { f32::from(u8::from(i % 4 != i / 4)) }).collect();
+    params.insert("mask", Tensor::new(vec![4, 4], m).unwrap(), false);
+    let bytes = export_bytes(&g, &params, &ExportOptions { format: ExportFormat::Onnx, sample_shape: Some(vec![4, 8]) }).unwrap();
+    let proto = mase_interop::onnx::decode_model(&bytes).unwrap();
+    let types: Vec<&str> = proto.graph.as_ref().unwrap().node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(
+        types.join(" "),
+        "Transpose MatMul Mul Equal Where Softmax MatMul Greater Cast Cast Where Equal Not Cast LessOrEqual Cast Add Add"
+    );
+    let m = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+    let ops: Vec<&str> = m.graph.nodes().iter().map(|n| n.op.mase_op()).collect();
+    assert_eq!(
+        ops.join(" "),
+        "placeholder permute matmul constant mul constant constant where softmax matmul constant gt where ne constant le add add output"
+    );
+    let x = random_input(&[3, 4, 8], 5);
+    let (want, got) = (run(&g, &params, &x), run(&m.graph, &m.params, &x));
+    assert!(want.data.iter().all(|v| v.is_finite()), "{want:?}");
+    let (d, at) = max_diff(&want, &got);
+    assert!(d <= 1e-5, "largest difference {d} at {at}");
+}
+
 #[test]
 fn softplus_below_threshold_20_is_refused_by_export() {
     let mut g = Graph::new();

@@ -25,7 +25,8 @@ pub enum OpFamily {
     Pool,
     /// Adaptive average and max pools.
     AdaptivePool,
-    /// Element-wise functions of two tensors with broadcasting: `add`, `sub`, `mul`, `div`, `pow`.
+    /// Element-wise functions of two tensors with broadcasting: `add`, `sub`, `mul`, `div`, `pow`,
+    /// the comparisons `eq`, `ne`, `lt`, `le`, `gt`, `ge`; and of three, `where`.
     Binary,
     /// Matrix products: `matmul`, `einsum`.
     MatMul,
@@ -70,6 +71,7 @@ impl Op {
             Op::MaxPool1d(_) | Op::MaxPool2d(_) | Op::AvgPool1d(_) | Op::AvgPool2d(_) => OpFamily::Pool,
             Op::AdaptiveAvgPool1d { .. } | Op::AdaptiveAvgPool2d { .. } => OpFamily::AdaptivePool,
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => OpFamily::Binary,
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Where => OpFamily::Binary,
             Op::MatMul => OpFamily::MatMul,
             Op::Mean(_) | Op::Sum(_) | Op::Amax(_) => OpFamily::Reduce,
             Op::Flatten { .. }
@@ -187,6 +189,13 @@ examples! {
     Op::Einsum { .. } => Op::Einsum { equation: "bqd,bkd->bqk".into() },
     Op::ScaledDotProductAttention { .. } => Op::ScaledDotProductAttention { mask: None, is_causal: false, scale: None },
     Op::Embedding { .. } => Op::Embedding { num_embeddings: 10, embedding_dim: 4, padding_idx: None, functional: false },
+    Op::Eq => Op::Eq,
+    Op::Ne => Op::Ne,
+    Op::Lt => Op::Lt,
+    Op::Le => Op::Le,
+    Op::Gt => Op::Gt,
+    Op::Ge => Op::Ge,
+    Op::Where => Op::Where,
 }
 
 #[cfg(test)]
@@ -228,7 +237,7 @@ mod tests {
             (OpFamily::Softmax, "softmax log_softmax"),
             (OpFamily::Pool, "max_pool1d max_pool2d avg_pool1d avg_pool2d"),
             (OpFamily::AdaptivePool, "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d"),
-            (OpFamily::Binary, "add sub mul div pow"),
+            (OpFamily::Binary, "add sub mul div pow eq ne lt le gt ge where"),
             (OpFamily::MatMul, "matmul einsum"),
             (OpFamily::Attention, "scaled_dot_product_attention"),
             (OpFamily::Embedding, "embedding"),

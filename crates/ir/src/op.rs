@@ -431,6 +431,23 @@ pub enum Op {
         #[serde(default)]
         functional: bool,
     },
+    /// Elementwise `a == b` with broadcasting (`torch.eq`, `==`): 1.0 where true, 0.0 where
+    /// false (the graph holds PyTorch's bool tensors as floats), no gradient; NaN equals nothing.
+    Eq,
+    /// Elementwise `a != b` (`torch.ne`, `!=`); NaN differs from everything.
+    Ne,
+    /// Elementwise `a < b` (`torch.lt`, `<`).
+    Lt,
+    /// Elementwise `a <= b` (`torch.le`, `<=`).
+    Le,
+    /// Elementwise `a > b` (`torch.gt`, `>`).
+    Gt,
+    /// Elementwise `a >= b` (`torch.ge`, `>=`).
+    Ge,
+    /// `torch.where(condition, a, b)` with the three inputs broadcast: `a` where the condition is
+    /// not 0 (a NaN condition counts as true, as PyTorch's cast to bool does), `b` elsewhere.
+    /// `x.masked_fill(mask, v)` is `where(mask, v, x)`.
+    Where,
     /// A PyTorch module the graph cannot lower (a user's own `nn.Module` subclass, a module
     /// mase-rs has no op for), kept as one node that PyTorch runs through `mg.model`. `class` is
     /// its Python class name; `sample_shape` its output's shape without the batch, measured by a
@@ -506,7 +523,20 @@ impl Op {
             Op::Einsum { .. } => "einsum",
             Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
             Op::Embedding { .. } => "embedding",
+            Op::Eq => "eq",
+            Op::Ne => "ne",
+            Op::Lt => "lt",
+            Op::Le => "le",
+            Op::Gt => "gt",
+            Op::Ge => "ge",
+            Op::Where => "where",
         }
+    }
+
+    /// Whether the op is one of the comparisons (`eq`, `ne`, `lt`, `le`, `gt`, `ge`), whose value
+    /// is 0.0 or 1.0 and which pass no gradient.
+    pub fn is_comparison(&self) -> bool {
+        matches!(self, Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
     }
 
     /// Whether the op's value is an integer (a size) rather than a tensor.
@@ -748,6 +778,8 @@ impl Op {
             // Query, key, value and the mask when there is one.
             Op::ScaledDotProductAttention { mask, .. } => Some(3 + usize::from(mask.is_some())),
             Op::Embedding { functional, .. } => Some(1 + usize::from(*functional)),
+            // The condition, then the values where it holds and where it does not.
+            Op::Where => Some(3),
             other => match other.family() {
                 OpFamily::Binary | OpFamily::MatMul => Some(2),
                 OpFamily::Graph | OpFamily::Linear | OpFamily::Conv | OpFamily::Norm | OpFamily::Pointwise => Some(1),

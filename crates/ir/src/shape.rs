@@ -143,9 +143,14 @@ fn infer_unchecked(op: &Op, node: &str, inputs: &[ValueInfo]) -> Result<ValueInf
             let d = norm_dim(*dim, x.len()).ok_or_else(|| err(format!("dim {dim} out of range")))?;
             Ok(ValueInfo::Int(x[d] as i64))
         }
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow => {
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Pow | Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
             let (a, b) = (tensor_in(0)?, tensor_in(1)?);
             shaped(broadcast_shapes(a, b).ok_or_else(|| "shapes do not broadcast".into()))
+        }
+        Op::Where => {
+            let (c, a, b) = (tensor_in(0)?, tensor_in(1)?, tensor_in(2)?);
+            let shape = broadcast_shapes(a, b).and_then(|ab| broadcast_shapes(c, &ab));
+            shaped(shape.ok_or_else(|| format!("the condition {c:?} and the values {a:?} and {b:?} do not broadcast")))
         }
         Op::Concat { dim } => {
             if inputs.is_empty() {
@@ -520,6 +525,9 @@ mod tests {
             (Op::AdaptiveAvgPool2d { output_size: [1, 1] }, vec![&[2, 8, 5, 5]], vec![2, 8, 1, 1]),
             (Op::Div, vec![&[4, 3], &[]], vec![4, 3]),
             (Op::Pow, vec![&[1], &[2, 5]], vec![2, 5]),
+            (Op::Gt, vec![&[4, 1], &[3]], vec![4, 3]),
+            (Op::Where, vec![&[1, 3], &[4, 1], &[]], vec![4, 3]),
+            (Op::Where, vec![&[2, 1, 1, 5], &[2, 4, 5, 5], &[]], vec![2, 4, 5, 5]),
             (Op::Clip { min: 0.0, max: 1.0 }, vec![&[2, 3]], vec![2, 3]),
             (Op::Concat { dim: 1 }, vec![&[2, 3, 4], &[2, 5, 4], &[2, 1, 4]], vec![2, 9, 4]),
             (Op::Concat { dim: -1 }, vec![&[2, 3]], vec![2, 3]),
@@ -562,6 +570,8 @@ mod tests {
         let e = shape_of(Op::Linear { in_features: 16, out_features: 5, bias: true }, &[&[8, 15]]).unwrap_err();
         assert!(e.to_string().contains("in_features = 16"), "{e}");
         assert!(shape_of(Op::Add, &[&[3], &[4]]).is_err());
+        let e = shape_of(Op::Where, &[&[2], &[3], &[3]]).unwrap_err();
+        assert!(e.to_string().contains("the condition [2] and the values [3] and [3] do not broadcast"), "{e}");
         assert!(shape_of(Op::Reshape { shape: vec![DimArg::Const(5), DimArg::Const(-1)] }, &[&[2, 3]]).is_err());
         assert!(shape_of(Op::Concat { dim: 1 }, &[&[2, 3], &[3, 3]]).is_err());
         assert!(shape_of(Op::Concat { dim: 0 }, &[]).is_err());

@@ -7,7 +7,8 @@
 //! - `module_from_op`'s `makers` has an entry for exactly the ops with a module class.
 //!
 //! The tables are read as text (the tests of the package itself run under Python): a name is
-//! produced where the file writes `"op": "<name>"`, `_binary("<name>")` or `_reduce("<name>")`,
+//! produced where the file writes `"op": "<name>"`, `_binary("<name>")`, `_compare("<name>")` or
+//! `_reduce("<name>")`,
 //! and the f-strings of the conv, batch-norm and pool helpers are expanded over their one or two
 //! dimensions.
 
@@ -42,7 +43,7 @@ fn quoted_after<'t>(text: &'t str, prefix: &str) -> Vec<&'t str> {
 /// Every op name the tracer writes, with the f-strings expanded.
 fn traced_names(text: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    let helpers = quoted_after(text, "_binary(\"").into_iter().chain(quoted_after(text, "_reduce(\""));
+    let helpers = ["_binary(\"", "_compare(\"", "_reduce(\""].into_iter().flat_map(|h| quoted_after(text, h));
     for raw in quoted_after(text, "\"op\": \"").into_iter().chain(helpers) {
         names.insert(raw.to_string());
     }

@@ -14,6 +14,7 @@ use crate::kernels::matmul::MatMul;
 use crate::kernels::norm::{BatchNorm, NormSlots};
 use crate::kernels::pool::{AdaptiveAvgPool, AdaptiveMaxPool, AvgPool, MaxPool, PoolGeom};
 use crate::kernels::reduce::{Reduce, ReduceKind};
+use crate::kernels::select::Where;
 use crate::kernels::shape_ops::{Concat, Constant, Pad, Permute};
 use crate::kernels::softmax::Softmax;
 use crate::kernels::NodeKernel;
@@ -216,6 +217,13 @@ fn compile(node: &Node, ins: &[&[usize]], out: &[usize], slots: &[usize], thread
         Op::Embedding { num_embeddings, embedding_dim, padding_idx, functional } => {
             NodeKernel::Embedding(Embedding::new(*num_embeddings, *embedding_dim, *padding_idx, (!functional).then(|| slots[0])))
         }
+        Op::Eq => NodeKernel::Binary(Binary::new(BinOp::Eq, ins[0], ins[1], out)),
+        Op::Ne => NodeKernel::Binary(Binary::new(BinOp::Ne, ins[0], ins[1], out)),
+        Op::Lt => NodeKernel::Binary(Binary::new(BinOp::Lt, ins[0], ins[1], out)),
+        Op::Le => NodeKernel::Binary(Binary::new(BinOp::Le, ins[0], ins[1], out)),
+        Op::Gt => NodeKernel::Binary(Binary::new(BinOp::Gt, ins[0], ins[1], out)),
+        Op::Ge => NodeKernel::Binary(Binary::new(BinOp::Ge, ins[0], ins[1], out)),
+        Op::Where => NodeKernel::Where(Where::new(ins, out)),
     }
 }
 

@@ -593,3 +593,45 @@ fn cross_entropy_loss_gradient() {
         assert_close("cross-entropy", &name, &g, &numeric);
     }
 }
+
+/// Comparisons pass no gradient (their value is a step); `where` passes the output gradient to
+/// the value it chose, summed over the dimensions that value was broadcast along.
+#[test]
+fn comparisons_and_where() {
+    let cmp = |g: &mut Graph, op: Op, a, b| g.call_function(&format!("operator.{}", op.mase_op()), op, &[a, b]);
+    let cases = [
+        custom("where(x > c, x, c * x), c [4]", &[2, 3, 4], &[("c", vec![4])], |g, x| {
+            let c = g.get_attr("c");
+            let gt = cmp(g, Op::Gt, x, c);
+            let m = g.call_function("operator.mul", Op::Mul, &[c, x]);
+            g.call_function("torch.where", Op::Where, &[gt, x, m])
+        }),
+        custom("where(c > z, x, c): condition and b broadcast [3,1]", &[2, 3, 4], &[("c", vec![3, 1]), ("z", vec![])], |g, x| {
+            let (c, z) = (g.get_attr("c"), g.get_attr("z"));
+            let gt = cmp(g, Op::Gt, c, z);
+            g.call_function("torch.where", Op::Where, &[gt, x, c])
+        }),
+        custom("where(x <= 0, c, tanh(x)): a broadcast [4]", &[3, 4], &[("c", vec![4]), ("z", vec![])], |g, x| {
+            let (c, z) = (g.get_attr("c"), g.get_attr("z"));
+            let le = cmp(g, Op::Le, x, z);
+            let t = g.call_function("torch.tanh", Op::Tanh, &[x]);
+            g.call_function("torch.where", Op::Where, &[le, c, t])
+        }),
+        custom("x * (x == c) + x * (x != c) + x * (x < c) + (x >= c) * c", &[2, 5], &[("c", vec![5])], |g, x| {
+            let c = g.get_attr("c");
+            let mut acc = None;
+            for op in [Op::Eq, Op::Ne, Op::Lt] {
+                let k = cmp(g, op, x, c);
+                let term = g.call_function("operator.mul", Op::Mul, &[x, k]);
+                acc = Some(match acc {
+                    None => term,
+                    Some(a) => g.call_function("operator.add", Op::Add, &[a, term]),
+                });
+            }
+            let ge = cmp(g, Op::Ge, x, c);
+            let term = g.call_function("operator.mul", Op::Mul, &[ge, c]);
+            g.call_function("operator.add", Op::Add, &[acc.expect("three terms"), term])
+        }),
+    ];
+    cases.iter().for_each(check);
+}

@@ -168,3 +168,64 @@ fn activations_and_reductions_match_pytorch() {
     let bad: Vec<String> = cases.into_iter().flat_map(|(case, form)| check(&fx, case, Mode::Train, form)).collect();
     assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
 }
+
+/// `op(x, c)` of one graph node, forward in evaluation.
+fn eval_with_const(op: Op, x: &[f32], c: &[f32]) -> Vec<f32> {
+    let mut g = Graph::new();
+    let xn = g.placeholder("x");
+    let cn = g.get_attr("c");
+    let y = g.call_function(&format!("operator.{}", op.mase_op()), op, &[xn, cn]);
+    g.output(y);
+    let mut params = ParamStore::new();
+    params.insert("c", Tensor::new(vec![c.len()], c.to_vec()).unwrap(), false);
+    let mut exec = Executor::new(&g, &params, ExecOptions { threads: 1, seed: 0 }).unwrap();
+    exec.forward(x, &[1, x.len()], Mode::Eval).unwrap().to_vec()
+}
+
+/// IEEE comparisons, as PyTorch's: NaN is unordered (equal to nothing, unequal to everything),
+/// infinities compare as numbers, -0.0 equals 0.0.
+#[test]
+fn comparisons_treat_nan_and_infinities_as_pytorch() {
+    let nan = f32::NAN;
+    let (inf, ninf) = (f32::INFINITY, f32::NEG_INFINITY);
+    let x = [nan, 1.0, 2.0, ninf, inf, -0.0, nan];
+    let c = [2.0, 2.0, 2.0, 2.0, inf, 0.0, nan];
+    let cases: [(Op, [f32; 7]); 6] = [
+        (Op::Eq, [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]),
+        (Op::Ne, [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]),
+        (Op::Lt, [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]),
+        (Op::Le, [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]),
+        (Op::Gt, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+        (Op::Ge, [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]),
+    ];
+    for (op, want) in cases {
+        let got = eval_with_const(op.clone(), &x, &c);
+        assert_eq!(got, want, "{}", op.mase_op());
+    }
+}
+
+/// `where(cond, a, b)`: a NaN condition holds (PyTorch's cast of NaN to bool is true), -0.0 does
+/// not; a NaN or infinity in the value not chosen does not reach the output or the gradients,
+/// and the chosen one passes its gradient unchanged.
+#[test]
+fn where_chooses_by_nonzero_and_keeps_nonfinite_values_apart() {
+    let nan = f32::NAN;
+    let mut g = Graph::new();
+    let a = g.placeholder("a");
+    let cond = g.get_attr("cond");
+    let b = g.get_attr("b");
+    let y = g.call_function("torch.where", Op::Where, &[cond, a, b]);
+    g.output(y);
+    let mut params = ParamStore::new();
+    params.insert("cond", Tensor::new(vec![4], vec![nan, 0.0, 1.0, -0.0]).unwrap(), false);
+    params.insert("b", Tensor::new(vec![4], vec![nan, 20.0, f32::INFINITY, 40.0]).unwrap(), true);
+    let mut exec = Executor::new(&g, &params, ExecOptions { threads: 1, seed: 0 }).unwrap();
+    exec.set_keep_input_grad(true);
+    let y = exec.forward(&[1.0, f32::NEG_INFINITY, nan, 4.0], &[1, 4], Mode::Train).unwrap().to_vec();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&y), bits(&[1.0, 20.0, nan, 40.0]));
+    exec.backward(&[0.5, 0.25, 2.0, 4.0]).unwrap();
+    assert_eq!(exec.input_grad().unwrap(), &[0.5, 0.0, 2.0, 0.0]);
+    let grads: HashMap<String, Vec<f32>> = exec.grads().into_iter().collect();
+    assert_eq!(grads["b"], vec![0.0, 0.25, 0.0, 4.0]);
+}

@@ -131,6 +131,29 @@ def scaled_dot_product_attention(q, k, v, mask=None, mask_kind=None, is_causal=F
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
 
 
+_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+
+
+def compare(a, b, kind):
+    """The comparison `kind` (`"eq"`, `"lt"`, ...) as the graph holds it: 1.0 where it holds, 0.0
+    elsewhere, in the operands' float type (PyTorch's bool result, as a number).
+
+    >>> compare(torch.tensor([1.0, 2.0, float("nan")]), torch.tensor(2.0), "lt")
+    tensor([1., 0., 0.])
+    """
+    return _COMPARE[kind](a, b).to(torch.result_type(a, b))
+
+
+def where(condition, a, b):
+    """`torch.where` of a condition held as numbers: `a` where it is not 0 (NaN counts as true,
+    as PyTorch's cast to bool), `b` elsewhere; a bool condition is used as it is.
+
+    >>> where(torch.tensor([1.0, 0.0]), torch.tensor(5.0), torch.tensor([7.0, 8.0]))
+    tensor([5., 8.])
+    """
+    return torch.where(condition if condition.dtype == torch.bool else condition != 0, a, b)
+
+
 def embedding(ids, weight, padding_idx=None):
     """`F.embedding` of ids held as floats (mase-rs's graph values): each must be a whole number
     in `0..num_embeddings`, which is checked rather than truncated."""
@@ -168,6 +191,10 @@ def implementation(op, inputs):
         return "call_function", unary[name], (x,), {}
     if name in binary:
         return "call_function", binary[name], tuple(inputs[:2]), {}
+    if name in _COMPARE:
+        return "call_function", compare, (*inputs[:2], name), {}
+    if name == "where":
+        return "call_function", where, tuple(inputs[:3]), {}
     table = {
         "leaky_relu": lambda: (F.leaky_relu, (x, op["negative_slope"])),
         "gelu": lambda: (F.gelu, (x,), {"approximate": "tanh" if op["tanh"] else "none"}),

@@ -11,6 +11,25 @@ pub(crate) enum Bin {
     Mul,
     Div,
     Pow,
+    Equal,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+impl Bin {
+    /// The comparison's answer for two ordered values (`None` for arithmetic).
+    fn compare<T: PartialOrd>(self, p: T, q: T) -> Option<bool> {
+        match self {
+            Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Pow => None,
+            Bin::Equal => Some(p == q),
+            Bin::Less => Some(p < q),
+            Bin::LessOrEqual => Some(p <= q),
+            Bin::Greater => Some(p > q),
+            Bin::GreaterOrEqual => Some(p >= q),
+        }
+    }
 }
 
 /// The largest constant folding may create.
@@ -63,12 +82,18 @@ pub(crate) fn binary(op: Bin, a: &Const, b: &Const) -> Result<Const, String> {
     let data = match (&a.data, &b.data) {
         (Data::I(x), Data::I(y)) => {
             let f = |p: i64, q: i64| -> Result<i64, String> {
+                if let Some(holds) = op.compare(p, q) {
+                    return Ok(i64::from(holds));
+                }
                 Ok(match op {
                     Bin::Add => p.wrapping_add(q),
                     Bin::Sub => p.wrapping_sub(q),
                     Bin::Mul => p.wrapping_mul(q),
                     Bin::Div => p.checked_div(q).ok_or("integer division by zero")?,
                     Bin::Pow => p.wrapping_pow(u32::try_from(q).map_err(|_| "negative integer exponent")?),
+                    Bin::Equal | Bin::Less | Bin::LessOrEqual | Bin::Greater | Bin::GreaterOrEqual => {
+                        unreachable!("comparisons returned above")
+                    }
                 })
             };
             Data::I(oa.iter().zip(&ob).map(|(&i, &j)| f(x[i], y[j])).collect::<Result<_, _>>()?)
@@ -81,8 +106,41 @@ pub(crate) fn binary(op: Bin, a: &Const, b: &Const) -> Result<Const, String> {
                 Bin::Mul => p * q,
                 Bin::Div => p / q,
                 Bin::Pow => p.powf(q),
+                // A folded comparison is a bool tensor held as 0 and 1.
+                Bin::Equal | Bin::Less | Bin::LessOrEqual | Bin::Greater | Bin::GreaterOrEqual => {
+                    f32::from(u8::from(op.compare(p, q) == Some(true)))
+                }
             };
             Data::F(oa.iter().zip(&ob).map(|(&i, &j)| f(x[i], y[j])).collect())
+        }
+    };
+    Ok(Const { shape: out, data, origin: None })
+}
+
+/// `where(c, a, b)` with NumPy broadcasting: `a` where `c` is not 0, `b` elsewhere; integers
+/// when both values are.
+pub(crate) fn select(c: &Const, a: &Const, b: &Const) -> Result<Const, String> {
+    let out = mase_ir::broadcast_shapes(&a.shape, &b.shape)
+        .and_then(|ab| mase_ir::broadcast_shapes(&c.shape, &ab))
+        .ok_or_else(|| format!("shapes {:?}, {:?} and {:?} do not broadcast", c.shape, a.shape, b.shape))?;
+    if out.iter().try_fold(1usize, |p, &d| p.checked_mul(d)).is_none_or(|n| n > MAX_FOLDED) {
+        return Err(format!(
+            "folding shapes {:?}, {:?} and {:?} gives a constant larger than {MAX_FOLDED} values",
+            c.shape, a.shape, b.shape
+        ));
+    }
+    let (oc, oa, ob) = (broadcast_offsets(&c.shape, &out), broadcast_offsets(&a.shape, &out), broadcast_offsets(&b.shape, &out));
+    let holds: Vec<bool> = {
+        let cf = c.f32s();
+        oc.iter().map(|&k| cf[k] != 0.0).collect()
+    };
+    let data = match (&a.data, &b.data) {
+        (Data::I(x), Data::I(y)) => {
+            Data::I(holds.iter().zip(oa.iter().zip(&ob)).map(|(&h, (&i, &j))| if h { x[i] } else { y[j] }).collect())
+        }
+        _ => {
+            let (x, y) = (a.f32s(), b.f32s());
+            Data::F(holds.iter().zip(oa.iter().zip(&ob)).map(|(&h, (&i, &j))| if h { x[i] } else { y[j] }).collect())
         }
     };
     Ok(Const { shape: out, data, origin: None })

@@ -62,6 +62,13 @@ pub(crate) fn fx_target(op: &Op) -> Option<(NodeKind, &'static str)> {
         Op::Mean(_) => (NodeKind::CallMethod, "mean"),
         Op::Sum(_) => (NodeKind::CallMethod, "sum"),
         Op::Amax(_) => (NodeKind::CallMethod, "amax"),
+        Op::Eq => (NodeKind::CallFunction, "operator.eq"),
+        Op::Ne => (NodeKind::CallFunction, "operator.ne"),
+        Op::Lt => (NodeKind::CallFunction, "operator.lt"),
+        Op::Le => (NodeKind::CallFunction, "operator.le"),
+        Op::Gt => (NodeKind::CallFunction, "operator.gt"),
+        Op::Ge => (NodeKind::CallFunction, "operator.ge"),
+        Op::Where => (NodeKind::CallFunction, "torch.where"),
         _ => return None,
     })
 }

@@ -214,6 +214,13 @@ fn output_format(
         Op::LayerNorm { .. } | Op::GroupNorm { .. } => None,
         // The largest value of a window keeps its input's format, as a max pool's does.
         Op::AdaptiveMaxPool1d { .. } | Op::AdaptiveMaxPool2d { .. } => data_in.first().cloned(),
+        // A comparison's 0 or 1: float unless quant names a format.
+        Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => None,
+        // A selection keeps the format its two values share (a multiplexer), float otherwise.
+        Op::Where => {
+            let (a, b) = (data_in.get(1)?, data_in.get(2)?);
+            (a == b).then(|| a.clone())
+        }
     }
 }
 

@@ -75,6 +75,9 @@ pub(super) fn code_frac(op: &Op, fracs: &[i32], bits: &[u32]) -> Option<i32> {
         | Op::Einsum { .. }
         | Op::ScaledDotProductAttention { .. }
         | Op::Embedding { .. } => false,
+        // A comparison's 0 or 1 is no code of its inputs' format; `where` reads a condition
+        // that is none either (both run in float).
+        Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Where => false,
         // Not values of the data path.
         Op::Input | Op::Constant | Op::Size { .. } | Op::SizeArith { .. } | Op::Opaque { .. } => false,
     };

@@ -1,5 +1,6 @@
-//! `add`, `sub`, `mul`, `div` and `pow` with NumPy broadcasting. The gradient of a broadcast input is the sum
-//! of the output gradient over the dimensions it was broadcast along.
+//! `add`, `sub`, `mul`, `div`, `pow` and the comparisons with NumPy broadcasting. The gradient of a
+//! broadcast input is the sum of the output gradient over the dimensions it was broadcast along; a
+//! comparison (1.0 where it holds, 0.0 elsewhere) passes none, as PyTorch's bool result does not.
 
 use super::shape_ops::{strides, walk};
 use super::{store_each, store_zip, Accum, Bwd, Fwd, Kernel};
@@ -12,6 +13,18 @@ pub(crate) enum BinOp {
     Mul,
     Div,
     Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinOp {
+    fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
 }
 
 /// A broadcasting binary node.
@@ -52,6 +65,13 @@ fn apply(op: BinOp, a: f32, b: f32) -> f32 {
         BinOp::Mul => a * b,
         BinOp::Div => a / b,
         BinOp::Pow => a.powf(b),
+        // IEEE comparisons, as PyTorch's: NaN is unordered, equal to nothing and unequal to all.
+        BinOp::Eq => f32::from(u8::from(a == b)),
+        BinOp::Ne => f32::from(u8::from(a != b)),
+        BinOp::Lt => f32::from(u8::from(a < b)),
+        BinOp::Le => f32::from(u8::from(a <= b)),
+        BinOp::Gt => f32::from(u8::from(a > b)),
+        BinOp::Ge => f32::from(u8::from(a >= b)),
     }
 }
 
@@ -64,7 +84,9 @@ impl Kernel for Binary {
                 BinOp::Add => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p + q),
                 BinOp::Sub => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p - q),
                 BinOp::Mul => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = p * q),
-                BinOp::Div | BinOp::Pow => y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = apply(op, *p, *q)),
+                BinOp::Div | BinOp::Pow | BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                    y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (p, q))| *o = apply(op, *p, *q))
+                }
             }
             return;
         }
@@ -77,7 +99,9 @@ impl Kernel for Binary {
                     BinOp::Add => row_apply(yr, ar, br, |p, q| p + q),
                     BinOp::Sub => row_apply(yr, ar, br, |p, q| p - q),
                     BinOp::Mul => row_apply(yr, ar, br, |p, q| p * q),
-                    BinOp::Div | BinOp::Pow => row_apply(yr, ar, br, |p, q| apply(op, p, q)),
+                    BinOp::Div | BinOp::Pow | BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                        row_apply(yr, ar, br, |p, q| apply(op, p, q))
+                    }
                 }
             });
             return;
@@ -86,6 +110,10 @@ impl Kernel for Binary {
     }
 
     fn backward_input(&mut self, cx: &Bwd<'_>, i: usize, dx: &mut [f32], acc: Accum) {
+        if self.op.is_comparison() {
+            acc.prepare(dx);
+            return;
+        }
         if matches!(self.op, BinOp::Div | BinOp::Pow) {
             self.backward_div_pow(cx, i, dx, acc);
             return;
@@ -98,6 +126,8 @@ impl Kernel for Binary {
             (BinOp::Add, _) | (BinOp::Sub, 0) => g,
             (BinOp::Sub, _) => -g,
             (BinOp::Mul, _) | (BinOp::Div | BinOp::Pow, _) => g * o,
+            // Returned above: no gradient.
+            (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, _) => 0.0,
         };
         if self.full[i] && self.full[1 - i] {
             store_zip(acc, dx, dy, other, local);

@@ -18,6 +18,7 @@ pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod select;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 pub(crate) mod vector;
@@ -198,6 +199,7 @@ kernels! {
     RowNorm(layer_norm::RowNorm),
     AdaptiveMaxPool(pool::AdaptiveMaxPool),
     Gather(indexing::Gather),
+    Where(select::Where),
 }
 
 impl NodeKernel {

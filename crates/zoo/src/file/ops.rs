@@ -104,6 +104,13 @@ pub(crate) const NOT_IN_MODEL_FILES: &[(&str, &str)] = &[
     ("repeat", "arrives by torch.fx import"),
     ("stack", "arrives by torch.fx import"),
     ("size_arith", "arithmetic on sizes arrives by torch.fx import, where a forward computes shapes"),
+    ("eq", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("ne", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("lt", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("le", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("gt", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("ge", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
+    ("where", "comparisons and `where` (masks) arrive by ONNX or torch.fx import"),
 ];
 
 /// Why model files do not name the op `mase_op`, for the ops of [`NOT_IN_MODEL_FILES`].

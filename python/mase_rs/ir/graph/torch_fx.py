@@ -317,6 +317,68 @@ def _binary(name):
     return op
 
 
+def _compare(name):
+    """A comparison (`x > 0`, `torch.eq(a, b)`, `x.lt(y)`): 1.0 where it holds, 0.0 elsewhere,
+    the graph's float for PyTorch's bool."""
+
+    def op(call):
+        a, b = call.get(0, "input"), call.get(1, "other")
+        if _is_int_node(a) or _is_int_node(b):
+            raise _NoOp("a comparison of sizes is not supported (it would steer the forward by a shape)")
+        ins = [v if _is_node(v) else _scalar(v, name) for v in (a, b)]
+        if not any(_is_node(v) for v in ins):
+            raise _NoOp("no tensor operand")
+        return {"op": name}, ins
+
+    return op
+
+
+def _logical_not(call):
+    """`torch.logical_not(x)`: whether `x` is 0, which is `x == 0` for every dtype."""
+    x = call.get(0, "input")
+    return {"op": "eq"}, [x, _Scalar(0.0)]
+
+
+def _is_bool(n):
+    """Whether the fx node's value is known to be a bool tensor: a comparison's, a `~` or
+    `logical_not` of one, or a bool tensor attribute."""
+    import torch
+
+    if n.op == "get_attr":
+        return getattr(_attribute(n.graph.owning_module, n.target), "dtype", None) == torch.bool
+    fns = {f for make in _COMPARISONS.values() for f in make(torch)} | {operator.invert, torch.logical_not}
+    if n.op == "call_function":
+        return n.target in fns
+    return n.op == "call_method" and n.target in (*_COMPARISONS, "logical_not", "bool")
+
+
+def _invert(call):
+    """`~mask` of a bool tensor (its logical not); `~` of other values is a bitwise not, which
+    the graph's floats do not hold."""
+    x = call.get(0, "input")
+    if not _is_node(x) or not _is_bool(x):
+        raise _NoOp("`~` of a value not known to be a bool tensor (a comparison or a bool attribute) is not supported")
+    return _logical_not(call)
+
+
+def _where(call):
+    """`torch.where(condition, input, other)`; numbers may stand for either value."""
+    if len(call.args) + len(call.kwargs) < 3:
+        raise _NoOp("torch.where(condition) (the indices where it holds) is not supported; give the two values")
+    c, a, b = call.get(0, "condition"), call.get(1, "input"), call.get(2, "other")
+    if not _is_node(c):
+        raise _NoOp(f"the condition {c!r} is not a tensor")
+    return {"op": "where"}, [c] + [v if _is_node(v) else _scalar(v, "where") for v in (a, b)]
+
+
+def _masked_fill(call):
+    """`x.masked_fill(mask, value)`: `where(mask, value, x)`."""
+    x, mask, value = call.get(0, "input"), call.get(1, "mask"), call.get(2, "value")
+    if not _is_node(mask):
+        raise _NoOp(f"the mask {mask!r} is not a tensor")
+    return {"op": "where"}, [mask, value if _is_node(value) else _scalar(value, "masked_fill"), x]
+
+
 def _unary(op_json):
     return lambda call: (dict(op_json), [call.get(0, "input")])
 
@@ -742,6 +804,10 @@ def _function_table(torch):
         F.embedding: _fn_embedding,
         operator.pow: _binary("pow"),
         torch.pow: _binary("pow"),
+        torch.where: _where,
+        torch.logical_not: _logical_not,
+        operator.invert: _invert,
+        torch.masked_fill: _masked_fill,
         torch.sqrt: _unary({"op": "sqrt"}),
         F.relu: _unary({"op": "relu"}),
         torch.relu: _unary({"op": "relu"}),
@@ -803,6 +869,9 @@ def _function_table(torch):
         torch.unsqueeze: _unsqueeze,
         torch.squeeze: _squeeze,
     }
+    for name, fns in _COMPARISONS.items():
+        for fn in fns(torch):
+            t[fn] = _compare(name)
     # torchvision's `stochastic_depth(input, p, mode, training)` (fx-wrapped, so a call of its
     # own), when the model came with torchvision.
     tv_ops = sys.modules.get("torchvision.ops")
@@ -810,6 +879,16 @@ def _function_table(torch):
         t[tv_ops.stochastic_depth] = _stochastic_depth
     return t
 
+
+# Each comparison op and the operator and `torch` functions that trace to it.
+_COMPARISONS = {
+    "eq": lambda torch: (operator.eq, torch.eq),
+    "ne": lambda torch: (operator.ne, torch.ne, torch.not_equal),
+    "lt": lambda torch: (operator.lt, torch.lt, torch.less),
+    "le": lambda torch: (operator.le, torch.le, torch.less_equal),
+    "gt": lambda torch: (operator.gt, torch.gt, torch.greater),
+    "ge": lambda torch: (operator.ge, torch.ge, torch.greater_equal),
+}
 
 _METHODS = {
     "relu": _unary({"op": "relu"}),
@@ -846,6 +925,14 @@ _METHODS = {
     "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
     "floor_divide": _floordiv,
+    "eq": _compare("eq"),
+    "ne": _compare("ne"),
+    "lt": _compare("lt"),
+    "le": _compare("le"),
+    "gt": _compare("gt"),
+    "ge": _compare("ge"),
+    "masked_fill": _masked_fill,
+    "logical_not": _logical_not,
 }
 
 
@@ -1083,8 +1170,11 @@ def node_records(gm, lower=None):
         names = []
         for i in ins:
             if isinstance(i, _Scalar):
-                # Named after its reader, as the ONNX import names folded constants.
+                # Named after its reader, as the ONNX import names folded constants (a second
+                # number of the same reader, as in `torch.where(c, 1.0, 0.0)`, gets a suffix).
                 const = f"{node.name}_const"
+                if const in constants:
+                    const = f"{const}_1"
                 constants[const] = np.array(i.value, dtype=np.float32)
                 records.append({"name": const, "kind": "get_attr", "target": const, "inputs": [], "op": {"op": "constant"}})
                 names.append(const)

@@ -9,6 +9,7 @@ use crate::onnx::proto::NodeProto;
 use crate::Result;
 
 mod indexing;
+mod logic;
 mod math;
 mod nn;
 mod quant;
@@ -18,7 +19,7 @@ mod shape;
 pub(crate) type Lower = fn(&mut Importer, &NodeProto) -> Result<Val>;
 
 /// Every family's table.
-const FAMILIES: [&[(&str, Lower)]; 4] = [math::OPS, nn::OPS, shape::OPS, indexing::OPS];
+const FAMILIES: [&[(&str, Lower)]; 5] = [math::OPS, nn::OPS, shape::OPS, indexing::OPS, logic::OPS];
 
 /// The lowering of a standard ONNX operator, if the importer has one.
 pub(crate) fn lowering(op_type: &str) -> Option<Lower> {

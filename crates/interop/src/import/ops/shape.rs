@@ -7,6 +7,7 @@ use super::super::value::{Computed, Dim, Val};
 use super::super::{is_state_dict_name, Importer};
 use super::Lower;
 use crate::onnx::attrs::Attrs;
+use crate::onnx::proto::tensor_proto::DataType;
 use crate::onnx::proto::NodeProto;
 use crate::onnx::tensor::{dims_fit, Const};
 use crate::qonnx;
@@ -378,6 +379,10 @@ impl Importer {
 
     pub(crate) fn cast(&mut self, n: &NodeProto) -> Result<Val> {
         let to = Attrs::new(n).int("to", 1)?;
+        if to == DataType::Bool as i64 {
+            let v = self.req(n, 0)?;
+            return self.cast_to_bool(n, v);
+        }
         let float = matches!(to, 1 | 10 | 11 | 16);
         let int = matches!(to, 2..=7 | 9 | 12 | 13);
         match self.req(n, 0)? {
