@@ -2,6 +2,7 @@
 ops they are made of: they equal PyTorch, train with PyTorch's gradients, keep the state-dict
 names, and quantize reaches their projections."""
 
+import copy
 import json
 
 import pytest
@@ -116,21 +117,81 @@ def test_quantize_reaches_the_projections():
         assert torch.isfinite(mg.model(x)).all()
 
 
-def test_attention_with_a_mask_stays_pytorch_code():
-    class Masked(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
-            self.register_buffer("mask", torch.triu(torch.ones(4, 4, dtype=torch.bool), 1))
+class MaskedAttention(nn.Module):
+    """Attention with masks: `kind` picks which (see `MASKED`). A token is padding where its first
+    feature is 1; every sequence keeps some tokens."""
 
-        def forward(self, x):
-            return self.attn(x, x, x, attn_mask=self.mask, need_weights=False)[0].mean(1)
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.embed = nn.Linear(8, 16)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(copy.deepcopy(self.layer), 2, enable_nested_tensor=kind == "nested")
+        self.register_buffer("causal", torch.triu(torch.ones(5, 5, dtype=torch.bool), 1))
+        self.register_buffer("bias", nn.Transformer.generate_square_subsequent_mask(5) + torch.linspace(-0.5, 0.5, 25).view(5, 5))
+        self.head = nn.Linear(16, 3)
 
+    def forward(self, x):
+        pad = x[:, :, 0] == 1.0
+        h = self.embed(x)
+        if self.kind == "bool attn_mask":
+            h = self.attn(h, h, h, attn_mask=self.causal, need_weights=False)[0]
+        elif self.kind == "float attn_mask and key padding":
+            h, _ = self.attn(h, h, h, key_padding_mask=pad, attn_mask=self.bias)
+        elif self.kind == "layer, key padding":
+            h = self.layer(h, src_key_padding_mask=pad)
+        elif self.kind == "encoder, both masks":
+            h = self.encoder(h, mask=self.bias, src_key_padding_mask=pad)
+        elif self.kind == "nested":
+            h = self.encoder(h, src_key_padding_mask=pad)
+        return self.head(h.mean(1))
+
+
+MASKED = ["bool attn_mask", "float attn_mask and key padding", "layer, key padding", "encoder, both masks"]
+
+
+def masked_batch():
+    x = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(4))
+    x[0, 1, 0] = 1.0
+    x[1, 3:, 0] = 1.0
+    return x
+
+
+@pytest.mark.parametrize("kind", MASKED)
+def test_attention_masks_load_as_ops_with_pytorchs_values_and_gradients(kind):
     torch.manual_seed(0)
-    module = Masked().eval()
-    mg = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=8, sample_shape=(4, 8)))
+    module = MaskedAttention(kind).eval()
+    mg = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)))
+    counts = ops(mg)
+    assert "opaque" not in counts, counts
+    assert counts.get("where", 0) >= 1, counts
+    x = masked_batch()
+    mg.model.eval()
+    # PyTorch's reference with gradients on: without them its encoder layers take their fused
+    # "fast path", which gives NaN everywhere for this encoder's two masks (PyTorch 2.15).
+    want = module(x).detach()
+    with torch.no_grad():
+        torch.testing.assert_close(mg.model(x), want, rtol=1e-5, atol=1e-5)
+    twin = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)))
+    y = torch.tensor([0, 1, 2])
+    for m in (twin.model, module):
+        m.train()
+        m.zero_grad()
+        F.cross_entropy(m(x), y).backward()
+    ours = dict(twin.model.named_parameters())
+    for name, p in module.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(ours[name].grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_an_encoder_on_nested_tensors_with_a_padding_mask_stays_pytorch_code():
+    # PyTorch's encoder returns zeros at padded positions there, which its layers' ops do not.
+    torch.manual_seed(0)
+    module = MaskedAttention("nested").eval()
+    mg = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)))
     assert "opaque" in ops(mg)
-    x = torch.randn(2, 4, 8)
+    x = masked_batch()
     mg.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(mg.model(x), module(x), rtol=0, atol=0)

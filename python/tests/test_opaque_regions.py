@@ -1,5 +1,5 @@
 """Code mase-rs has no op for stays PyTorch's: opaque regions (functions mase-rs lacks, indexing by
-a tensor, a module called with a mask, checks) around the layers mase-rs lowers, so that such a
+a tensor, an attention module with `add_zero_attn`, checks) around the layers mase-rs lowers, so that such a
 model loads, equals PyTorch, trains in a torch loop and quantizes its layers."""
 
 import json
@@ -29,14 +29,15 @@ def info(shape, classes=5):
 
 class Tokens(nn.Module):
     """A ViT in miniature with code mase-rs has no op for: a token shift (`torch.roll`, as Swin
-    shifts windows), a check, and attention with a mask, called with keyword arguments."""
+    shifts windows), a check, and attention with a zero-attention slot (`add_zero_attn`, which
+    mase-rs has no op for) and a mask, called with keyword arguments."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 4, stride=4)
         self.cls = nn.Parameter(torch.randn(1, 1, 8))
         self.ln = nn.LayerNorm(8)
-        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True, add_zero_attn=True)
         # The patches do not attend to the class token; it attends to them all.
         mask = torch.zeros(5, 5, dtype=torch.bool)
         mask[1:, 0] = True

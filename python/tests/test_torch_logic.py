@@ -189,3 +189,18 @@ def test_onnx_comparisons_and_where_import_with_onnxruntimes_outputs(tmp_path):
     mg = MaseGraph(model=str(path))
     mg.model.eval()
     np.testing.assert_array_equal(mg(x), want)
+
+
+def test_a_comparison_is_a_bool_mask_of_scaled_dot_product_attention():
+    class M(nn.Module):
+        def forward(self, x):
+            mask = x[:, :, :4] > -0.5
+            return F.scaled_dot_product_attention(x, x, x, attn_mask=mask).sum(1)
+
+    x = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(2))
+    mg = MaseGraph(model=M())
+    ops = [n["op"] for n in json.loads(mg._native.graph_json())["nodes"]]
+    assert [o.get("mask") for o in ops if o["op"] == "scaled_dot_product_attention"] == ["bool"]
+    for backend in ("rust", "torch"):
+        mase_rs.set_backend(backend)
+        torch.testing.assert_close(MaseGraph(model=M()).model(x), M()(x), rtol=1e-5, atol=1e-6, msg=backend)

@@ -18,9 +18,19 @@ so the state dict keeps PyTorch's names. The attention's dropout runs as an `nn.
 registered on the traced module (`_mase_<attention path>_dropout`), so that it follows train and
 eval mode.
 
-A call this cannot express — masks, `need_weights=True` with the weights used, separate key and
-value widths, `add_bias_kv`, `add_zero_attn` — is left as it is (an opaque region that PyTorch
-runs).
+Masks become what PyTorch's `multi_head_attention_forward` makes of them: a bool mask (True =
+not attended) the addend `where(mask, -inf, 0)`, a float mask itself; the key-padding mask
+`[N, S]` viewed `[N, 1, 1, S]`, a 3-D `attn_mask` `[N * H, L, S]` viewed `[N, H, L, S]`, the two
+added (`attn_mask + key_padding_mask`) and the sum added to the scaled scores before the
+softmax. A mask's dtype (and, for `attn_mask`, its rank) must be known when the module is
+traced: a tensor attribute of the module, or for the key-padding mask a comparison or its `~`
+(`ids == pad`).
+
+A call this cannot express — a mask whose dtype is not known then (a forward's argument), an
+`is_causal` without a mask, `need_weights=True` with the weights used, separate key and value
+widths, `add_bias_kv`, `add_zero_attn`, and `nn.TransformerEncoder`'s key-padding mask where
+the encoder runs on nested tensors (its padded outputs are then zeros) — is left as it is (an
+opaque region that PyTorch runs).
 """
 
 import operator
@@ -75,8 +85,50 @@ class _Builder:
         return self.module(name, x)
 
 
-def _attention(b, path, m, x):
-    """The nodes of `m(x, x, x, need_weights=False)[0]` (self-attention), `m` at `path`."""
+class _Unsupported(Exception):
+    """A call whose masks this rewrite cannot express: it stays PyTorch code."""
+
+
+def _addend(b, mask):
+    """The additive form of an attention mask (`-inf` where a bool mask is True, a float mask
+    itself) and the mask's shape when it is a tensor attribute (None for a computed mask).
+    Raises `_Unsupported` when the mask's dtype is not known at trace time."""
+    from mase_rs.ir.graph.torch_fx import _attribute, _is_bool
+
+    if mask.op == "get_attr":
+        t = _attribute(b.gm, mask.target)
+        if t.dtype == torch.bool:
+            return b.fn(torch.where, mask, float("-inf"), 0.0), tuple(t.shape)
+        if t.is_floating_point():
+            return mask, tuple(t.shape)
+        raise _Unsupported
+    if _is_bool(mask):
+        return b.fn(torch.where, mask, float("-inf"), 0.0), None
+    raise _Unsupported
+
+
+def _mask_bias(b, m, n, key_padding_mask, attn_mask):
+    """What PyTorch adds to the scaled scores `[N, H, L, S]` for these masks (None for none);
+    `n` is the node of the batch size."""
+    bias = None
+    if attn_mask is not None:
+        bias, shape = _addend(b, attn_mask)
+        if shape is None or len(shape) not in (2, 3):
+            raise _Unsupported
+        if len(shape) == 3:
+            bias = b.method("reshape", bias, -1, m.num_heads, shape[1], shape[2])
+    if key_padding_mask is not None:
+        kp, shape = _addend(b, key_padding_mask)
+        if shape is not None and len(shape) != 2:
+            raise _Unsupported
+        kp = b.method("reshape", kp, n, 1, 1, -1)
+        bias = kp if bias is None else b.fn(torch.add, bias, kp)
+    return bias
+
+
+def _attention(b, path, m, x, key_padding_mask=None, attn_mask=None):
+    """The nodes of `m(x, x, x, key_padding_mask, need_weights=False, attn_mask)[0]`
+    (self-attention), `m` at `path`."""
     e, h = m.embed_dim, m.num_heads
     if not m.batch_first:
         x = b.method("transpose", x, 0, 1)
@@ -92,6 +144,9 @@ def _attention(b, path, m, x):
     q, k, v = heads
     scores = b.fn(torch.matmul, q, b.method("transpose", k, -2, -1))
     scores = b.fn(torch.mul, scores, float(e // h) ** -0.5)
+    bias = _mask_bias(b, m, n, key_padding_mask, attn_mask)
+    if bias is not None:
+        scores = b.fn(torch.add, scores, bias)
     weights = b.dropout(m.dropout, b.fn(F.softmax, scores, -1), path)
     out = b.method("reshape", b.method("transpose", b.fn(torch.matmul, weights, v), 1, 2), n, -1, e)
     out = b.module(f"{path}.out_proj", out)
@@ -116,10 +171,14 @@ def _layer_supported(layer):
     return _attention_supported(layer.self_attn) and (isinstance(act, nn.Module) or act in (F.relu, F.gelu))
 
 
-def _encoder_layer(b, path, layer, x):
-    """The nodes of `layer(x)` without masks (`_layer_supported(layer)`)."""
+def _encoder_layer(b, path, layer, x, masks=(None, None)):
+    """The nodes of `layer(x, src_mask, src_key_padding_mask)` (`_layer_supported(layer)`);
+    `masks` is `(src_mask, src_key_padding_mask)`."""
+    attn_mask, key_padding_mask = masks
+
     def attention(y):
-        return b.module(f"{path}.dropout1", _attention(b, f"{path}.self_attn", layer.self_attn, y))
+        a = _attention(b, f"{path}.self_attn", layer.self_attn, y, key_padding_mask, attn_mask)
+        return b.module(f"{path}.dropout1", a)
 
     def feed_forward(y):
         y = _activation(b, path, layer, b.module(f"{path}.linear1", y))
@@ -133,10 +192,28 @@ def _encoder_layer(b, path, layer, x):
     return b.module(f"{path}.norm2", b.fn(torch.add, x, feed_forward(x)))
 
 
-def _no_masks(node, first):
-    """Whether a call passes no masks (arguments from `first` on are None or absent)."""
-    rest = list(node.args[first:]) + [v for k, v in node.kwargs.items() if k in ("mask", "src_mask", "src_key_padding_mask", "key_padding_mask", "attn_mask")]
-    return all(v is None or v is False for v in rest)
+def _layer_masks(node, mask_name):
+    """`(src_mask, src_key_padding_mask)` of an encoder (layer) call; raises `_Unsupported` for
+    `is_causal` without a mask (with one, PyTorch takes it as a hint that the mask is causal)."""
+    mask, padding = _arg(node, 1, mask_name), _arg(node, 2, "src_key_padding_mask")
+    if _arg(node, 3, "is_causal") and mask is None:
+        raise _Unsupported
+    return mask, padding
+
+
+def _encoder(b, node, m):
+    """The nodes of `nn.TransformerEncoder` `m`'s call `node`."""
+    masks = _layer_masks(node, "mask")
+    # With nested tensors (eval, a key-padding mask), PyTorch's encoder returns zeros at the
+    # padded positions, which the layers' ops do not.
+    if masks[1] is not None and getattr(m, "use_nested_tensor", False):
+        raise _Unsupported
+    out = node.args[0]
+    for i, layer in enumerate(m.layers):
+        out = _encoder_layer(b, f"{node.target}.layers.{i}", layer, out, masks)
+    if m.norm is not None:
+        out = b.module(f"{node.target}.norm", out)
+    return out
 
 
 def expand(gm):
@@ -148,22 +225,23 @@ def expand(gm):
         m = gm.get_submodule(node.target)
         out = None
         b = _Builder(gm, node)
-        if isinstance(m, nn.TransformerEncoderLayer) and _no_masks(node, 1) and _layer_supported(m):
-            out = _encoder_layer(b, node.target, m, node.args[0])
-        elif isinstance(m, nn.TransformerEncoder) and _no_masks(node, 1) and all(_layer_supported(layer) for layer in m.layers):
-            out = node.args[0]
-            for i, layer in enumerate(m.layers):
-                out = _encoder_layer(b, f"{node.target}.layers.{i}", layer, out)
-            if m.norm is not None:
-                out = b.module(f"{node.target}.norm", out)
-        elif isinstance(m, nn.MultiheadAttention) and _attention_supported(m):
-            out = _self_attention_call(b, node, m)
-            if out is not None:
-                for user in list(node.users):
-                    if user.args[1] == 0:
-                        user.replace_all_uses_with(out)
-                    gm.graph.erase_node(user)
+        made = len(gm.graph.nodes)
+        try:
+            if isinstance(m, nn.TransformerEncoderLayer) and _layer_supported(m):
+                out = _encoder_layer(b, node.target, m, node.args[0], _layer_masks(node, "src_mask"))
+            elif isinstance(m, nn.TransformerEncoder) and all(_layer_supported(layer) for layer in m.layers):
+                out = _encoder(b, node, m)
+            elif isinstance(m, nn.MultiheadAttention) and _attention_supported(m):
+                out = _self_attention_call(b, node, m)
+                if out is not None:
+                    for user in list(node.users):
+                        if user.args[1] == 0:
+                            user.replace_all_uses_with(out)
+                        gm.graph.erase_node(user)
+        except _Unsupported:
+            out = None
         if out is None:
+            _drop_unused(gm, node, made)
             continue
         node.replace_all_uses_with(out)
         gm.graph.erase_node(node)
@@ -173,12 +251,21 @@ def expand(gm):
     return done
 
 
+def _drop_unused(gm, anchor, made):
+    """Erases the nodes a rewrite given up made before `anchor` (the last `len - made` nodes
+    before it, each unused once the later ones are gone)."""
+    extra = len(gm.graph.nodes) - made
+    for _ in range(extra):
+        gm.graph.erase_node(anchor.prev)
+
+
 def _self_attention_call(b, node, m):
-    """`m(x, x, x, ...)` whose only use is `[0]`, without masks: its nodes, else None."""
+    """`m(x, x, x, ...)` whose only use is `[0]`: its nodes, else None."""
     q, k, v = (_arg(node, i, name) for i, name in enumerate(("query", "key", "value")))
-    if not (q is k is v) or _arg(node, 3, "key_padding_mask") is not None or _arg(node, 5, "attn_mask") is not None:
+    if not (q is k is v):
         return None
-    if _arg(node, 7, "is_causal", False):
+    key_padding_mask, attn_mask = _arg(node, 3, "key_padding_mask"), _arg(node, 5, "attn_mask")
+    if _arg(node, 7, "is_causal", False) and attn_mask is None:
         return None
     # `y, _ = attn(...)` reads both entries; the weights must be read by nothing.
     users = list(node.users)
@@ -186,4 +273,4 @@ def _self_attention_call(b, node, m):
         return None
     if not any(u.args[1] == 0 for u in users) or any(u.args[1] != 0 and u.users for u in users):
         return None
-    return _attention(b, node.target, m, q)
+    return _attention(b, node.target, m, q, key_padding_mask, attn_mask)

@@ -757,7 +757,8 @@ def _einsum(call):
 
 def _sdpa(call):
     """`F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)`.
-    The mask must be a tensor attribute, whose dtype says whether it is a bool or an additive mask."""
+    The mask must be a tensor attribute, whose dtype says whether it is a bool or an additive mask,
+    or a value known to be bool (a comparison, `~` of one)."""
     q, k, v = call.get(0, "query"), call.get(1, "key"), call.get(2, "value")
     p = call.get(4, "dropout_p", 0.0)
     if p != 0.0:
@@ -774,12 +775,18 @@ def _sdpa(call):
     ins = [q, k, v]
     mask = call.get(3, "attn_mask")
     if mask is not None:
-        if not _is_node(mask) or mask.op != "get_attr":
-            raise _NoOp("scaled_dot_product_attention's attn_mask must be a tensor attribute of the module (its dtype says bool or additive)")
-        import torch
+        if _is_node(mask) and mask.op != "get_attr" and _is_bool(mask):
+            op["mask"] = "bool"
+        elif not _is_node(mask) or mask.op != "get_attr":
+            raise _NoOp(
+                "scaled_dot_product_attention's attn_mask must be a tensor attribute of the module (its dtype says bool or "
+                "additive) or a comparison (a bool mask)"
+            )
+        else:
+            import torch
 
-        value = _attribute(mask.graph.owning_module, mask.target)
-        op["mask"] = "bool" if value.dtype == torch.bool else "additive"
+            value = _attribute(mask.graph.owning_module, mask.target)
+            op["mask"] = "bool" if value.dtype == torch.bool else "additive"
         ins.append(mask)
     return op, ins
 
