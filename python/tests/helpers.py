@@ -41,3 +41,40 @@ def weight_width(mg):
     """The weight width of the graph's first Linear."""
     fc = [n for n in mg.nodes if get_mase_op(n) == "linear"][0]
     return fc.meta["mase"].parameters["common"]["args"]["weight"]["precision"][0]
+
+
+def grads_of(model, x, y):
+    """The cross-entropy loss of `model(x)` against labels `y` and every parameter's gradient."""
+    import torch.nn.functional as F
+
+    model.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def assert_equals_pytorch_on_both_engines(user, x, y, tol=1e-5):
+    """`MaseGraph(model=user).model` gives `user`'s outputs on `x` and its training step's loss
+    and gradients (labels `y`) to `tol`, on the executor and with `set_backend("torch")`; the
+    backend is left at "rust"."""
+    import copy
+
+    import torch
+
+    import mase_rs
+    from mase_rs import MaseGraph
+
+    want = user(x)
+    loss_t, grads_t = grads_of(user, x, y)
+    for backend in ("rust", "torch"):
+        mg = MaseGraph(model=copy.deepcopy(user))
+        mase_rs.set_backend(backend)
+        try:
+            torch.testing.assert_close(mg.model(x), want, rtol=tol, atol=tol, msg=backend)
+            loss, grads = grads_of(mg.model, x, y)
+            assert abs(loss - loss_t) <= tol * max(1.0, abs(loss_t)), backend
+            assert grads.keys() == grads_t.keys()
+            for name in grads:
+                torch.testing.assert_close(grads[name], grads_t[name], rtol=tol, atol=tol, msg=f"{backend}: {name}")
+        finally:
+            mase_rs.set_backend("rust")

@@ -51,6 +51,23 @@ class OneBlock(nn.Module):
         return self.head((x + y).amax(1))
 
 
+def assert_gradients_equal_pytorch(module, x, shape, classes):
+    """A training step on the graph of `module` (labels 0, 1, 2) gives PyTorch's gradients, and
+    gradients to the same parameters."""
+    twin = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=classes, sample_shape=shape))
+    y = torch.tensor([0, 1, 2])
+    for m in (twin.model, module):
+        m.train()
+        m.zero_grad()
+        F.cross_entropy(m(x), y).backward()
+    ours = {name: p.grad for name, p in twin.model.named_parameters()}
+    for name, p in module.named_parameters():
+        # A module the forward does not call has no parameters in the graph.
+        assert (ours.get(name) is None) == (p.grad is None), name
+        if p.grad is not None:
+            torch.testing.assert_close(ours[name], p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 # (what, module, the node ops mase-rs lowers that matter here)
 MODELS = [
     ("post-norm relu", lambda: Classifier(), {"linear": 8, "mat_mul": 6, "softmax": 2, "layer_norm": 4}),
@@ -89,15 +106,7 @@ def test_attention_modules_load_as_their_ops(what, make, expected):
             m.p = 0.0
         if isinstance(m, nn.MultiheadAttention):
             m.dropout = 0.0
-    twin = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=5, sample_shape=shape))
-    y = torch.tensor([0, 1, 2])
-    for m in (twin.model, module):
-        m.train()
-        m.zero_grad()
-        F.cross_entropy(m(x), y).backward()
-    ours = dict(twin.model.named_parameters())
-    for name, p in module.named_parameters():
-        torch.testing.assert_close(ours[name].grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert_gradients_equal_pytorch(module, x, shape, 5)
 
 
 def test_quantize_reaches_the_projections():
@@ -173,16 +182,7 @@ def test_attention_masks_load_as_ops_with_pytorchs_values_and_gradients(kind):
     want = module(x).detach()
     with torch.no_grad():
         torch.testing.assert_close(mg.model(x), want, rtol=1e-5, atol=1e-5)
-    twin = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)))
-    y = torch.tensor([0, 1, 2])
-    for m in (twin.model, module):
-        m.train()
-        m.zero_grad()
-        F.cross_entropy(m(x), y).backward()
-    ours = dict(twin.model.named_parameters())
-    for name, p in module.named_parameters():
-        if p.grad is not None:
-            torch.testing.assert_close(ours[name].grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert_gradients_equal_pytorch(module, x, (5, 8), 3)
 
 
 def test_an_encoder_on_nested_tensors_with_a_padding_mask_stays_pytorch_code():

@@ -5,7 +5,6 @@ step's gradients, on the executor and with `mase_rs.set_backend("torch")`; its O
 in onnxruntime with PyTorch's outputs, and ONNX files using the operators directly import with
 onnxruntime's outputs."""
 
-import copy
 import json
 
 import numpy as np
@@ -17,6 +16,7 @@ nn, F = torch.nn, torch.nn.functional
 import mase_rs  # noqa: E402
 from mase_rs import MaseGraph, _native  # noqa: E402
 from mase_rs.passes.graph import add_common_metadata_analysis_pass, init_metadata_analysis_pass, quantize_transform_pass  # noqa: E402
+from helpers import assert_equals_pytorch_on_both_engines  # noqa: E402
 
 
 class Acts(nn.Module):
@@ -53,13 +53,6 @@ def batch(n=6, seed=0):
     return 2 * torch.randn(n, 3, 5, 5, generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
-def grads_of(model, x, y):
-    model.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
-
-
 @pytest.fixture(autouse=True)
 def rust_backend():
     mase_rs.set_backend("rust")
@@ -79,18 +72,7 @@ def test_forward_and_training_gradients_equal_pytorch_on_both_engines():
     user = Acts()
     x, y = batch()
     user.eval()
-    want = user(x)
-    loss_t, grads_t = grads_of(user, x, y)
-    for backend in ("rust", "torch"):
-        mg = MaseGraph(model=copy.deepcopy(user))
-        mase_rs.set_backend(backend)
-        torch.testing.assert_close(mg.model(x), want, rtol=1e-5, atol=1e-5, msg=backend)
-        loss, grads = grads_of(mg.model, x, y)
-        assert abs(loss - loss_t) <= 1e-5 * max(1.0, abs(loss_t)), backend
-        assert grads.keys() == grads_t.keys()
-        for name in grads:
-            torch.testing.assert_close(grads[name], grads_t[name], rtol=1e-5, atol=1e-5, msg=f"{backend}: {name}")
-        mase_rs.set_backend("rust")
+    assert_equals_pytorch_on_both_engines(user, x, y)
 
 
 def test_onnx_export_runs_in_onnxruntime_with_pytorchs_outputs(tmp_path):

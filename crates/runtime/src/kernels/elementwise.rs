@@ -39,7 +39,7 @@ pub(crate) struct Binary {
 }
 
 /// Strides of `shape` seen as a tensor of `out` (right-aligned, 0 on broadcast dimensions).
-fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let own = strides(shape);
     let lead = out.len() - shape.len();
     (0..out.len()).map(|d| if d < lead || shape[d - lead] == 1 { 0 } else { own[d - lead] }).collect()

@@ -2,7 +2,8 @@
 //! elsewhere. The value inputs' gradients are the output gradient where each was chosen (0
 //! elsewhere), summed over the dimensions they were broadcast along; the condition gets none.
 
-use super::shape_ops::strides;
+use super::elementwise::broadcast_strides;
+use super::shape_ops::walk_n;
 use super::{store_each, Accum, Bwd, Fwd, Kernel};
 
 /// A broadcasting `where` node.
@@ -24,54 +25,18 @@ fn holds(c: f32) -> bool {
 
 impl Where {
     pub fn new(ins: &[&[usize]], out: &[usize]) -> Where {
-        let aligned = |shape: &[usize]| {
-            let own = strides(shape);
-            let lead = out.len() - shape.len();
-            (0..out.len()).map(|d| if d < lead || shape[d - lead] == 1 { 0 } else { own[d - lead] }).collect()
-        };
         Where {
             out_shape: out.to_vec(),
-            st: [aligned(ins[0]), aligned(ins[1]), aligned(ins[2])],
+            st: [broadcast_strides(ins[0], out), broadcast_strides(ins[1], out), broadcast_strides(ins[2], out)],
             full: [ins[0] == out, ins[1] == out, ins[2] == out],
             idx: vec![0; out.len()],
         }
     }
 
     /// Calls `f(j, [ic, ia, ib])` for every output offset `j` in order, with each input's offset.
-    fn walk(&mut self, mut f: impl FnMut(usize, [usize; 3])) {
-        let shape = &self.out_shape;
-        if shape.contains(&0) {
-            return;
-        }
-        let Some(last) = shape.len().checked_sub(1) else {
-            f(0, [0; 3]);
-            return;
-        };
-        let (st, idx) = (&self.st, &mut self.idx);
-        idx.fill(0);
-        let mut off = [0usize; 3];
-        let mut j = 0;
-        loop {
-            for t in 0..shape[last] {
-                f(j + t, [off[0] + t * st[0][last], off[1] + t * st[1][last], off[2] + t * st[2][last]]);
-            }
-            j += shape[last];
-            // Advance the odometer over the outer dimensions.
-            let mut d = last;
-            loop {
-                if d == 0 {
-                    return;
-                }
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < shape[d] {
-                    off.iter_mut().zip(st).for_each(|(o, s)| *o += s[d]);
-                    break;
-                }
-                off.iter_mut().zip(st).for_each(|(o, s)| *o -= s[d] * (shape[d] - 1));
-                idx[d] = 0;
-            }
-        }
+    fn walk(&mut self, f: impl FnMut(usize, [usize; 3])) {
+        let [c, a, b] = &self.st;
+        walk_n(&self.out_shape, [c, a, b], &mut self.idx, f);
     }
 }
 

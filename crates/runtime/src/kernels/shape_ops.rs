@@ -9,19 +9,25 @@ use super::{Accum, Bwd, Fwd, Kernel};
 /// `ib` are the offsets of that element under the strides `sa` and `sb` (a stride of 0
 /// broadcasts). `idx` is a workspace of `shape.len()` entries.
 pub(crate) fn walk(shape: &[usize], sa: &[usize], sb: &[usize], idx: &mut [usize], mut f: impl FnMut(usize, usize, usize)) {
+    walk_n(shape, [sa, sb], idx, |j, [ia, ib]| f(j, ia, ib));
+}
+
+/// [`walk`] for any number of strided operands: `f(j, offsets)`, one offset per stride list.
+pub(crate) fn walk_n<const N: usize>(shape: &[usize], st: [&[usize]; N], idx: &mut [usize], mut f: impl FnMut(usize, [usize; N])) {
     if shape.contains(&0) {
         return;
     }
     let Some(last) = shape.len().checked_sub(1) else {
-        f(0, 0, 0);
+        f(0, [0; N]);
         return;
     };
     idx.fill(0);
-    let (len, st_a, st_b) = (shape[last], sa[last], sb[last]);
-    let (mut oa, mut ob, mut j) = (0usize, 0usize, 0usize);
+    let len = shape[last];
+    let inner: [usize; N] = std::array::from_fn(|k| st[k][last]);
+    let (mut off, mut j) = ([0usize; N], 0usize);
     loop {
         for t in 0..len {
-            f(j + t, oa + t * st_a, ob + t * st_b);
+            f(j + t, std::array::from_fn(|k| off[k] + t * inner[k]));
         }
         j += len;
         // Advance the odometer over the outer dimensions.
@@ -32,13 +38,11 @@ pub(crate) fn walk(shape: &[usize], sa: &[usize], sb: &[usize], idx: &mut [usize
             }
             d -= 1;
             idx[d] += 1;
-            oa += sa[d];
-            ob += sb[d];
+            off.iter_mut().zip(&st).for_each(|(o, s)| *o += s[d]);
             if idx[d] < shape[d] {
                 break;
             }
-            oa -= sa[d] * shape[d];
-            ob -= sb[d] * shape[d];
+            off.iter_mut().zip(&st).for_each(|(o, s)| *o -= s[d] * shape[d]);
             idx[d] = 0;
         }
     }
