@@ -195,6 +195,8 @@ fn comparisons_where_and_bool_masked_attention_round_trip() {
         ops.join(" "),
         "placeholder permute matmul constant mul constant constant where softmax matmul constant gt where ne constant le add add output"
     );
+    let ne = m.graph.nodes().iter().find(|n| n.op == Op::Ne).unwrap();
+    assert_eq!(ne.target, "operator.ne");
     let x = random_input(&[3, 4, 8], 5);
     let (want, got) = (run(&g, &params, &x), run(&m.graph, &m.params, &x));
     assert!(want.data.iter().all(|v| v.is_finite()), "{want:?}");

@@ -47,6 +47,7 @@ impl Importer {
             let node = self.g.node_mut(d.id);
             if single_use && node.op == Op::Eq {
                 node.op = Op::Ne;
+                node.target = "operator.ne".into();
                 return Ok(x);
             }
         }
