@@ -178,7 +178,8 @@ def test_attention_masks_load_as_ops_with_pytorchs_values_and_gradients(kind):
     x = masked_batch()
     mg.model.eval()
     # PyTorch's reference with gradients on: without them its encoder layers take their fused
-    # "fast path", which gives NaN everywhere for this encoder's two masks (PyTorch 2.15).
+    # "fast path", which gives NaN everywhere for a float mask other than the causal one beside a
+    # key-padding mask, as this encoder's (PyTorch 2.15).
     want = module(x).detach()
     with torch.no_grad():
         torch.testing.assert_close(mg.model(x), want, rtol=1e-5, atol=1e-5)
