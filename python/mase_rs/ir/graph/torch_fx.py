@@ -300,6 +300,15 @@ def _scalar(v, op):
     return _Scalar(float(v))
 
 
+def _operands(values, op):
+    """`values` (tensors and numbers) as the inputs of `op`, numbers as `_Scalar`s; at least one
+    must be a tensor."""
+    ins = [v if _is_node(v) else _scalar(v, op) for v in values]
+    if not any(_is_node(v) for v in ins):
+        raise _NoOp("no tensor operand")
+    return ins
+
+
 def _binary(name):
     def op(call):
         a, b = call.get(0, "input"), call.get(1, "other")
@@ -309,10 +318,7 @@ def _binary(name):
             raise _NoOp("alpha other than 1 is not supported")
         if name == "div" and call.get(2, "rounding_mode") is not None:
             raise _NoOp("rounding_mode is not supported")
-        ins = [v if _is_node(v) else _scalar(v, name) for v in (a, b)]
-        if not any(_is_node(v) for v in ins):
-            raise _NoOp("no tensor operand")
-        return {"op": name}, ins
+        return {"op": name}, _operands((a, b), name)
 
     return op
 
@@ -325,10 +331,7 @@ def _compare(name):
         a, b = call.get(0, "input"), call.get(1, "other")
         if _is_int_node(a) or _is_int_node(b):
             raise _NoOp("a comparison of sizes is not supported (it would steer the forward by a shape)")
-        ins = [v if _is_node(v) else _scalar(v, name) for v in (a, b)]
-        if not any(_is_node(v) for v in ins):
-            raise _NoOp("no tensor operand")
-        return {"op": name}, ins
+        return {"op": name}, _operands((a, b), name)
 
     return op
 
