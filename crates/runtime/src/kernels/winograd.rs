@@ -106,10 +106,10 @@ impl WinoGeom {
     }
 
     /// Lengths of one group's transformed input `[16, cin, T]`, products `[16, cout, T]`, the
-    /// row scratch of the transforms, and (0 here) the transformed weight gradient.
+    /// scratch of the transforms ([`scratch_len`]), and (0 here) the transformed weight gradient.
     pub fn workspace_len(&self) -> [usize; 4] {
         let t = self.images_per_group() * self.tiles();
-        [16 * self.cin * t, 16 * self.cout * t, 24 * self.tw() + 8, 0]
+        [16 * self.cin * t, 16 * self.cout * t, scratch_len(self), 0]
     }
 
     /// Whether the weight gradient's products (`[cout, cin]`, summed over tiles) are on the GEMM's
@@ -195,68 +195,131 @@ pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f3
     }
 }
 
+/// The 16 planes of a transformed operand `[16, channels, t_all]`, each `plane` long.
+fn planes_mut(data: &mut [f32], plane: usize) -> [&mut [f32]; 16] {
+    let mut planes = data.chunks_exact_mut(plane.max(1));
+    std::array::from_fn(|_| planes.next().unwrap_or_default())
+}
+
+/// The image plane `src` (`h x w`) as `rows` rows of its zero-padded version, which starts `ph`
+/// rows and `pw` columns before it, split into the even (`even`) and odd (`odd`) columns of
+/// each row, `half` of each per row. The transforms then read the four columns of a tile
+/// (`2 tx .. 2 tx + 4`) as `even[tx], odd[tx], even[tx + 1], odd[tx + 1]`: four contiguous
+/// runs over the tiles of a row, which the compiler vectorises.
+fn split_columns(
+    src: &[f32],
+    (h, w): (usize, usize),
+    (ph, pw): (usize, usize),
+    rows: usize,
+    half: usize,
+    even: &mut [f32],
+    odd: &mut [f32],
+) {
+    let at = |row: &[f32], ix: usize| if ix >= pw && ix - pw < w { row[ix - pw] } else { 0.0 };
+    for py in 0..rows {
+        let (e, o) = (&mut even[py * half..][..half], &mut odd[py * half..][..half]);
+        if py < ph || py - ph >= h {
+            e.fill(0.0);
+            o.fill(0.0);
+            continue;
+        }
+        let row = &src[(py - ph) * w..][..w];
+        for (i, (e, o)) in e.iter_mut().zip(o.iter_mut()).enumerate() {
+            *e = at(row, 2 * i);
+            *o = at(row, 2 * i + 1);
+        }
+    }
+}
+
+/// Scratch the transforms need: the even and odd columns of one padded input plane
+/// ([`split_columns`]), which also holds the two output rows of [`output_transform`].
+fn scratch_len(g: &WinoGeom) -> usize {
+    2 * (2 * g.th() + 2) * (g.tw() + 1)
+}
+
 /// `B^T d B` of the 4x4 input tiles of images `x` (`count` images of `[cin, h, w]`) into `v`
-/// (`[16, cin, count * tiles]`). One row of tiles at a time: its four input rows are copied,
-/// zero-padded, into `rows`, each of the 16 elements is computed for the whole row of tiles into
-/// `tile`, and each element's run of `tw` values is stored contiguously.
-fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], (rows, tile): (&mut [f32], &mut [f32])) {
-    let (tiles, tw, hw) = (g.tiles(), g.tw(), g.h * g.w);
+/// (`[16, cin, count * tiles]`). One channel at a time: its padded plane is split into even and
+/// odd columns in `scratch`, then each row of tiles computes its 16 elements straight into
+/// their planes of `v`, a contiguous run of `tw` values each.
+fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
+    let (tiles, tw, th, hw) = (g.tiles(), g.tw(), g.th(), g.h * g.w);
     let t_all = count * tiles;
-    let plane = g.cin * t_all;
-    // A padded row holds the input columns -pw .. 2 * tw + 2 - pw.
-    let rw = 2 * tw + 2;
+    let mut planes = planes_mut(&mut v[..16 * g.cin * t_all], g.cin * t_all);
+    // A padded row holds the input columns -pw .. 2 * tw + 2 - pw, in tw + 1 even and odd pairs.
+    let (half, rows) = (tw + 1, 2 * th + 2);
+    let (even, odd) = scratch[..2 * rows * half].split_at_mut(rows * half);
     for j in 0..count {
         for c in 0..g.cin {
-            let xc = &x[(j * g.cin + c) * hw..][..hw];
+            split_columns(&x[(j * g.cin + c) * hw..][..hw], (g.h, g.w), (g.ph, g.pw), rows, half, even, odd);
             let base = c * t_all + j * tiles;
-            for ty in 0..g.th() {
-                for r in 0..4 {
-                    let dst = &mut rows[r * rw..][..rw];
-                    let iy = (2 * ty + r) as isize - g.ph as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        dst.fill(0.0);
-                        continue;
-                    }
-                    let src = &xc[iy as usize * g.w..][..g.w];
-                    // Input column `ix` lands at `ix + pw`.
-                    let hi = (g.w + g.pw).min(rw);
-                    dst[..g.pw.min(rw)].fill(0.0);
-                    dst[g.pw.min(rw)..hi].copy_from_slice(&src[..hi - g.pw.min(rw)]);
-                    dst[hi..].fill(0.0);
-                }
-                let row = |r: usize| &rows[r * rw..][..rw];
-                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-                for tx in 0..tw {
-                    // B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; rows first.
-                    let mut t = [0.0f32; 16];
-                    for s in 0..4 {
-                        let (d0, d1, d2, d3) = (r0[2 * tx + s], r1[2 * tx + s], r2[2 * tx + s], r3[2 * tx + s]);
-                        t[s] = d0 - d2;
-                        t[4 + s] = d1 + d2;
-                        t[8 + s] = d2 - d1;
-                        t[12 + s] = d1 - d3;
-                    }
-                    for r in 0..4 {
-                        let (t0, t1, t2, t3) = (t[4 * r], t[4 * r + 1], t[4 * r + 2], t[4 * r + 3]);
-                        tile[(4 * r) * tw + tx] = t0 - t2;
-                        tile[(4 * r + 1) * tw + tx] = t1 + t2;
-                        tile[(4 * r + 2) * tw + tx] = t2 - t1;
-                        tile[(4 * r + 3) * tw + tx] = t1 - t3;
-                    }
-                }
+            for ty in 0..th {
                 let at = base + ty * tw;
-                for e in 0..16 {
-                    v[e * plane + at..][..tw].copy_from_slice(&tile[e * tw..][..tw]);
-                }
+                let row = |r: usize| (&even[(2 * ty + r) * half..][..half], &odd[(2 * ty + r) * half..][..half]);
+                let rows4 = [row(0), row(1), row(2), row(3)];
+                let mut out = planes.each_mut().map(|p| &mut p[at..at + tw]);
+                by_blocks(tw, |tx, width| match width {
+                    BLOCK => input_tiles::<BLOCK>(rows4, tx, &mut out),
+                    _ => input_tiles::<1>(rows4, tx, &mut out),
+                });
             }
+        }
+    }
+}
+
+/// Tiles computed together, one per vector lane: the transforms run over `[f32; BLOCK]` values
+/// of consecutive tiles of a row, which the compiler turns into vector instructions.
+const BLOCK: usize = 8;
+
+/// Calls `f(tx, BLOCK)` for each block of `BLOCK` tiles of a row of `tw`, then `f(tx, 1)` for
+/// each tile left over.
+#[inline(always)]
+fn by_blocks(tw: usize, mut f: impl FnMut(usize, usize)) {
+    let full = tw / BLOCK * BLOCK;
+    (0..full).step_by(BLOCK).for_each(|tx| f(tx, BLOCK));
+    (full..tw).for_each(|tx| f(tx, 1));
+}
+
+/// `L` consecutive values of `s` from `at`.
+#[inline(always)]
+fn load<const L: usize>(s: &[f32], at: usize) -> [f32; L] {
+    std::array::from_fn(|l| s[at + l])
+}
+
+#[inline(always)]
+fn add<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
+    std::array::from_fn(|l| a[l] + b[l])
+}
+
+#[inline(always)]
+fn sub<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
+    std::array::from_fn(|l| a[l] - b[l])
+}
+
+/// `B^T d B` of the `L` input tiles `tx .. tx + L` of a row of tiles: `rows` are the even and
+/// odd columns of the row's four padded input rows, `out` the row's runs of the 16 planes.
+#[inline(always)]
+fn input_tiles<const L: usize>(rows: [(&[f32], &[f32]); 4], tx: usize, out: &mut [&mut [f32]; 16]) {
+    // Column s of the tiles: even[tx], odd[tx], even[tx + 1], odd[tx + 1].
+    let cols = |(e, o): (&[f32], &[f32])| [load::<L>(e, tx), load::<L>(o, tx), load::<L>(e, tx + 1), load::<L>(o, tx + 1)];
+    let [r0, r1, r2, r3] = rows.map(cols);
+    // B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; rows first.
+    let t: [[[f32; L]; 4]; 4] = [
+        std::array::from_fn(|s| sub(r0[s], r2[s])),
+        std::array::from_fn(|s| add(r1[s], r2[s])),
+        std::array::from_fn(|s| sub(r2[s], r1[s])),
+        std::array::from_fn(|s| sub(r1[s], r3[s])),
+    ];
+    for (r, [t0, t1, t2, t3]) in t.into_iter().enumerate() {
+        for (k, v) in [sub(t0, t2), add(t1, t2), sub(t2, t1), sub(t1, t3)].into_iter().enumerate() {
+            out[4 * r + k][tx..tx + L].copy_from_slice(&v);
         }
     }
 }
 
 /// `A^T M A` of the products `m` (`[16, cout, count * tiles]`) stored into `count` output images
 /// `y` (`[cout, oh, ow]` each) as `acc` says, with the bias `b` of each channel added first. One
-/// row of tiles at a time: its two output rows are computed into `rows` (`2 * (2 * tw)`) and
-/// stored.
+/// row of tiles at a time: its two output rows are computed into `rows` (`2 * (2 * tw)`) from
+/// the 16 contiguous runs of the row's products, and stored.
 fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>, y: &mut [f32], acc: Accum, rows: &mut [f32]) {
     let (tiles, tw, ohw) = (g.tiles(), g.tw(), g.oh * g.ow);
     let t_all = count * tiles;
@@ -269,22 +332,12 @@ fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>,
             let base = k * t_all + j * tiles;
             for ty in 0..g.th() {
                 let at = base + ty * tw;
-                let e = |i: usize| &m[i * plane + at..][..tw];
+                let e: [&[f32]; 16] = std::array::from_fn(|i| &m[i * plane + at..][..tw]);
                 let (out0, out1) = rows[..2 * rw].split_at_mut(rw);
-                for tx in 0..tw {
-                    // A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; columns first.
-                    let mut t = [0.0f32; 8];
-                    for r in 0..4 {
-                        let (m0, m1, m2, m3) = (e(4 * r)[tx], e(4 * r + 1)[tx], e(4 * r + 2)[tx], e(4 * r + 3)[tx]);
-                        t[2 * r] = m0 + m1 + m2;
-                        t[2 * r + 1] = m1 - m2 - m3;
-                    }
-                    for s in 0..2 {
-                        let (t0, t1, t2, t3) = (t[s], t[2 + s], t[4 + s], t[6 + s]);
-                        out0[2 * tx + s] = b + (t0 + t1 + t2);
-                        out1[2 * tx + s] = b + (t1 - t2 - t3);
-                    }
-                }
+                by_blocks(tw, |tx, width| match width {
+                    BLOCK => output_tiles::<BLOCK>(&e, tx, b, (out0, out1)),
+                    _ => output_tiles::<1>(&e, tx, b, (out0, out1)),
+                });
                 for (a, out) in [&*out0, &*out1].into_iter().enumerate() {
                     let oy = 2 * ty + a;
                     if oy < g.oh {
@@ -296,6 +349,32 @@ fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>,
                     }
                 }
             }
+        }
+    }
+}
+
+/// `A^T M A` of the `L` tiles `tx .. tx + L` of a row of tiles, plus `b`: `e` are the row's
+/// runs of the 16 product planes, `out` its two output rows.
+#[inline(always)]
+fn output_tiles<const L: usize>(e: &[&[f32]; 16], tx: usize, b: f32, (out0, out1): (&mut [f32], &mut [f32])) {
+    let m: [[f32; L]; 16] = std::array::from_fn(|i| load::<L>(e[i], tx));
+    // A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; columns first.
+    let t: [[f32; L]; 8] = std::array::from_fn(|i| {
+        let r = i / 2;
+        let (m0, m1, m2, m3) = (m[4 * r], m[4 * r + 1], m[4 * r + 2], m[4 * r + 3]);
+        if i % 2 == 0 {
+            add(add(m0, m1), m2)
+        } else {
+            sub(sub(m1, m2), m3)
+        }
+    });
+    let bias = [b; L];
+    for s in 0..2 {
+        let (t0, t1, t2, t3) = (t[s], t[2 + s], t[4 + s], t[6 + s]);
+        let (y0, y1) = (add(bias, add(add(t0, t1), t2)), add(bias, sub(sub(t1, t2), t3)));
+        for l in 0..L {
+            out0[2 * (tx + l) + s] = y0[l];
+            out1[2 * (tx + l) + s] = y1[l];
         }
     }
 }
@@ -317,8 +396,7 @@ pub(crate) fn convolve_group(
     pool: Option<&rayon::ThreadPool>,
 ) {
     let t_all = count * g.tiles();
-    let (rows, tile) = scratch.split_at_mut(8 * g.tw() + 8);
-    input_transform(g, x, count, v, (rows, &mut tile[..16 * g.tw()]));
+    input_transform(g, x, count, v, scratch);
     let (vp, mp, up) = (g.cin * t_all, g.cout * t_all, g.cout * g.cin);
     for e in 0..16 {
         gemm(
@@ -330,48 +408,48 @@ pub(crate) fn convolve_group(
             pool,
         );
     }
-    output_transform(g, m, count, bias, y, acc, rows);
+    output_transform(g, m, count, bias, y, acc, scratch);
 }
 
 /// `A D A^T` of the 2x2 output-gradient tiles of images `dy` (`count` images of
-/// `[cout, oh, ow]`, zero past the edges) into `z` (`[16, cout, count * tiles]`).
-fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], (rows, tile): (&mut [f32], &mut [f32])) {
-    let (tiles, tw, ohw) = (g.tiles(), g.tw(), g.oh * g.ow);
+/// `[cout, oh, ow]`, zero past the edges) into `z` (`[16, cout, count * tiles]`), one channel
+/// at a time as [`input_transform`] does.
+fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
+    let (tiles, tw, th, ohw) = (g.tiles(), g.tw(), g.th(), g.oh * g.ow);
     let t_all = count * tiles;
-    let plane = g.cout * t_all;
-    let rw = 2 * tw;
+    let mut planes = planes_mut(&mut z[..16 * g.cout * t_all], g.cout * t_all);
+    let rows = 2 * th;
+    let (even, odd) = scratch[..2 * rows * tw].split_at_mut(rows * tw);
     for j in 0..count {
         for k in 0..g.cout {
-            let dyk = &dy[(j * g.cout + k) * ohw..][..ohw];
+            split_columns(&dy[(j * g.cout + k) * ohw..][..ohw], (g.oh, g.ow), (0, 0), rows, tw, even, odd);
             let base = k * t_all + j * tiles;
-            for ty in 0..g.th() {
-                for r in 0..2 {
-                    let dst = &mut rows[r * rw..][..rw];
-                    let oy = 2 * ty + r;
-                    if oy < g.oh {
-                        dst[..g.ow].copy_from_slice(&dyk[oy * g.ow..][..g.ow]);
-                        dst[g.ow..].fill(0.0);
-                    } else {
-                        dst.fill(0.0);
-                    }
-                }
-                let (r0, r1) = rows[..2 * rw].split_at(rw);
-                for tx in 0..tw {
-                    // A = [[1, 0], [1, 1], [1, -1], [0, -1]]; rows first, then columns.
-                    let (a, b, c, d) = (r0[2 * tx], r0[2 * tx + 1], r1[2 * tx], r1[2 * tx + 1]);
-                    let rows4 = [(a, b), (a + c, b + d), (a - c, b - d), (-c, -d)];
-                    for (r, (p, q)) in rows4.into_iter().enumerate() {
-                        tile[(4 * r) * tw + tx] = p;
-                        tile[(4 * r + 1) * tw + tx] = p + q;
-                        tile[(4 * r + 2) * tw + tx] = p - q;
-                        tile[(4 * r + 3) * tw + tx] = -q;
-                    }
-                }
+            for ty in 0..th {
                 let at = base + ty * tw;
-                for e in 0..16 {
-                    z[e * plane + at..][..tw].copy_from_slice(&tile[e * tw..][..tw]);
-                }
+                let mut out = planes.each_mut().map(|p| &mut p[at..at + tw]);
+                let r0 = (&even[2 * ty * tw..][..tw], &odd[2 * ty * tw..][..tw]);
+                let r1 = (&even[(2 * ty + 1) * tw..][..tw], &odd[(2 * ty + 1) * tw..][..tw]);
+                by_blocks(tw, |tx, width| match width {
+                    BLOCK => output_grad_tiles::<BLOCK>([r0, r1], tx, &mut out),
+                    _ => output_grad_tiles::<1>([r0, r1], tx, &mut out),
+                });
             }
+        }
+    }
+}
+
+/// `A D A^T` of the `L` output-gradient tiles `tx .. tx + L` of a row of tiles: `rows` are the
+/// even and odd columns of its two rows, `out` the row's runs of the 16 planes.
+#[inline(always)]
+fn output_grad_tiles<const L: usize>(rows: [(&[f32], &[f32]); 2], tx: usize, out: &mut [&mut [f32]; 16]) {
+    let [(e0, o0), (e1, o1)] = rows;
+    // A = [[1, 0], [1, 1], [1, -1], [0, -1]]; rows first, then columns.
+    let (a, b, c, d) = (load::<L>(e0, tx), load::<L>(o0, tx), load::<L>(e1, tx), load::<L>(o1, tx));
+    let neg = |v: [f32; L]| v.map(|x| -x);
+    let rows4 = [(a, b), (add(a, c), add(b, d)), (sub(a, c), sub(b, d)), (neg(c), neg(d))];
+    for (r, (p, q)) in rows4.into_iter().enumerate() {
+        for (k, v) in [p, add(p, q), sub(p, q), neg(q)].into_iter().enumerate() {
+            out[4 * r + k][tx..tx + L].copy_from_slice(&v);
         }
     }
 }
@@ -392,14 +470,12 @@ pub(crate) fn weight_grad_of_images(
 ) {
     let (x_img, y_img, ipg) = (g.cin * g.h * g.w, g.cout * g.oh * g.ow, g.images_per_group());
     let up = g.cout * g.cin;
-    let (rows, tile) = scratch.split_at_mut(8 * g.tw() + 8);
-    let tile = &mut tile[..16 * g.tw()];
     let mut start = first;
     while start < first + count {
         let c = ipg.min(first + count - start);
         let t_all = c * g.tiles();
-        input_transform(g, &x[start * x_img..][..c * x_img], c, v, (&mut *rows, &mut *tile));
-        output_grad_transform(g, &dy[start * y_img..][..c * y_img], c, z, (&mut *rows, &mut *tile));
+        input_transform(g, &x[start * x_img..][..c * x_img], c, v, scratch);
+        output_grad_transform(g, &dy[start * y_img..][..c * y_img], c, z, scratch);
         let (vp, zp) = (g.cin * t_all, g.cout * t_all);
         let beta = if start == first { 0.0 } else { 1.0 };
         for e in 0..16 {
