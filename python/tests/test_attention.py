@@ -196,3 +196,117 @@ def test_an_encoder_on_nested_tensors_with_a_padding_mask_stays_pytorch_code():
     mg.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(mg.model(x), module(x), rtol=0, atol=0)
+
+
+class ArgumentMasks(nn.Module):
+    """Attention whose masks are the forward's own arguments: `pad` (bool, True = padding) and
+    `mask` (see `ARGUMENT_MASKS` for each kind's dtype)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.embed = nn.Linear(8, 16)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x, pad, mask):
+        h = self.embed(x)
+        if self.kind == "attention, float mask and padding":
+            h = self.attn(h, h, h, key_padding_mask=pad, attn_mask=mask, need_weights=False)[0]
+        elif self.kind == "encoder layer, padding":
+            h = self.encoder.layers[0](h, src_key_padding_mask=pad)
+        elif self.kind == "encoder, bool mask and inverted keep":
+            h = self.encoder(h, mask=mask, src_key_padding_mask=~pad)
+        return self.head(h.mean(1))
+
+
+# kind -> (input_dtypes, the `pad` and `mask` arguments for the batch of `masked_batch()`)
+def argument_masks(kind):
+    pad = torch.zeros(3, 5, dtype=torch.bool)
+    pad[0, 1] = pad[1, 3:] = True
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    if kind == "attention, float mask and padding":
+        return {"pad": torch.bool, "mask": torch.float32}, (pad, torch.linspace(-1.0, 1.0, 25).view(5, 5))
+    if kind == "encoder layer, padding":
+        return {"pad": torch.bool}, (pad, causal)
+    # `~pad` of the argument `keep`: True = kept.
+    return {"pad": torch.bool, "mask": torch.bool}, (~pad, causal)
+
+
+ARGUMENT_MASKS = ["attention, float mask and padding", "encoder layer, padding", "encoder, bool mask and inverted keep"]
+
+
+@pytest.mark.parametrize("backend", ["rust", "torch"])
+@pytest.mark.parametrize("kind", ARGUMENT_MASKS)
+def test_masks_passed_to_the_forward_load_as_ops_given_their_dtypes(kind, backend):
+    import mase_rs
+
+    torch.manual_seed(0)
+    module = ArgumentMasks(kind).eval()
+    dtypes, (pad, mask) = argument_masks(kind)
+    mg = MaseGraph(model=copy.deepcopy(module), dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)), input_dtypes=dtypes)
+    counts = ops(mg)
+    assert "opaque" not in counts, counts
+    assert counts.get("input") == 3 and counts.get("where", 0) >= 1, counts
+    x = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(4))
+    y = torch.tensor([0, 1, 2])
+    mase_rs.set_backend(backend)
+    try:
+        mg.model.eval()
+        with torch.no_grad():
+            torch.testing.assert_close(mg.model(x, pad, mask), module(x, pad, mask), rtol=1e-5, atol=1e-5)
+        # A training step gives PyTorch's loss and gradients.
+        grads = []
+        for m in (mg.model, module):
+            m.train()
+            m.zero_grad()
+            F.cross_entropy(m(x, pad, mask), y).backward()
+            grads.append({n: p.grad for n, p in m.named_parameters() if p.grad is not None})
+        assert grads[0].keys() == grads[1].keys()
+        for name, g in grads[1].items():
+            torch.testing.assert_close(grads[0][name], g, rtol=1e-4, atol=1e-5, msg=name)
+    finally:
+        mase_rs.set_backend("rust")
+
+
+def test_the_rust_executor_takes_a_bool_mask_argument_as_numpy():
+    torch.manual_seed(0)
+    module = ArgumentMasks("encoder layer, padding").eval()
+    dtypes, (pad, mask) = argument_masks("encoder layer, padding")
+    mg = MaseGraph(model=module, dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)), input_dtypes=dtypes)
+    mg.model.eval()
+    x = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = module(x, pad, mask).numpy()
+    got = mg(x.numpy(), pad.numpy(), mask.numpy())
+    assert abs(got - want).max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "model, dtypes, message",
+    [
+        ("module", {"padding": torch.bool}, "input_dtypes names `padding`, which is not an argument of the traced forward (its arguments: x, pad, mask)"),
+        ("module", {"pad": torch.int64}, "input_dtypes['pad'] must be torch.bool or a float dtype, not torch.int64"),
+        ("module", {"pad": "bool"}, "input_dtypes['pad'] must be torch.bool or a float dtype, not 'bool'"),
+        ("module", [("pad", torch.bool)], "input_dtypes must be a dict of argument name to dtype, not list"),
+        ("zoo", {"pad": torch.bool}, "input_dtypes applies to a torch.nn.Module, not ZooModel"),
+    ],
+)
+def test_bad_input_dtypes_are_refused_in_one_line(model, dtypes, message):
+    from mase_rs import get_dataset_info, get_model
+
+    target = ArgumentMasks("encoder layer, padding") if model == "module" else get_model("jsc-tiny", "cls", get_dataset_info("jsc"))
+    with pytest.raises((ValueError, TypeError)) as e:
+        MaseGraph(model=target, input_dtypes=dtypes)
+    assert str(e.value) == "MaseGraph: " + message
+
+
+def test_a_mask_argument_without_its_dtype_is_refused_with_the_way_out():
+    with pytest.raises(ValueError) as e:
+        MaseGraph(model=ArgumentMasks("encoder layer, padding"), dataset_info=DatasetInfo(name="t", num_classes=3, sample_shape=(5, 8)))
+    assert str(e.value).endswith(
+        "; the forward takes several tensors (x, pad, mask): an attention mask among them loads as ops given its dtype, "
+        "MaseGraph(input_dtypes={name: torch.bool})"
+    ), str(e.value)

@@ -23,10 +23,13 @@ not attended) the addend `where(mask, -inf, 0)`, a float mask itself; the key-pa
 `[N, S]` viewed `[N, 1, 1, S]`, a 3-D `attn_mask` `[N * H, L, S]` viewed `[N, H, L, S]`, the two
 added (`attn_mask + key_padding_mask`) and the sum added to the scaled scores before the
 softmax. A mask's dtype (and, for `attn_mask`, its rank) must be known when the module is
-traced: a tensor attribute of the module, or for the key-padding mask a comparison or its `~`
-(`ids == pad`).
+traced: a tensor attribute of the module, a forward argument whose dtype
+`MaseGraph(input_dtypes={...})` gives (an `attn_mask` argument is taken to be 2-D; a 3-D one
+then fails to broadcast unless the batch is 1, where it means the same), or for the
+key-padding mask a comparison or its `~` (`ids == pad`).
 
-A call this cannot express — a mask whose dtype is not known then (a forward's argument), an
+A call this cannot express — a mask whose dtype is not known then (a forward's argument not
+in `input_dtypes`, where `MaseGraph` then refuses the model and names `input_dtypes`), an
 `is_causal` without a mask, `need_weights=True` with the weights used, separate key and value
 widths, `add_bias_kv`, `add_zero_attn`, and `nn.TransformerEncoder`'s key-padding mask where
 the encoder runs on nested tensors (its padded outputs are then zeros) — is left as it is (an
@@ -91,10 +94,16 @@ class _Unsupported(Exception):
 
 def _addend(b, mask):
     """The additive form of an attention mask (`-inf` where a bool mask is True, a float mask
-    itself) and the mask's shape when it is a tensor attribute (None for a computed mask).
-    Raises `_Unsupported` when the mask's dtype is not known at trace time."""
-    from mase_rs.ir.graph.torch_fx import _attribute, _is_bool
+    itself) and the mask's shape where known: a tensor attribute's; `(None, None)` for a forward
+    argument, taken to be 2-D (`[L, S]`, or `[N, S]` for a key-padding mask); None for a
+    computed mask. Raises `_Unsupported` when the mask's dtype is not known at trace time."""
+    from mase_rs.ir.graph.torch_fx import _attribute, _input_dtype, _is_bool
 
+    if mask.op == "placeholder":
+        dtype = _input_dtype(mask)
+        if dtype is None:
+            raise _Unsupported
+        return (b.fn(torch.where, mask, float("-inf"), 0.0) if dtype == torch.bool else mask), (None, None)
     if mask.op == "get_attr":
         t = _attribute(b.gm, mask.target)
         if t.dtype == torch.bool:

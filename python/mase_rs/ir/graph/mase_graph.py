@@ -170,6 +170,12 @@ class MaseGraph:
     The model starts in train mode, as a PyTorch module does; call `mg.model.eval()` for
     inference with batch norm's running statistics.
 
+    For a `torch.nn.Module`, `input_dtypes` gives the dtypes of forward arguments that are not
+    float32 tensors, by argument name: a mask passed to the forward
+    (`input_dtypes={"src_key_padding_mask": torch.bool}`) then loads as graph ops
+    (`where(mask, -inf, 0)` added to the attention scores, as PyTorch does), where without it
+    the attention module stays PyTorch code. Bool arguments reach the graph as 1.0 and 0.0.
+
     >>> import numpy as np
     >>> from mase_rs import get_model, get_dataset_info
     >>> mg = MaseGraph(model=get_model("jsc-tiny", "cls", get_dataset_info("jsc")))
@@ -179,9 +185,11 @@ class MaseGraph:
     (3, 5)
     """
 
-    def __init__(self, model, dataset_info=None, seed=0, concrete_args=None, conv_algo=None, **_torch_fx_options):
+    def __init__(self, model, dataset_info=None, seed=0, concrete_args=None, conv_algo=None, input_dtypes=None, **_torch_fx_options):
         from mase_rs.models import ZooModel
 
+        if input_dtypes and not is_torch_module(model):
+            raise ValueError(f"MaseGraph: input_dtypes applies to a torch.nn.Module, not {type(model).__name__}")
         self._torch = None
         if isinstance(model, _native.NativeGraph):
             native = model
@@ -198,7 +206,7 @@ class MaseGraph:
             from mase_rs.ir.graph.torch_fx import from_module
 
             shape = dataset_info.sample_shape if dataset_info is not None else None
-            native, self._torch = from_module(model, shape, concrete_args)
+            native, self._torch = from_module(model, shape, concrete_args, input_dtypes)
         else:
             raise ValueError(
                 "MaseGraph: model must be a zoo model (get_model), a torch.nn.Module, a file path or a MaseGraph, "

@@ -344,9 +344,12 @@ def _logical_not(call):
 
 def _is_bool(n):
     """Whether the fx node's value is known to be a bool tensor: a comparison's, a `~` or
-    `logical_not` of one, or a bool tensor attribute."""
+    `logical_not` of one, a bool tensor attribute, or a forward argument given as bool in
+    `MaseGraph(input_dtypes=...)`."""
     import torch
 
+    if n.op == "placeholder":
+        return _input_dtype(n) == torch.bool
     if n.op == "get_attr":
         return getattr(_attribute(n.graph.owning_module, n.target), "dtype", None) == torch.bool
     fns = {f for make in _COMPARISONS.values() for f in make(torch)} | {operator.invert, torch.logical_not}
@@ -1047,13 +1050,15 @@ def _qualified(target):
     return "operator." + name[len("_operator.") :] if name.startswith("_operator.") else name
 
 
-def trace(module, concrete_args=None, leaves=()):
+def trace(module, concrete_args=None, leaves=(), input_dtypes=None):
     """`module` as a `torch.fx.GraphModule` (traced as `torch.fx.symbolic_trace` does, or as
     given when it already is one). The submodules at the paths in `leaves` are kept as
-    `call_module` nodes instead of being traced through."""
+    `call_module` nodes instead of being traced through. `input_dtypes` maps forward arguments
+    to their dtypes (see `MaseGraph`)."""
     import torch.fx
 
     if isinstance(module, torch.fx.GraphModule):
+        _mark_input_dtypes(module, input_dtypes)
         return module
 
     # Modules with a mase-rs op outside torch.nn (torchvision's StochasticDepth) stay whole too.
@@ -1070,12 +1075,38 @@ def trace(module, concrete_args=None, leaves=()):
     except Exception as e:  # torch.fx raises many kinds (TraceError, TypeError, ...)
         line = " ".join(str(e).split())
         raise ValueError(f"MaseGraph: torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {line}") from None
+    _mark_input_dtypes(gm, input_dtypes)
     # Attention modules and functional linear layers as the ops they are made of.
     from mase_rs.ir.graph import attention, functional_linear
 
     attention.expand(gm)
     functional_linear.expand(gm)
     return gm
+
+
+def _mark_input_dtypes(gm, input_dtypes):
+    """Records on `gm`'s placeholders the dtypes `input_dtypes` gives them (`node.meta`,
+    read by `_is_bool` and the attention masks); a name that is not a forward argument, or a
+    dtype other than bool or a float, is an error naming it."""
+    import torch
+
+    if not input_dtypes:
+        return
+    if not isinstance(input_dtypes, dict):
+        raise TypeError(f"MaseGraph: input_dtypes must be a dict of argument name to dtype, not {type(input_dtypes).__name__}")
+    inputs = {n.target: n for n in gm.graph.nodes if n.op == "placeholder"}
+    for name, dtype in input_dtypes.items():
+        if name not in inputs:
+            known = ", ".join(inputs) or "none"
+            raise ValueError(f"MaseGraph: input_dtypes names `{name}`, which is not an argument of the traced forward (its arguments: {known})")
+        if not isinstance(dtype, torch.dtype) or not (dtype == torch.bool or dtype.is_floating_point):
+            raise ValueError(f"MaseGraph: input_dtypes[{name!r}] must be torch.bool or a float dtype, not {dtype!r}")
+        inputs[name].meta["mase_dtype"] = dtype
+
+
+def _input_dtype(n):
+    """The dtype `MaseGraph(input_dtypes=...)` gave the placeholder `n` (None when not given)."""
+    return n.meta.get("mase_dtype") if n.op == "placeholder" else None
 
 
 def _attribute(gm, target):
@@ -1422,12 +1453,12 @@ def _float_ids(gm):
             m.__class__ = Embedding
 
 
-def from_module(module, sample_shape=None, concrete_args=None):
+def from_module(module, sample_shape=None, concrete_args=None, input_dtypes=None):
     """Traces `module` and builds its mase-rs graph: returns `(NativeGraph, TorchSource)`.
 
     `sample_shape` (one sample's shape, without the batch), when given, checks the shapes of
-    every node now; otherwise the first forward does."""
-    gm = trace(module, concrete_args)
+    every node now; otherwise the first forward does. `input_dtypes`: see `MaseGraph`."""
+    gm = trace(module, concrete_args, input_dtypes=input_dtypes)
     _float_ids(gm)
     try:
         records, trainable, constants = node_records(gm)
@@ -1439,7 +1470,7 @@ def from_module(module, sample_shape=None, concrete_args=None):
         # Nodes inside a user's own layer that mase-rs cannot lower: that layer stays whole.
         leaves = _user_modules_of(gm, failed)
         if leaves:
-            gm = trace(module, concrete_args, leaves)
+            gm = trace(module, concrete_args, leaves, input_dtypes)
             try:
                 records, trainable, constants = node_records(gm)
             except ValueError as again:
@@ -1452,7 +1483,14 @@ def from_module(module, sample_shape=None, concrete_args=None):
             try:
                 regions.carve(gm, set(failed), shape, set(module.state_dict(keep_vars=True)))
             except ValueError as why:
-                raise ValueError(f"{e}; {why}") from None
+                inputs = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+                hint = ""
+                if len(inputs) > 1:
+                    hint = (
+                        f"; the forward takes several tensors ({', '.join(inputs)}): an attention mask among them loads as "
+                        "ops given its dtype, MaseGraph(input_dtypes={name: torch.bool})"
+                    )
+                raise ValueError(f"{e}; {why}{hint}") from None
             records, trainable, constants = node_records(gm)
     _opaque_shapes(gm, records, sample_shape if sample_shape is not None else _guess_sample_shape(gm))
     state = _state_arrays(gm)
