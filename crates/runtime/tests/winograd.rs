@@ -156,6 +156,9 @@ fn winograd_is_within_the_error_of_a_direct_sum() {
     check(Case { n: 5, cin: 70, cout: 66, h: 6, w: 5, pad: 0, bias: true });
     check(Case { n: 2, cin: 17, cout: 65, h: 20, w: 20, pad: 2, bias: true });
     check(Case { n: 9, cin: 96, cout: 128, h: 8, w: 8, pad: 1, bias: false });
+    // Rows of 8 tiles and more, computed eight at a time, with tiles left over, at paddings 0 and 2.
+    check(Case { n: 2, cin: 40, cout: 70, h: 19, w: 21, pad: 0, bias: true });
+    check(Case { n: 1, cin: 33, cout: 66, h: 15, w: 33, pad: 2, bias: false });
     // Several groups of images (144 tiles an image, two images a group), shared over threads,
     // and weight-gradient partials of three images, that is of two groups.
     check(Case { n: 11, cin: 24, cout: 66, h: 24, w: 24, pad: 1, bias: true });

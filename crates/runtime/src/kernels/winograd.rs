@@ -215,18 +215,32 @@ fn split_columns(
     even: &mut [f32],
     odd: &mut [f32],
 ) {
-    let at = |row: &[f32], ix: usize| if ix >= pw && ix - pw < w { row[ix - pw] } else { 0.0 };
+    // Padded column `ix + pw` of input column `ix`: with odd `pw` the first input column is an
+    // odd one, and the rest come in (even, odd) pairs from padded column `pw + pw % 2` on.
+    let (lead, first) = (pw % 2, (pw + pw % 2) / 2);
     for py in 0..rows {
         let (e, o) = (&mut even[py * half..][..half], &mut odd[py * half..][..half]);
+        e.fill(0.0);
+        o.fill(0.0);
         if py < ph || py - ph >= h {
-            e.fill(0.0);
-            o.fill(0.0);
             continue;
         }
         let row = &src[(py - ph) * w..][..w];
-        for (i, (e, o)) in e.iter_mut().zip(o.iter_mut()).enumerate() {
-            *e = at(row, 2 * i);
-            *o = at(row, 2 * i + 1);
+        if lead == 1 {
+            if let (Some(d), Some(v)) = (o.get_mut(pw / 2), row.first()) {
+                *d = *v;
+            }
+        }
+        let rest = &row[lead.min(w)..];
+        let pairs = rest.chunks_exact(2);
+        let tail = pairs.remainder();
+        let (e, o) = (&mut e[first.min(half)..], &mut o[first.min(half)..]);
+        for ((d0, d1), pair) in e.iter_mut().zip(o.iter_mut()).zip(pairs) {
+            *d0 = pair[0];
+            *d1 = pair[1];
+        }
+        if let (Some(d), Some(v)) = (e.get_mut(rest.len() / 2), tail.first()) {
+            *d = *v;
         }
     }
 }
