@@ -1,6 +1,6 @@
 """Attention and embeddings traced from PyTorch: `nn.Embedding` (with a padding row),
 `torch.einsum`, `torch.bmm` and `F.scaled_dot_product_attention` (bool and float masks held as
-attributes, `is_causal`, `scale`). The traced graph equals PyTorch forward on the executor, its ONNX export runs in onnxruntime with PyTorch's outputs,
+attributes or passed to the forward, `is_causal`, `scale`). The traced graph equals PyTorch forward on the executor, its ONNX export runs in onnxruntime with PyTorch's outputs,
 and what mase-rs refuses is refused in one line."""
 
 import copy
@@ -150,3 +150,29 @@ def test_an_einsum_that_is_no_matrix_product_is_refused_naming_the_equation():
 
     with pytest.raises(ValueError, match=r"einsum equation \"bij,bjk->bi\": letter 'k' is summed within one operand"):
         MaseGraph(model=M(), dataset_info=None)
+
+
+class ArgumentMaskAttention(nn.Module):
+    """`F.scaled_dot_product_attention` with the forward's own bool and float masks."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, keep, bias):
+        h = self.proj(x)
+        return F.scaled_dot_product_attention(h, h, h, attn_mask=keep) + F.scaled_dot_product_attention(h, h, h, attn_mask=bias)
+
+
+@pytest.mark.parametrize("backend", ["rust", "torch"])
+def test_sdpa_takes_mask_arguments_given_their_dtypes(backend):
+    torch.manual_seed(0)
+    user = ArgumentMaskAttention()
+    mg = MaseGraph(model=copy.deepcopy(user), input_dtypes={"keep": torch.bool, "bias": torch.float32})
+    ops = [n["op"] for n in json.loads(mg._native.graph_json())["nodes"]]
+    assert sorted(str(o.get("mask")) for o in ops if o["op"] == "scaled_dot_product_attention") == ["additive", "bool"]
+    x = torch.randn(2, SEQ, 8, generator=torch.Generator().manual_seed(1))
+    keep = torch.tril(torch.ones(SEQ, SEQ, dtype=torch.bool))
+    bias = torch.linspace(-1.0, 1.0, SEQ * SEQ).view(SEQ, SEQ)
+    mase_rs.set_backend(backend)
+    torch.testing.assert_close(mg.model(x, keep, bias), user(x, keep, bias), rtol=1e-5, atol=1e-5)

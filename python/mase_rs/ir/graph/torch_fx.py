@@ -763,8 +763,9 @@ def _einsum(call):
 
 def _sdpa(call):
     """`F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)`.
-    The mask must be a tensor attribute, whose dtype says whether it is a bool or an additive mask,
-    or a value known to be bool (a comparison, `~` of one)."""
+    The mask must be a tensor attribute or a forward argument given in `MaseGraph(input_dtypes=...)`,
+    whose dtype says whether it is a bool or an additive mask, or a value known to be bool (a
+    comparison, `~` of one)."""
     q, k, v = call.get(0, "query"), call.get(1, "key"), call.get(2, "value")
     p = call.get(4, "dropout_p", 0.0)
     if p != 0.0:
@@ -783,10 +784,12 @@ def _sdpa(call):
     if mask is not None:
         if _is_node(mask) and mask.op != "get_attr" and _is_bool(mask):
             op["mask"] = "bool"
+        elif _is_node(mask) and _input_dtype(mask) is not None:
+            op["mask"] = "additive"
         elif not _is_node(mask) or mask.op != "get_attr":
             raise _NoOp(
-                "scaled_dot_product_attention's attn_mask must be a tensor attribute of the module (its dtype says bool or "
-                "additive) or a comparison (a bool mask)"
+                "scaled_dot_product_attention's attn_mask must be a tensor attribute of the module or a forward argument "
+                "given in MaseGraph(input_dtypes=...) (its dtype says bool or additive) or a comparison (a bool mask)"
             )
         else:
             import torch
