@@ -97,23 +97,15 @@ def _addend(b, mask):
     itself) and the mask's shape where known: a tensor attribute's; `(None, None)` for a forward
     argument, taken to be 2-D (`[L, S]`, or `[N, S]` for a key-padding mask); None for a
     computed mask. Raises `_Unsupported` when the mask's dtype is not known at trace time."""
-    from mase_rs.ir.graph.torch_fx import _attribute, _input_dtype, _is_bool
+    from mase_rs.ir.graph.torch_fx import _attribute, _mask_dtype
 
-    if mask.op == "placeholder":
-        dtype = _input_dtype(mask)
-        if dtype is None:
-            raise _Unsupported
-        return (b.fn(torch.where, mask, float("-inf"), 0.0) if dtype == torch.bool else mask), (None, None)
-    if mask.op == "get_attr":
-        t = _attribute(b.gm, mask.target)
-        if t.dtype == torch.bool:
-            return b.fn(torch.where, mask, float("-inf"), 0.0), tuple(t.shape)
-        if t.is_floating_point():
-            return mask, tuple(t.shape)
+    dtype = _mask_dtype(mask)
+    if dtype is None or not (dtype == torch.bool or dtype.is_floating_point):
         raise _Unsupported
-    if _is_bool(mask):
-        return b.fn(torch.where, mask, float("-inf"), 0.0), None
-    raise _Unsupported
+    addend = b.fn(torch.where, mask, float("-inf"), 0.0) if dtype == torch.bool else mask
+    if mask.op == "get_attr":
+        return addend, tuple(_attribute(b.gm, mask.target).shape)
+    return addend, ((None, None) if mask.op == "placeholder" else None)
 
 
 def _mask_bias(b, m, n, key_padding_mask, attn_mask):

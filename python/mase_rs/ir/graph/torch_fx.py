@@ -782,20 +782,15 @@ def _sdpa(call):
     ins = [q, k, v]
     mask = call.get(3, "attn_mask")
     if mask is not None:
-        if _is_node(mask) and mask.op != "get_attr" and _is_bool(mask):
-            op["mask"] = "bool"
-        elif _is_node(mask) and _input_dtype(mask) is not None:
-            op["mask"] = "additive"
-        elif not _is_node(mask) or mask.op != "get_attr":
+        dtype = _mask_dtype(mask) if _is_node(mask) else None
+        if dtype is None:
             raise _NoOp(
                 "scaled_dot_product_attention's attn_mask must be a tensor attribute of the module or a forward argument "
                 "given in MaseGraph(input_dtypes=...) (its dtype says bool or additive) or a comparison (a bool mask)"
             )
-        else:
-            import torch
+        import torch
 
-            value = _attribute(mask.graph.owning_module, mask.target)
-            op["mask"] = "bool" if value.dtype == torch.bool else "additive"
+        op["mask"] = "bool" if dtype == torch.bool else "additive"
         ins.append(mask)
     return op, ins
 
@@ -1110,6 +1105,19 @@ def _mark_input_dtypes(gm, input_dtypes):
 def _input_dtype(n):
     """The dtype `MaseGraph(input_dtypes=...)` gave the placeholder `n` (None when not given)."""
     return n.meta.get("mase_dtype") if n.op == "placeholder" else None
+
+
+def _mask_dtype(n):
+    """The dtype of the mask node `n` as known at trace time: a tensor attribute's, a forward
+    argument's from `input_dtypes`, bool for a value known to be bool (`_is_bool`); None
+    otherwise."""
+    import torch
+
+    if n.op == "get_attr":
+        return getattr(_attribute(n.graph.owning_module, n.target), "dtype", None)
+    if n.op == "placeholder":
+        return _input_dtype(n)
+    return torch.bool if _is_bool(n) else None
 
 
 def _attribute(gm, target):
