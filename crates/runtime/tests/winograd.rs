@@ -151,7 +151,7 @@ fn check(c: Case) {
 fn winograd_is_within_the_error_of_a_direct_sum() {
     // Odd sides (partial tiles), paddings 0, 1 and 2, several groups of images, with and
     // without bias; every case keeps both products on the GEMM's general path.
-    check(Case { n: 3, cin: 72, cout: 80, h: 9, w: 7, pad: 1, bias: true });
+    check(Case { n: 3, cin: 24, cout: 80, h: 19, w: 17, pad: 1, bias: true });
     check(Case { n: 2, cin: 24, cout: 70, h: 18, w: 17, pad: 1, bias: false });
     check(Case { n: 5, cin: 70, cout: 66, h: 6, w: 5, pad: 0, bias: true });
     check(Case { n: 2, cin: 17, cout: 65, h: 20, w: 20, pad: 2, bias: true });
@@ -162,6 +162,18 @@ fn winograd_is_within_the_error_of_a_direct_sum() {
     // Several groups of images (144 tiles an image, two images a group), shared over threads,
     // and weight-gradient partials of three images, that is of two groups.
     check(Case { n: 11, cin: 24, cout: 66, h: 24, w: 24, pad: 1, bias: true });
+}
+
+#[test]
+fn winograd_f4_is_within_the_error_of_a_direct_sum() {
+    // At least 64 channels into each pass: F(4x4, 3x3) in every pass; rows of 9 tiles (8 at a
+    // time and one left over), odd sides, paddings 0-2, several groups of images, and groups
+    // of fewer than 65 tiles with 64 output channels (their columns padded to 65).
+    check(Case { n: 3, cin: 72, cout: 80, h: 9, w: 7, pad: 1, bias: true });
+    check(Case { n: 2, cin: 64, cout: 72, h: 35, w: 34, pad: 1, bias: false });
+    check(Case { n: 2, cin: 66, cout: 70, h: 13, w: 11, pad: 0, bias: true });
+    check(Case { n: 2, cin: 64, cout: 68, h: 10, w: 14, pad: 2, bias: true });
+    check(Case { n: 7, cin: 72, cout: 64, h: 8, w: 8, pad: 1, bias: false });
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

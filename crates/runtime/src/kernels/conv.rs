@@ -236,9 +236,9 @@ struct WinoConv {
     dw: Option<WinoGeom>,
     /// The forward geometry, whichever paths run.
     fwd_geom: WinoGeom,
-    /// The transformed weights of the forward pass, `[16, cout, cin]`.
+    /// The transformed weights of the forward pass, `[planes, cout, cin]`.
     u: Vec<f32>,
-    /// The transformed flipped weights of the input gradient, `[16, cin, cout]`.
+    /// The transformed flipped weights of the input gradient, `[planes, cin, cout]`.
     ub: Vec<f32>,
     /// One set of transformed-input, product, row and (for the weight gradient) transformed
     /// weight-gradient workspaces per thread.
@@ -252,7 +252,9 @@ impl WinoConv {
         if algo == ConvAlgo::Exact || !square3 {
             return None;
         }
-        let f = WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow };
+        let tile = winograd::Tile::F2;
+        let f =
+            WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow, tile }.with_best_tile();
         let pays = |wg: &WinoGeom| algo == ConvAlgo::Winograd || winograd::pays(wg);
         let fwd = (f.supported() && pays(&f)).then_some(f);
         // The threshold is the layer's (symmetric in the channel counts), for every pass.
@@ -273,8 +275,8 @@ impl WinoConv {
         // The weight gradient runs on as many workspaces as the direct path's partials allow.
         let lanes = threads.clamp(1, f.groups().max(f.input_grad_of().groups()).max(g.n.min(DW_GROUPS)));
         Some(WinoConv {
-            u: if fwd.is_some() { vec![0.0; f.u_len()] } else { Vec::new() },
-            ub: if bwd.is_some() { vec![0.0; f.u_len()] } else { Vec::new() },
+            u: fwd.map_or_else(Vec::new, |f| vec![0.0; f.u_len()]),
+            ub: bwd.map_or_else(Vec::new, |b| vec![0.0; b.u_len()]),
             fwd,
             bwd,
             dw,

@@ -1,26 +1,29 @@
-//! Winograd F(2x2, 3x3) for stride-1, dilation-1, single-group 3x3 convolutions.
+//! Winograd F(2x2, 3x3) and F(4x4, 3x3) for stride-1, dilation-1, single-group 3x3 convolutions.
 //!
-//! The output is cut into 2x2 tiles; each reads a 4x4 tile of the zero-padded input. With the
-//! transforms `V = B^T d B` of every input tile, `U = G g G^T` of every 3x3 kernel and
-//! `Y = A^T M A` of every product, the convolution becomes 16 matrix products
-//! `M_e [C_out, T] = U_e [C_out, C_in] x V_e [C_in, T]`, one per element `e` of the 4x4
-//! transformed tile, over the `T` tiles of a group of images: 16 multiply-adds per tile and
-//! channel pair where the direct convolution does 36, that is 2.25 times fewer.
+//! The output is cut into `m x m` tiles (`m` = 2 or 4, [`Tile`]); each reads an `a x a` tile of
+//! the zero-padded input (`a = m + 2`). With the transforms `V = B^T d B` of every input tile,
+//! `U = G g G^T` of every 3x3 kernel and `Y = A^T M A` of every product, the convolution becomes
+//! `a^2` matrix products `M_e [C_out, T] = U_e [C_out, C_in] x V_e [C_in, T]`, one per element
+//! `e` of the transformed tile, over the `T` tiles of a group of images: per output and channel
+//! pair, 16/4 = 4 multiply-adds with F(2x2, 3x3) and 36/16 = 2.25 with F(4x4, 3x3), where the
+//! direct convolution does 9. Each layer takes the tile that needs fewer products for its output
+//! size ([`Tile::for_output`]): F(4x4, 3x3) unless a side of the output is 2 or less.
 //!
 //! The input gradient of a stride-1 3x3 convolution with padding `p <= 2` is itself such a
 //! convolution: of the output gradient, padded by `2 - p`, with the kernel flipped in both
 //! directions and its channel axes swapped. [`WinoGeom::input_grad_of`] gives its geometry.
 //!
-//! Rounding: the transforms add and subtract up to four values before and nine after the
-//! products, so a Winograd output differs from the direct sum by a few units of the float32
-//! rounding of a sum of the same length (`C_in * 9` terms); `tests/winograd.rs` checks the bound
-//! and `README.md` gives the differences measured on vgg7's layers. The transforms would turn an
-//! infinity into NaN (`inf - inf`) where the direct sum keeps it, so [`transformable`] sends any
-//! operand holding a non-finite or huge value down the direct path.
+//! Rounding: the transforms add and subtract (and, for F(4x4, 3x3), scale by up to 8) a few
+//! values before and after the products, so a Winograd output differs from the direct sum by
+//! rounding; `tests/winograd.rs` checks that every output stays within the error bound of a
+//! direct float32 sum of the same length, and `README.md` gives the differences measured on
+//! vgg7's layers. The transforms would turn an infinity into NaN (`inf - inf`) where the direct
+//! sum keeps it, so [`transformable`] sends any operand holding a non-finite or huge value down
+//! the direct path.
 //!
-//! The weight gradient runs the same transforms the other way: with `Z = A dY A^T` of each 2x2
-//! output-gradient tile, `dU_e [C_out, C_in] = Z_e [C_out, T] x V_e^T [T, C_in]` summed over
-//! the tiles, and `dW = G^T dU G`.
+//! The weight gradient runs the same transforms the other way: with `Z = A dY A^T` of each
+//! `m x m` output-gradient tile, `dU_e [C_out, C_in] = Z_e [C_out, T] x V_e^T [T, C_in]` summed
+//! over the tiles, and `dW = G^T dU G`.
 //!
 //! Threads: the images are cut into groups of a size fixed by the geometry (never by the thread
 //! count), the threads share the groups out, and every product is on the GEMM's general path
@@ -29,18 +32,85 @@
 //! bits on any thread count and for any cut of a batch into slices.
 
 use super::Accum;
-use crate::gemm::{gemm, general_path, Mat, MatMut};
-
-/// Tiles a group of images aims for: enough columns for the products to run near the GEMM's
-/// rate, few enough that a group's transformed tiles stay in the cache hierarchy.
-const GROUP_TILES: usize = 256;
+use crate::gemm::{gemm, general_columns, general_path, Mat, MatMut};
 
 /// Operand values at or above this magnitude (and NaN, and the infinities) take the direct path:
-/// below it no sum of the transforms and products can overflow where the direct sum would not.
+/// below it no sum of the transforms and products can overflow where the direct sum would not
+/// (F(4x4, 3x3)'s transforms scale a value by at most `10^2` on the input side and `18^2` on the
+/// output side).
 const TRANSFORM_LIMIT: f32 = 1e14;
 
+/// The fewest input channels (of the forward pass, or of the input gradient seen as one) for
+/// F(4x4, 3x3). Its transforms scale values by up to 5 and 8 and its `G` holds sixths, so its
+/// rounding error is about a fixed multiple of float32's rounding of the terms' magnitudes,
+/// where a direct sum's error bound `gamma_n` grows with the sum's length `n = C_in * 9`:
+/// an output's error also follows the magnitudes of its whole 6x6 input tile, so an output at
+/// a zero-padded border, whose own terms are few, comes closest to its bound. `tests/winograd.rs`
+/// measured up to 0.32 of the bound at 24 input channels with padding 1, and 0.60 at 36 with
+/// padding 2; from 64 channels (`n = 576`, every 3x3 layer of vgg7 and resnet18 but the first)
+/// F(4x4, 3x3) stays well inside it, and fewer channels take F(2x2, 3x3).
+const F4_MIN_CHANNELS: usize = 64;
+
+/// Values left unused after each plane of a transformed operand (one cache line). The
+/// transforms write (and read) all planes at once, and planes a power of two bytes apart (such
+/// as `128 x 128` values) would all fall on the same sets of the L1 cache, which holds only 8
+/// lines per set; one line more per plane spreads them over the sets.
+const PLANE_PAD: usize = 16;
+
+/// The most planes a transformed operand has (F(4x4, 3x3)'s 6x6 tiles).
+const MAX_PLANES: usize = 36;
+
+/// The output tile of a Winograd convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tile {
+    /// F(2x2, 3x3): 2x2 outputs from 4x4 input tiles, 16 products.
+    F2,
+    /// F(4x4, 3x3): 4x4 outputs from 6x6 input tiles, 36 products.
+    F4,
+}
+
+impl Tile {
+    /// The tile with fewer products for an `oh x ow` output (F(2x2, 3x3) on a tie).
+    pub fn for_output(oh: usize, ow: usize) -> Tile {
+        let products = |t: Tile| oh.div_ceil(t.side()) * ow.div_ceil(t.side()) * t.planes();
+        if products(Tile::F4) < products(Tile::F2) {
+            Tile::F4
+        } else {
+            Tile::F2
+        }
+    }
+
+    /// Side of the output tile, `m`.
+    pub fn side(self) -> usize {
+        match self {
+            Tile::F2 => 2,
+            Tile::F4 => 4,
+        }
+    }
+
+    /// Side of the input tile, `m + 2`.
+    fn input_side(self) -> usize {
+        self.side() + 2
+    }
+
+    /// Elements of a transformed tile, `(m + 2)^2`: the products per tile and channel pair.
+    pub fn planes(self) -> usize {
+        self.input_side() * self.input_side()
+    }
+
+    /// Tiles a group of images aims for: enough columns for the products to run near the
+    /// GEMM's rate, few enough that a group's transformed tiles stay in the cache hierarchy
+    /// (F(4x4, 3x3)'s tiles have 2.25 times the planes and 4 times the outputs).
+    fn group_tiles(self) -> usize {
+        match self {
+            Tile::F2 => 256,
+            Tile::F4 => 128,
+        }
+    }
+}
+
 /// The sizes of one stride-1 3x3 convolution run by Winograd (a forward pass, or the input
-/// gradient seen as one).
+/// gradient seen as one), and its tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WinoGeom {
     pub n: usize,
@@ -52,25 +122,30 @@ pub(crate) struct WinoGeom {
     pub pw: usize,
     pub oh: usize,
     pub ow: usize,
+    pub tile: Tile,
 }
 
 impl WinoGeom {
-    /// Rows of 2x2 output tiles.
+    /// Rows of output tiles.
     fn th(&self) -> usize {
-        self.oh.div_ceil(2)
+        self.oh.div_ceil(self.tile.side())
     }
-    /// Columns of 2x2 output tiles.
+    /// Columns of output tiles.
     fn tw(&self) -> usize {
-        self.ow.div_ceil(2)
+        self.ow.div_ceil(self.tile.side())
     }
     /// Tiles of one image.
     fn tiles(&self) -> usize {
         self.th() * self.tw()
     }
+    /// Planes of a transformed operand.
+    fn planes(&self) -> usize {
+        self.tile.planes()
+    }
 
-    /// Images per group: enough for [`GROUP_TILES`] tiles, at most the batch.
+    /// Images per group: enough for the tile's group size, at most the batch.
     pub fn images_per_group(&self) -> usize {
-        GROUP_TILES.div_ceil(self.tiles().max(1)).clamp(1, self.n.max(1))
+        self.tile.group_tiles().div_ceil(self.tiles().max(1)).clamp(1, self.n.max(1))
     }
 
     /// Groups the batch is cut into.
@@ -78,14 +153,40 @@ impl WinoGeom {
         self.n.div_ceil(self.images_per_group())
     }
 
-    /// Whether Winograd applies and its products stay on the GEMM's general path for a group of
-    /// any size (a single image's tiles already are), which keeps the bits independent of the
-    /// grouping. The padding is at most 2 so that the input gradient's padding `2 - p` exists.
-    pub fn supported(&self) -> bool {
-        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_path(self.cout, self.tiles())
+    /// The columns of a transformed operand's planes for `count` images: their tiles, or more
+    /// where that few would take a product `[cout, cin] x [cin, tiles]` off the GEMM's general
+    /// path (the columns past the tiles are zero and their products unread). On the general
+    /// path each output element is the same sum whatever the column count, which keeps the
+    /// bits independent of how many images a group (or a thread's slice of a batch) has.
+    fn columns(&self, count: usize) -> usize {
+        let t = count * self.tiles();
+        general_columns(self.cout, t).unwrap_or(t)
     }
 
-    /// The input gradient of this convolution as a forward convolution of the output gradient.
+    /// The length of one plane of a transformed operand with `rows` rows for `count` images:
+    /// its `rows x columns` values, then [`PLANE_PAD`] unused ones.
+    fn plane_len(&self, rows: usize, count: usize) -> usize {
+        rows * self.columns(count) + PLANE_PAD
+    }
+
+    /// Whether Winograd applies: a product per plane on the GEMM's general path (more than one
+    /// output channel, see [`columns`](Self::columns)), and padding at most 2 so that the input
+    /// gradient's padding `2 - p` exists.
+    pub fn supported(&self) -> bool {
+        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_columns(self.cout, 1).is_some()
+    }
+
+    /// This geometry with the tile that needs fewer products for its output
+    /// ([`Tile::for_output`]), where, for F(4x4, 3x3), the sums have at least
+    /// [`F4_MIN_CHANNELS`] input channels; F(2x2, 3x3) otherwise.
+    pub fn with_best_tile(self) -> WinoGeom {
+        let best = Tile::for_output(self.oh, self.ow);
+        let tile = if best == Tile::F2 || self.cin >= F4_MIN_CHANNELS { best } else { Tile::F2 };
+        WinoGeom { tile, ..self }
+    }
+
+    /// The input gradient of this convolution as a forward convolution of the output gradient,
+    /// with the best tile for its output (the input's size).
     pub fn input_grad_of(&self) -> WinoGeom {
         WinoGeom {
             n: self.n,
@@ -97,19 +198,22 @@ impl WinoGeom {
             pw: 2 - self.pw,
             oh: self.h,
             ow: self.w,
+            tile: Tile::F2,
         }
+        .with_best_tile()
     }
 
-    /// Length of the transformed weights, `[16, cout, cin]`.
+    /// Length of the transformed weights, `[planes, cout, cin]`.
     pub fn u_len(&self) -> usize {
-        16 * self.cout * self.cin
+        self.planes() * self.cout * self.cin
     }
 
-    /// Lengths of one group's transformed input `[16, cin, T]`, products `[16, cout, T]`, the
-    /// scratch of the transforms ([`scratch_len`]), and (0 here) the transformed weight gradient.
+    /// Lengths of one group's transformed input `[planes, cin, T]`, products `[planes, cout,
+    /// T]`, the scratch of the transforms ([`scratch_len`]), and (0 here) the transformed
+    /// weight gradient.
     pub fn workspace_len(&self) -> [usize; 4] {
-        let t = self.images_per_group() * self.tiles();
-        [16 * self.cin * t, 16 * self.cout * t, scratch_len(self), 0]
+        let ipg = self.images_per_group();
+        [self.planes() * self.plane_len(self.cin, ipg), self.planes() * self.plane_len(self.cout, ipg), scratch_len(self), 0]
     }
 
     /// Whether the weight gradient's products (`[cout, cin]`, summed over tiles) are on the GEMM's
@@ -142,11 +246,11 @@ pub(crate) fn transformable(data: &[f32]) -> bool {
 /// output channel.
 const LANES: usize = 16;
 
-/// `G g G^T` of `LANES` 3x3 kernels at once: `k[t][l]` is element `t` (row-major) of kernel `l`,
-/// `out[e][l]` element `e` of its 4x4 transform. Each lane computes exactly what one kernel alone
-/// would, so the loops vectorise across kernels.
+/// `G g G^T` of `LANES` 3x3 kernels at once for F(2x2, 3x3): `k[t][l]` is element `t`
+/// (row-major) of kernel `l`, `out[e][l]` element `e` of its 4x4 transform. Each lane computes
+/// exactly what one kernel alone would, so the loops vectorise across kernels.
 #[inline(always)]
-fn kernel_transform(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; 16]) {
+fn kernel_transform_f2(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; MAX_PLANES]) {
     // G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]; first on the rows.
     let mut t = [[0.0f32; LANES]; 12];
     for c in 0..3 {
@@ -169,14 +273,45 @@ fn kernel_transform(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; 16]) {
     }
 }
 
-/// The transformed weights `u` (`[16, cout, cin]`) of the convolution `g` from a PyTorch weight
-/// `w`. With `flip`, `w` is the weight of the convolution whose input gradient `g` is
+/// `G v` for F(4x4, 3x3), `G = [[1/4, 0, 0], [-1/6, -1/6, -1/6], [-1/6, 1/6, -1/6],
+/// [1/24, 1/12, 1/6], [1/24, -1/12, 1/6], [0, 0, 1]]`.
+#[inline(always)]
+fn g_f4(v0: f32, v1: f32, v2: f32) -> [f32; 6] {
+    let s = v0 + v2;
+    let (p, q) = (v0 / 24.0 + v2 / 6.0, v1 / 12.0);
+    [v0 / 4.0, -(s + v1) / 6.0, -(s - v1) / 6.0, p + q, p - q, v2]
+}
+
+/// `G g G^T` of `LANES` 3x3 kernels at once for F(4x4, 3x3), laid out as
+/// [`kernel_transform_f2`]'s, into the 36 elements of each 6x6 transform.
+#[inline(always)]
+fn kernel_transform_f4(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; MAX_PLANES]) {
+    // t[3 r + c] = (G g)[r][c]: G on the columns of g, then G on the rows of G g.
+    let mut t = [[0.0f32; LANES]; 18];
+    for c in 0..3 {
+        for l in 0..LANES {
+            for (r, v) in g_f4(k[c][l], k[3 + c][l], k[6 + c][l]).into_iter().enumerate() {
+                t[3 * r + c][l] = v;
+            }
+        }
+    }
+    for r in 0..6 {
+        for l in 0..LANES {
+            for (c, v) in g_f4(t[3 * r][l], t[3 * r + 1][l], t[3 * r + 2][l]).into_iter().enumerate() {
+                out[6 * r + c][l] = v;
+            }
+        }
+    }
+}
+
+/// The transformed weights `u` (`[planes, cout, cin]`) of the convolution `g` from a PyTorch
+/// weight `w`. With `flip`, `w` is the weight of the convolution whose input gradient `g` is
 /// (`[g.cin, g.cout, 3, 3]`), read flipped in both directions with its channel axes swapped.
-/// `LANES` input channels at a time, so that each of the 16 output planes gets a contiguous run.
+/// `LANES` input channels at a time, so that each output plane gets a contiguous run.
 pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f32]) {
     let plane = g.cout * g.cin;
     let mut k = [[0.0f32; LANES]; 9];
-    let mut out = [[0.0f32; LANES]; 16];
+    let mut out = [[0.0f32; LANES]; MAX_PLANES];
     for o in 0..g.cout {
         for i0 in (0..g.cin).step_by(LANES) {
             let n = LANES.min(g.cin - i0);
@@ -187,94 +322,134 @@ pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f3
                     row[l] = if flip { src[8 - t] } else { src[t] };
                 }
             }
-            kernel_transform(&k, &mut out);
-            for (e, run) in out.iter().enumerate() {
+            match g.tile {
+                Tile::F2 => kernel_transform_f2(&k, &mut out),
+                Tile::F4 => kernel_transform_f4(&k, &mut out),
+            }
+            for (e, run) in out.iter().take(g.planes()).enumerate() {
                 u[e * plane + o * g.cin + i0..][..n].copy_from_slice(&run[..n]);
             }
         }
     }
 }
 
-/// The 16 planes of a transformed operand `[16, channels, t_all]`, each `plane` long.
-fn planes_mut(data: &mut [f32], plane: usize) -> [&mut [f32]; 16] {
+/// The planes of a transformed operand `[planes, channels, t_all]`, each `plane` long; those
+/// past the operand's plane count are empty.
+fn planes_mut(data: &mut [f32], plane: usize) -> [&mut [f32]; MAX_PLANES] {
     let mut planes = data.chunks_exact_mut(plane.max(1));
     std::array::from_fn(|_| planes.next().unwrap_or_default())
 }
 
+/// The `m` column phases of [`split_columns`] in `scratch`, `len` each; the rest empty.
+fn phases_mut(scratch: &mut [f32], m: usize, len: usize) -> [&mut [f32]; 4] {
+    let mut bufs = scratch[..m * len].chunks_exact_mut(len.max(1));
+    std::array::from_fn(|_| bufs.next().unwrap_or_default())
+}
+
+/// Row `r` (`half` long) of each column phase.
+fn phase_row<'a>(phases: &'a [&mut [f32]; 4], r: usize, half: usize) -> [&'a [f32]; 4] {
+    phases.each_ref().map(|p| p.get(r * half..(r + 1) * half).unwrap_or_default())
+}
+
 /// The image plane `src` (`h x w`) as `rows` rows of its zero-padded version, which starts `ph`
-/// rows and `pw` columns before it, split into the even (`even`) and odd (`odd`) columns of
-/// each row, `half` of each per row. The transforms then read the four columns of a tile
-/// (`2 tx .. 2 tx + 4`) as `even[tx], odd[tx], even[tx + 1], odd[tx + 1]`: four contiguous
-/// runs over the tiles of a row, which the compiler vectorises.
+/// rows and `pw` columns before it, each row cut into its `m` column phases: phase `p` holds the
+/// padded columns `p, p + m, p + 2m, ...`, `half` of them per row. The transforms then read the
+/// columns of a tile (`m tx .. m tx + m + 2`) as `phases[0..m][tx]`, `phases[0][tx + 1]` and
+/// `phases[1][tx + 1]`: contiguous runs over the tiles of a row, which the compiler vectorises.
 fn split_columns(
     src: &[f32],
     (h, w): (usize, usize),
     (ph, pw): (usize, usize),
-    rows: usize,
-    half: usize,
-    even: &mut [f32],
-    odd: &mut [f32],
+    (rows, half, m): (usize, usize, usize),
+    phases: &mut [&mut [f32]; 4],
 ) {
-    // Padded column `ix + pw` of input column `ix`: with odd `pw` the first input column is an
-    // odd one, and the rest come in (even, odd) pairs from padded column `pw + pw % 2` on.
-    let (lead, first) = (pw % 2, (pw + pw % 2) / 2);
+    // Input column `ix` is padded column `ix + pw`. The first `lead` input columns come before
+    // the first padded column that is a multiple of `m`; the rest come in runs of `m`, one
+    // value per phase, from index `first` of each phase on.
+    let lead = (m - pw % m) % m;
+    let first = (pw + lead) / m;
     for py in 0..rows {
-        let (e, o) = (&mut even[py * half..][..half], &mut odd[py * half..][..half]);
-        e.fill(0.0);
-        o.fill(0.0);
+        let mut dst = phases.each_mut().map(|p| p.get_mut(py * half..(py + 1) * half).unwrap_or_default());
+        dst.iter_mut().for_each(|d| d.fill(0.0));
         if py < ph || py - ph >= h {
             continue;
         }
         let row = &src[(py - ph) * w..][..w];
-        if lead == 1 {
-            if let (Some(d), Some(v)) = (o.get_mut(pw / 2), row.first()) {
+        for (ix, v) in row.iter().enumerate().take(lead) {
+            if let Some(d) = dst[(ix + pw) % m].get_mut((ix + pw) / m) {
                 *d = *v;
             }
         }
         let rest = &row[lead.min(w)..];
-        let pairs = rest.chunks_exact(2);
-        let tail = pairs.remainder();
-        let (e, o) = (&mut e[first.min(half)..], &mut o[first.min(half)..]);
-        for ((d0, d1), pair) in e.iter_mut().zip(o.iter_mut()).zip(pairs) {
-            *d0 = pair[0];
-            *d1 = pair[1];
-        }
-        if let (Some(d), Some(v)) = (e.get_mut(rest.len() / 2), tail.first()) {
-            *d = *v;
+        match m {
+            2 => scatter::<2>(rest, first, &mut dst),
+            _ => scatter::<4>(rest, first, &mut dst),
         }
     }
 }
 
-/// Scratch the transforms need: the even and odd columns of one padded input plane
-/// ([`split_columns`]), which also holds the two output rows of [`output_transform`].
-fn scratch_len(g: &WinoGeom) -> usize {
-    2 * (2 * g.th() + 2) * (g.tw() + 1)
+/// Writes the runs of `M` values of `rest` (and the last, partial one), one value per phase,
+/// to the phases `dst` from index `first` on.
+#[inline(always)]
+fn scatter<const M: usize>(rest: &[f32], first: usize, dst: &mut [&mut [f32]; 4]) {
+    let runs = rest.chunks_exact(M);
+    let (n, tail) = (runs.len(), runs.remainder());
+    let mut it = dst.iter_mut();
+    let d: [&mut [f32]; M] = std::array::from_fn(|_| it.next().map_or(&mut [][..], |p| &mut p[first..first + n]));
+    for (k, run) in runs.enumerate() {
+        for p in 0..M {
+            d[p][k] = run[p];
+        }
+    }
+    for (p, v) in tail.iter().enumerate() {
+        if let Some(slot) = dst[p].get_mut(first + n) {
+            *slot = *v;
+        }
+    }
 }
 
-/// `B^T d B` of the 4x4 input tiles of images `x` (`count` images of `[cin, h, w]`) into `v`
-/// (`[16, cin, count * tiles]`). One channel at a time: its padded plane is split into even and
-/// odd columns in `scratch`, then each row of tiles computes its 16 elements straight into
-/// their planes of `v`, a contiguous run of `tw` values each.
+/// Scratch the transforms need: the column phases of one padded input plane
+/// ([`split_columns`]), which also holds the output rows of [`output_transform`].
+fn scratch_len(g: &WinoGeom) -> usize {
+    let m = g.tile.side();
+    m * (m * g.th() + 2) * (g.tw() + 1)
+}
+
+/// `B^T d B` of the input tiles of images `x` (`count` images of `[cin, h, w]`) into `v`
+/// (`[planes, cin, columns]`, [`WinoGeom::columns`]: the tiles, then zeros). One channel at a time: its padded plane is split into
+/// column phases in `scratch`, then each row of tiles computes its transformed elements straight
+/// into their planes of `v`, a contiguous run of `tw` values each.
 fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
-    let (tiles, tw, th, hw) = (g.tiles(), g.tw(), g.th(), g.h * g.w);
-    let t_all = count * tiles;
-    let mut planes = planes_mut(&mut v[..16 * g.cin * t_all], g.cin * t_all);
-    // A padded row holds the input columns -pw .. 2 * tw + 2 - pw, in tw + 1 even and odd pairs.
-    let (half, rows) = (tw + 1, 2 * th + 2);
-    let (even, odd) = scratch[..2 * rows * half].split_at_mut(rows * half);
+    let (tiles, tw, th, hw, m) = (g.tiles(), g.tw(), g.th(), g.h * g.w, g.tile.side());
+    let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
+    let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
+    if cols > count * tiles {
+        for row in planes.iter_mut().flat_map(|p| p[..g.cin * cols].chunks_exact_mut(cols)) {
+            row[count * tiles..].fill(0.0);
+        }
+    }
+    // A padded row holds the input columns -pw .. m * tw + 2 - pw, in tw + 1 runs of m phases.
+    let (half, rows) = (tw + 1, m * th + 2);
+    let mut phases = phases_mut(scratch, m, rows * half);
     for j in 0..count {
         for c in 0..g.cin {
-            split_columns(&x[(j * g.cin + c) * hw..][..hw], (g.h, g.w), (g.ph, g.pw), rows, half, even, odd);
-            let base = c * t_all + j * tiles;
+            split_columns(&x[(j * g.cin + c) * hw..][..hw], (g.h, g.w), (g.ph, g.pw), (rows, half, m), &mut phases);
+            let base = c * cols + j * tiles;
             for ty in 0..th {
                 let at = base + ty * tw;
-                let row = |r: usize| (&even[(2 * ty + r) * half..][..half], &odd[(2 * ty + r) * half..][..half]);
-                let rows4 = [row(0), row(1), row(2), row(3)];
-                let mut out = planes.each_mut().map(|p| &mut p[at..at + tw]);
-                by_blocks(tw, |tx, width| match width {
-                    BLOCK => input_tiles::<BLOCK>(rows4, tx, &mut out),
-                    _ => input_tiles::<1>(rows4, tx, &mut out),
-                });
+                let tile_rows: [[&[f32]; 4]; 6] =
+                    std::array::from_fn(|r| if r < m + 2 { phase_row(&phases, m * ty + r, half) } else { [&[][..]; 4] });
+                let mut out = planes.each_mut().map(|p| p.get_mut(at..at + tw).unwrap_or_default());
+                match g.tile {
+                    Tile::F2 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => input_tiles_f2::<BLOCK>(&tile_rows, tx, &mut out),
+                        _ => input_tiles_f2::<1>(&tile_rows, tx, &mut out),
+                    }),
+                    Tile::F4 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => input_tiles_f4::<BLOCK>(&tile_rows, tx, &mut out),
+                        _ => input_tiles_f4::<1>(&tile_rows, tx, &mut out),
+                    }),
+                }
             }
         }
     }
@@ -309,13 +484,19 @@ fn sub<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
     std::array::from_fn(|l| a[l] - b[l])
 }
 
-/// `B^T d B` of the `L` input tiles `tx .. tx + L` of a row of tiles: `rows` are the even and
-/// odd columns of the row's four padded input rows, `out` the row's runs of the 16 planes.
 #[inline(always)]
-fn input_tiles<const L: usize>(rows: [(&[f32], &[f32]); 4], tx: usize, out: &mut [&mut [f32]; 16]) {
-    // Column s of the tiles: even[tx], odd[tx], even[tx + 1], odd[tx + 1].
-    let cols = |(e, o): (&[f32], &[f32])| [load::<L>(e, tx), load::<L>(o, tx), load::<L>(e, tx + 1), load::<L>(o, tx + 1)];
-    let [r0, r1, r2, r3] = rows.map(cols);
+fn scale<const L: usize>(c: f32, a: [f32; L]) -> [f32; L] {
+    a.map(|v| c * v)
+}
+
+/// `B^T d B` of the `L` input tiles `tx .. tx + L` of a row of 4x4 tiles (F(2x2, 3x3)): `rows`
+/// are the column phases of the row's four padded input rows, `out` the row's runs of the 16
+/// planes.
+#[inline(always)]
+fn input_tiles_f2<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    // Column s of the tiles: phase 0 at tx, phase 1 at tx, phase 0 at tx + 1, phase 1 at tx + 1.
+    let cols = |p: &[&[f32]; 4]| [load::<L>(p[0], tx), load::<L>(p[1], tx), load::<L>(p[0], tx + 1), load::<L>(p[1], tx + 1)];
+    let [r0, r1, r2, r3] = [cols(&rows[0]), cols(&rows[1]), cols(&rows[2]), cols(&rows[3])];
     // B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; rows first.
     let t: [[[f32; L]; 4]; 4] = [
         std::array::from_fn(|s| sub(r0[s], r2[s])),
@@ -330,35 +511,68 @@ fn input_tiles<const L: usize>(rows: [(&[f32], &[f32]); 4], tx: usize, out: &mut
     }
 }
 
-/// `A^T M A` of the products `m` (`[16, cout, count * tiles]`) stored into `count` output images
-/// `y` (`[cout, oh, ow]` each) as `acc` says, with the bias `b` of each channel added first. One
-/// row of tiles at a time: its two output rows are computed into `rows` (`2 * (2 * tw)`) from
-/// the 16 contiguous runs of the row's products, and stored.
+/// `B^T v` for F(4x4, 3x3), `B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0],
+/// [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]`.
+#[inline(always)]
+fn bt_f4<const L: usize>([v0, v1, v2, v3, v4, v5]: [[f32; L]; 6]) -> [[f32; L]; 6] {
+    let (a, b) = (sub(v4, scale(4.0, v2)), sub(v3, scale(4.0, v1)));
+    let (c, d) = (sub(v4, v2), scale(2.0, sub(v3, v1)));
+    [add(sub(scale(4.0, v0), scale(5.0, v2)), v4), add(a, b), sub(a, b), add(c, d), sub(c, d), add(sub(scale(4.0, v1), scale(5.0, v3)), v5)]
+}
+
+/// `B^T d B` of the `L` input tiles `tx .. tx + L` of a row of 6x6 tiles (F(4x4, 3x3)): `rows`
+/// are the column phases of the row's six padded input rows, `out` the row's runs of the 36
+/// planes.
+#[inline(always)]
+fn input_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    // Column s of the tiles: phases 0-3 at tx, phases 0 and 1 at tx + 1.
+    let cols = |p: &[&[f32]; 4]| -> [[f32; L]; 6] {
+        [load(p[0], tx), load(p[1], tx), load(p[2], tx), load(p[3], tx), load(p[0], tx + 1), load(p[1], tx + 1)]
+    };
+    let d: [[[f32; L]; 6]; 6] = std::array::from_fn(|r| cols(&rows[r]));
+    // B^T on each column (the rows of the tile combined), then on each row of the result.
+    let by_col: [[[f32; L]; 6]; 6] = std::array::from_fn(|s| bt_f4(std::array::from_fn(|r| d[r][s])));
+    for i in 0..6 {
+        for (k, v) in bt_f4(std::array::from_fn(|s| by_col[s][i])).into_iter().enumerate() {
+            out[6 * i + k][tx..tx + L].copy_from_slice(&v);
+        }
+    }
+}
+
+/// `A^T M A` of the products `m` (`[planes, cout, columns]`) stored into `count` output
+/// images `y` (`[cout, oh, ow]` each) as `acc` says, with the bias `b` of each channel added
+/// first. One row of tiles at a time: its output rows are computed into `rows` (`m` rows of
+/// `m * tw`) from the contiguous runs of the row's products, and stored.
 fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>, y: &mut [f32], acc: Accum, rows: &mut [f32]) {
-    let (tiles, tw, ohw) = (g.tiles(), g.tw(), g.oh * g.ow);
-    let t_all = count * tiles;
-    let plane = g.cout * t_all;
-    let rw = 2 * tw;
+    let (tiles, tw, ohw, side) = (g.tiles(), g.tw(), g.oh * g.ow, g.tile.side());
+    let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
+    let rw = side * tw;
+    let mut out = phases_mut(rows, side, rw);
     for j in 0..count {
         for k in 0..g.cout {
             let yk = &mut y[(j * g.cout + k) * ohw..][..ohw];
             let b = bias.map_or(0.0, |b| b[k]);
-            let base = k * t_all + j * tiles;
+            let base = k * cols + j * tiles;
             for ty in 0..g.th() {
                 let at = base + ty * tw;
-                let e: [&[f32]; 16] = std::array::from_fn(|i| &m[i * plane + at..][..tw]);
-                let (out0, out1) = rows[..2 * rw].split_at_mut(rw);
-                by_blocks(tw, |tx, width| match width {
-                    BLOCK => output_tiles::<BLOCK>(&e, tx, b, (out0, out1)),
-                    _ => output_tiles::<1>(&e, tx, b, (out0, out1)),
-                });
-                for (a, out) in [&*out0, &*out1].into_iter().enumerate() {
-                    let oy = 2 * ty + a;
+                let e: [&[f32]; MAX_PLANES] = std::array::from_fn(|i| if i < g.planes() { &m[i * plane + at..][..tw] } else { &[][..] });
+                match g.tile {
+                    Tile::F2 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => output_tiles_f2::<BLOCK>(&e, tx, b, &mut out),
+                        _ => output_tiles_f2::<1>(&e, tx, b, &mut out),
+                    }),
+                    Tile::F4 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => output_tiles_f4::<BLOCK>(&e, tx, b, &mut out),
+                        _ => output_tiles_f4::<1>(&e, tx, b, &mut out),
+                    }),
+                }
+                for (a, row) in out.iter().take(side).enumerate() {
+                    let oy = side * ty + a;
                     if oy < g.oh {
                         let dst = &mut yk[oy * g.ow..][..g.ow];
                         match acc {
-                            Accum::Write => dst.copy_from_slice(&out[..g.ow]),
-                            Accum::Add => dst.iter_mut().zip(&out[..g.ow]).for_each(|(d, v)| *d += *v),
+                            Accum::Write => dst.copy_from_slice(&row[..g.ow]),
+                            Accum::Add => dst.iter_mut().zip(&row[..g.ow]).for_each(|(d, v)| *d += *v),
                         }
                     }
                 }
@@ -367,10 +581,10 @@ fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>,
     }
 }
 
-/// `A^T M A` of the `L` tiles `tx .. tx + L` of a row of tiles, plus `b`: `e` are the row's
-/// runs of the 16 product planes, `out` its two output rows.
+/// `A^T M A` of the `L` 4x4 product tiles `tx .. tx + L` of a row of tiles (F(2x2, 3x3)), plus
+/// `b`: `e` are the row's runs of the 16 product planes, `out` its two output rows.
 #[inline(always)]
-fn output_tiles<const L: usize>(e: &[&[f32]; 16], tx: usize, b: f32, (out0, out1): (&mut [f32], &mut [f32])) {
+fn output_tiles_f2<const L: usize>(e: &[&[f32]; MAX_PLANES], tx: usize, b: f32, out: &mut [&mut [f32]; 4]) {
     let m: [[f32; L]; 16] = std::array::from_fn(|i| load::<L>(e[i], tx));
     // A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; columns first.
     let t: [[f32; L]; 8] = std::array::from_fn(|i| {
@@ -387,8 +601,33 @@ fn output_tiles<const L: usize>(e: &[&[f32]; 16], tx: usize, b: f32, (out0, out1
         let (t0, t1, t2, t3) = (t[s], t[2 + s], t[4 + s], t[6 + s]);
         let (y0, y1) = (add(bias, add(add(t0, t1), t2)), add(bias, sub(sub(t1, t2), t3)));
         for l in 0..L {
-            out0[2 * (tx + l) + s] = y0[l];
-            out1[2 * (tx + l) + s] = y1[l];
+            out[0][2 * (tx + l) + s] = y0[l];
+            out[1][2 * (tx + l) + s] = y1[l];
+        }
+    }
+}
+
+/// `A^T v` for F(4x4, 3x3), `A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0],
+/// [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]`.
+#[inline(always)]
+fn at_f4<const L: usize>([v0, v1, v2, v3, v4, v5]: [[f32; L]; 6]) -> [[f32; L]; 4] {
+    let (a, b, c, d) = (add(v1, v2), sub(v1, v2), add(v3, v4), sub(v3, v4));
+    [add(add(v0, a), c), add(b, scale(2.0, d)), add(a, scale(4.0, c)), add(add(b, scale(8.0, d)), v5)]
+}
+
+/// `A^T M A` of the `L` 6x6 product tiles `tx .. tx + L` of a row of tiles (F(4x4, 3x3)), plus
+/// `b`: `e` are the row's runs of the 36 product planes, `out` its four output rows.
+#[inline(always)]
+fn output_tiles_f4<const L: usize>(e: &[&[f32]; MAX_PLANES], tx: usize, b: f32, out: &mut [&mut [f32]; 4]) {
+    // A^T on each row of the tile (its columns combined), then on each column of the result.
+    let by_row: [[[f32; L]; 4]; 6] = std::array::from_fn(|i| at_f4(std::array::from_fn(|k| load::<L>(e[6 * i + k], tx))));
+    let bias = [b; L];
+    for c in 0..4 {
+        for (a, y) in at_f4(std::array::from_fn(|i| by_row[i][c])).into_iter().enumerate() {
+            let y = add(bias, y);
+            for l in 0..L {
+                out[a][4 * (tx + l) + c] = y[l];
+            }
         }
     }
 }
@@ -409,56 +648,63 @@ pub(crate) fn convolve_group(
     (v, m, scratch): (&mut [f32], &mut [f32], &mut [f32]),
     pool: Option<&rayon::ThreadPool>,
 ) {
-    let t_all = count * g.tiles();
+    let cols = g.columns(count);
     input_transform(g, x, count, v, scratch);
-    let (vp, mp, up) = (g.cin * t_all, g.cout * t_all, g.cout * g.cin);
-    for e in 0..16 {
+    let (vp, mp, up) = (g.plane_len(g.cin, count), g.plane_len(g.cout, count), g.cout * g.cin);
+    for e in 0..g.planes() {
         gemm(
             1.0,
             Mat::new(&u[e * up..][..up], g.cout, g.cin),
-            Mat::new(&v[e * vp..][..vp], g.cin, t_all),
+            Mat::new(&v[e * vp..][..g.cin * cols], g.cin, cols),
             0.0,
-            MatMut::new(&mut m[e * mp..][..mp], g.cout, t_all),
+            MatMut::new(&mut m[e * mp..][..g.cout * cols], g.cout, cols),
             pool,
         );
     }
     output_transform(g, m, count, bias, y, acc, scratch);
 }
 
-/// `A D A^T` of the 2x2 output-gradient tiles of images `dy` (`count` images of
-/// `[cout, oh, ow]`, zero past the edges) into `z` (`[16, cout, count * tiles]`), one channel
-/// at a time as [`input_transform`] does.
+/// `A D A^T` of the `m x m` output-gradient tiles of images `dy` (`count` images of
+/// `[cout, oh, ow]`, zero past the edges) into `z` (`[planes, cout, columns]`, the columns
+/// past the tiles unwritten), one
+/// channel at a time as [`input_transform`] does.
 fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
-    let (tiles, tw, th, ohw) = (g.tiles(), g.tw(), g.th(), g.oh * g.ow);
-    let t_all = count * tiles;
-    let mut planes = planes_mut(&mut z[..16 * g.cout * t_all], g.cout * t_all);
-    let rows = 2 * th;
-    let (even, odd) = scratch[..2 * rows * tw].split_at_mut(rows * tw);
+    let (tiles, tw, th, ohw, side) = (g.tiles(), g.tw(), g.th(), g.oh * g.ow, g.tile.side());
+    let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
+    let mut planes = planes_mut(&mut z[..g.planes() * plane], plane);
+    let rows = side * th;
+    let mut phases = phases_mut(scratch, side, rows * tw);
     for j in 0..count {
         for k in 0..g.cout {
-            split_columns(&dy[(j * g.cout + k) * ohw..][..ohw], (g.oh, g.ow), (0, 0), rows, tw, even, odd);
-            let base = k * t_all + j * tiles;
+            split_columns(&dy[(j * g.cout + k) * ohw..][..ohw], (g.oh, g.ow), (0, 0), (rows, tw, side), &mut phases);
+            let base = k * cols + j * tiles;
             for ty in 0..th {
                 let at = base + ty * tw;
-                let mut out = planes.each_mut().map(|p| &mut p[at..at + tw]);
-                let r0 = (&even[2 * ty * tw..][..tw], &odd[2 * ty * tw..][..tw]);
-                let r1 = (&even[(2 * ty + 1) * tw..][..tw], &odd[(2 * ty + 1) * tw..][..tw]);
-                by_blocks(tw, |tx, width| match width {
-                    BLOCK => output_grad_tiles::<BLOCK>([r0, r1], tx, &mut out),
-                    _ => output_grad_tiles::<1>([r0, r1], tx, &mut out),
-                });
+                let tile_rows: [[&[f32]; 4]; 4] =
+                    std::array::from_fn(|r| if r < side { phase_row(&phases, side * ty + r, tw) } else { [&[][..]; 4] });
+                let mut out = planes.each_mut().map(|p| p.get_mut(at..at + tw).unwrap_or_default());
+                match g.tile {
+                    Tile::F2 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => output_grad_tiles_f2::<BLOCK>(&tile_rows, tx, &mut out),
+                        _ => output_grad_tiles_f2::<1>(&tile_rows, tx, &mut out),
+                    }),
+                    Tile::F4 => by_blocks(tw, |tx, width| match width {
+                        BLOCK => output_grad_tiles_f4::<BLOCK>(&tile_rows, tx, &mut out),
+                        _ => output_grad_tiles_f4::<1>(&tile_rows, tx, &mut out),
+                    }),
+                }
             }
         }
     }
 }
 
-/// `A D A^T` of the `L` output-gradient tiles `tx .. tx + L` of a row of tiles: `rows` are the
-/// even and odd columns of its two rows, `out` the row's runs of the 16 planes.
+/// `A D A^T` of the `L` 2x2 output-gradient tiles `tx .. tx + L` of a row of tiles
+/// (F(2x2, 3x3)): `rows` are the column phases of its two rows, `out` the row's runs of the 16
+/// planes.
 #[inline(always)]
-fn output_grad_tiles<const L: usize>(rows: [(&[f32], &[f32]); 2], tx: usize, out: &mut [&mut [f32]; 16]) {
-    let [(e0, o0), (e1, o1)] = rows;
+fn output_grad_tiles_f2<const L: usize>(rows: &[[&[f32]; 4]; 4], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
     // A = [[1, 0], [1, 1], [1, -1], [0, -1]]; rows first, then columns.
-    let (a, b, c, d) = (load::<L>(e0, tx), load::<L>(o0, tx), load::<L>(e1, tx), load::<L>(o1, tx));
+    let (a, b, c, d) = (load::<L>(rows[0][0], tx), load::<L>(rows[0][1], tx), load::<L>(rows[1][0], tx), load::<L>(rows[1][1], tx));
     let neg = |v: [f32; L]| v.map(|x| -x);
     let rows4 = [(a, b), (add(a, c), add(b, d)), (sub(a, c), sub(b, d)), (neg(c), neg(d))];
     for (r, (p, q)) in rows4.into_iter().enumerate() {
@@ -466,6 +712,35 @@ fn output_grad_tiles<const L: usize>(rows: [(&[f32], &[f32]); 2], tx: usize, out
             out[4 * r + k][tx..tx + L].copy_from_slice(&v);
         }
     }
+}
+
+/// `A v` for F(4x4, 3x3): `A = [[1, 0, 0, 0], [1, 1, 1, 1], [1, -1, 1, -1], [1, 2, 4, 8],
+/// [1, -2, 4, -8], [0, 0, 0, 1]]`, the transpose of [`at_f4`]'s matrix.
+#[inline(always)]
+fn a_f4<const L: usize>([v0, v1, v2, v3]: [[f32; L]; 4]) -> [[f32; L]; 6] {
+    let (e, o) = (add(v0, v2), add(v1, v3));
+    let (e4, o4) = (add(v0, scale(4.0, v2)), add(scale(2.0, v1), scale(8.0, v3)));
+    [v0, add(e, o), sub(e, o), add(e4, o4), sub(e4, o4), v3]
+}
+
+/// `A D A^T` of the `L` 4x4 output-gradient tiles `tx .. tx + L` of a row of tiles
+/// (F(4x4, 3x3)): `rows` are the column phases of its four rows, `out` the row's runs of the 36
+/// planes.
+#[inline(always)]
+fn output_grad_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 4], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    // A on each column of the tile (its rows combined), then on each row of the result.
+    let by_col: [[[f32; L]; 6]; 4] = std::array::from_fn(|s| a_f4(std::array::from_fn(|r| load::<L>(rows[r][s], tx))));
+    for r in 0..6 {
+        for (k, v) in a_f4(std::array::from_fn(|s| by_col[s][r])).into_iter().enumerate() {
+            out[6 * r + k][tx..tx + L].copy_from_slice(&v);
+        }
+    }
+}
+
+/// `G^T v` for F(4x4, 3x3) (see [`g_f4`]).
+#[inline(always)]
+fn gt_f4([d0, d1, d2, d3, d4, d5]: [f32; 6]) -> [f32; 3] {
+    [d0 / 4.0 - (d1 + d2) / 6.0 + (d3 + d4) / 24.0, (d2 - d1) / 6.0 + (d3 - d4) / 12.0, (d3 + d4 - d1 - d2) / 6.0 + d5]
 }
 
 /// The weight gradient (`[cout, cin, 3, 3]`, written) of images `first..first + count` of `x`
@@ -487,16 +762,18 @@ pub(crate) fn weight_grad_of_images(
     let mut start = first;
     while start < first + count {
         let c = ipg.min(first + count - start);
-        let t_all = c * g.tiles();
+        let (t_all, cols) = (c * g.tiles(), g.columns(c));
         input_transform(g, &x[start * x_img..][..c * x_img], c, v, scratch);
         output_grad_transform(g, &dy[start * y_img..][..c * y_img], c, z, scratch);
-        let (vp, zp) = (g.cin * t_all, g.cout * t_all);
+        let (vp, zp) = (g.plane_len(g.cin, c), g.plane_len(g.cout, c));
         let beta = if start == first { 0.0 } else { 1.0 };
-        for e in 0..16 {
+        // The sums run over the group's tiles alone (a fixed count for the group, whichever
+        // thread runs it), not over the columns past them.
+        for e in 0..g.planes() {
             gemm(
                 1.0,
-                Mat::new(&z[e * zp..][..zp], g.cout, t_all),
-                Mat::new(&v[e * vp..][..vp], g.cin, t_all).t(),
+                Mat::strided(&z[e * zp..][..g.cout * cols], g.cout, t_all, cols, 1),
+                Mat::strided(&v[e * vp..][..g.cin * cols], g.cin, t_all, cols, 1).t(),
                 beta,
                 MatMut::new(&mut du[e * up..][..up], g.cout, g.cin),
                 None,
@@ -508,7 +785,15 @@ pub(crate) fn weight_grad_of_images(
         dw.fill(0.0);
         return;
     }
-    // dW = G^T dU G, G^T = [[1, 1/2, 1/2, 0], [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1]].
+    match g.tile {
+        Tile::F2 => kernel_grad_f2(du, up, dw),
+        Tile::F4 => kernel_grad_f4(du, up, dw),
+    }
+}
+
+/// `dW = G^T dU G` of F(2x2, 3x3) for each of the `up` kernels, `G^T = [[1, 1/2, 1/2, 0],
+/// [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1]]`; element `e` of kernel `i`'s `dU` is `du[e * up + i]`.
+fn kernel_grad_f2(du: &[f32], up: usize, dw: &mut [f32]) {
     for (i, out) in dw.chunks_exact_mut(9).enumerate().take(up) {
         let e = |r: usize, s: usize| du[(4 * r + s) * up + i];
         let mut t = [0.0f32; 12];
@@ -527,25 +812,107 @@ pub(crate) fn weight_grad_of_images(
     }
 }
 
+/// `dW = G^T dU G` of F(4x4, 3x3) for each of the `up` kernels, laid out as in
+/// [`kernel_grad_f2`].
+fn kernel_grad_f4(du: &[f32], up: usize, dw: &mut [f32]) {
+    for (i, out) in dw.chunks_exact_mut(9).enumerate().take(up) {
+        // t[a][s] = (G^T dU)[a][s]: G^T on each column of dU, then on each row of the result.
+        let by_col: [[f32; 3]; 6] = std::array::from_fn(|s| gt_f4(std::array::from_fn(|r| du[(6 * r + s) * up + i])));
+        for a in 0..3 {
+            let row = gt_f4(std::array::from_fn(|s| by_col[s][a]));
+            out[3 * a..3 * a + 3].copy_from_slice(&row);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One image, one channel each way: the 2x2 output of a 4x4 input by hand.
+    /// One image and one channel each way, unpadded, through `tile`: the output and the
+    /// weight gradient (against the output gradient `dy`).
+    fn one_image(tile: Tile, side: usize, x: &[f32], w: &[f32], dy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let o = side - 2;
+        let g = WinoGeom { n: 1, cin: 1, cout: 1, h: side, w: side, ph: 0, pw: 0, oh: o, ow: o, tile };
+        let mut u = vec![0.0; g.u_len()];
+        transform_weights(&g, w, false, &mut u);
+        let [vl, ml, sl, _] = g.workspace_len();
+        let (mut v, mut m, mut s, mut y) = (vec![0.0; vl], vec![0.0; ml], vec![0.0; sl], vec![0.0; o * o]);
+        convolve_group(&g, &u, x, 1, Some(&[0.25]), &mut y, Accum::Write, (&mut v, &mut m, &mut s), None);
+        let (mut du, mut dw) = (vec![0.0; g.u_len()], vec![0.0; 9]);
+        weight_grad_of_images(&g, x, dy, 0, 1, &mut dw, (&mut v, &mut m, &mut s, &mut du));
+        (y, dw)
+    }
+
+    /// `0.25 + sum w[ky][kx] x[oy + ky][ox + kx]` and `dW[t] = sum dy[oy][ox] x[oy + ky][ox + kx]`.
+    fn direct(side: usize, x: &[f32], w: &[f32], dy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let o = side - 2;
+        let at = |oy: usize, ox: usize, t: usize| x[(oy + t / 3) * side + ox + t % 3];
+        let y = (0..o * o).map(|p| 0.25 + (0..9).map(|t| w[t] * at(p / o, p % o, t)).sum::<f32>()).collect();
+        let dw = (0..9).map(|t| (0..o * o).map(|p| dy[p] * at(p / o, p % o, t)).sum::<f32>()).collect();
+        (y, dw)
+    }
+
+    /// F(2x2, 3x3) on small whole numbers is exact: a 4x4 input's 2x2 output by hand.
     #[test]
-    fn one_tile_matches_the_direct_sum() {
-        let g = WinoGeom { n: 1, cin: 1, cout: 1, h: 4, w: 4, ph: 0, pw: 0, oh: 2, ow: 2 };
+    fn one_f2_tile_matches_the_direct_sum() {
         let x: Vec<f32> = (0..16).map(|i| i as f32).collect();
         let w = [1.0, 2.0, 0.0, -1.0, 0.5, 3.0, 2.0, 0.0, 1.0];
-        let mut u = vec![0.0; 16];
-        transform_weights(&g, &w, false, &mut u);
-        let [vl, ml, sl, _] = g.workspace_len();
-        let (mut v, mut m, mut s, mut y) = (vec![0.0; vl], vec![0.0; ml], vec![0.0; sl], vec![0.0; 4]);
-        convolve_group(&g, &u, &x, 1, Some(&[0.25]), &mut y, Accum::Write, (&mut v, &mut m, &mut s), None);
-        // y[oy][ox] = 0.25 + sum w[ky][kx] x[oy + ky][ox + kx], by hand.
-        let direct = |oy: usize, ox: usize| 0.25 + (0..9).map(|t| w[t] * x[(oy + t / 3) * 4 + ox + t % 3]).sum::<f32>();
-        assert_eq!(y, vec![direct(0, 0), direct(0, 1), direct(1, 0), direct(1, 1)]);
+        let dy = [1.0, -2.0, 0.5, 3.0];
+        let (y, dw) = one_image(Tile::F2, 4, &x, &w, &dy);
+        assert_eq!((y.clone(), dw), direct(4, &x, &w, &dy));
         assert_eq!(y, vec![44.75, 53.25, 78.75, 87.25]);
+    }
+
+    /// F(4x4, 3x3) rounds (its `G` holds sixths): a 6x6 input's 4x4 output and the weight
+    /// gradient within a few units of float32 rounding of the direct sums.
+    #[test]
+    fn one_f4_tile_matches_the_direct_sum() {
+        let x: Vec<f32> = (0..36).map(|i| (i % 7) as f32 - 3.0).collect();
+        let w = [1.0, 2.0, 0.0, -1.0, 0.5, 3.0, 2.0, 0.0, 1.0];
+        let dy: Vec<f32> = (0..16).map(|i| (i % 5) as f32 * 0.5 - 1.0).collect();
+        let (y, dw) = one_image(Tile::F4, 6, &x, &w, &dy);
+        let (y_direct, dw_direct) = direct(6, &x, &w, &dy);
+        for (got, want) in y.iter().zip(&y_direct).chain(dw.iter().zip(&dw_direct)) {
+            assert!((got - want).abs() <= 1e-5 * 40.0, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn each_output_size_takes_the_tile_with_fewer_products() {
+        // (oh, ow) -> tile: F(2x2, 3x3) only where a side of 2 or less wastes F(4x4)'s tiles.
+        for (oh, ow, tile) in [
+            (1, 1, Tile::F2),
+            (2, 2, Tile::F2),
+            (2, 64, Tile::F2),
+            (3, 3, Tile::F4),
+            (4, 4, Tile::F4),
+            (32, 32, Tile::F4),
+            (5, 9, Tile::F4),
+        ] {
+            assert_eq!(Tile::for_output(oh, ow), tile, "{oh}x{ow}");
+        }
+    }
+
+    #[test]
+    fn a_layer_takes_f4_where_its_sums_are_long() {
+        // (cin, cout, side, padding) -> the forward pass's tile, the input gradient's tile.
+        let geom = |cin, cout, side: usize, pad: usize| {
+            let o = side + 2 * pad - 2;
+            WinoGeom { n: 4, cin, cout, h: side, w: side, ph: pad, pw: pad, oh: o, ow: o, tile: Tile::F2 }.with_best_tile()
+        };
+        for (cin, cout, side, pad, fwd, bwd) in [
+            (64, 64, 32, 1, Tile::F4, Tile::F4),  // vgg7 and resnet18's first blocks
+            (512, 512, 4, 1, Tile::F4, Tile::F4), // resnet18's last: one tile, 512 channels
+            (32, 80, 32, 1, Tile::F2, Tile::F4),  // a short forward sum
+            (80, 32, 32, 1, Tile::F4, Tile::F2),  // a short input-gradient sum
+            (64, 64, 2, 1, Tile::F2, Tile::F2),   // a 2x2 output
+            (72, 64, 8, 1, Tile::F4, Tile::F4),   // 4 tiles an image
+            (16, 16, 32, 1, Tile::F2, Tile::F2),  // short sums both ways
+        ] {
+            let g = geom(cin, cout, side, pad);
+            assert_eq!((g.tile, g.input_grad_of().tile), (fwd, bwd), "{cin}->{cout}, {side}x{side}");
+        }
     }
 
     #[test]
