@@ -169,25 +169,28 @@ impl WinoGeom {
         rows * self.columns(count) + PLANE_PAD
     }
 
-    /// Whether Winograd applies: a product per plane on the GEMM's general path (more than one
-    /// output channel, see [`columns`](Self::columns)), and padding at most 2 so that the input
-    /// gradient's padding `2 - p` exists.
+    /// Whether Winograd applies: a single image's products already on the GEMM's general path
+    /// (so [`columns`](Self::columns) never pads), and padding at most 2 so that the input
+    /// gradient's padding `2 - p` exists. (Padding the columns of smaller images would let
+    /// them take Winograd too, but their weight gradients, sums of few terms, then measured
+    /// far outside a direct sum's error bound: 20x on 2x2 images.)
     pub fn supported(&self) -> bool {
-        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_columns(self.cout, 1).is_some()
+        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_path(self.cout, self.tiles())
     }
 
     /// This geometry with the tile that needs fewer products for its output
-    /// ([`Tile::for_output`]), where, for F(4x4, 3x3), the sums have at least
+    /// ([`Tile::for_output`]), up to `largest`, where, for F(4x4, 3x3), the sums have at least
     /// [`F4_MIN_CHANNELS`] input channels; F(2x2, 3x3) otherwise.
-    pub fn with_best_tile(self) -> WinoGeom {
+    pub fn with_best_tile(self, largest: Tile) -> WinoGeom {
         let best = Tile::for_output(self.oh, self.ow);
-        let tile = if best == Tile::F2 || self.cin >= F4_MIN_CHANNELS { best } else { Tile::F2 };
+        let f4 = largest == Tile::F4 && self.cin >= F4_MIN_CHANNELS;
+        let tile = if best == Tile::F4 && f4 && (WinoGeom { tile: Tile::F4, ..self }).supported() { Tile::F4 } else { Tile::F2 };
         WinoGeom { tile, ..self }
     }
 
     /// The input gradient of this convolution as a forward convolution of the output gradient,
-    /// with the best tile for its output (the input's size).
-    pub fn input_grad_of(&self) -> WinoGeom {
+    /// with the best tile up to `largest` for its output (the input's size).
+    pub fn input_grad_of(&self, largest: Tile) -> WinoGeom {
         WinoGeom {
             n: self.n,
             cin: self.cout,
@@ -200,7 +203,7 @@ impl WinoGeom {
             ow: self.w,
             tile: Tile::F2,
         }
-        .with_best_tile()
+        .with_best_tile(largest)
     }
 
     /// Length of the transformed weights, `[planes, cout, cin]`.
@@ -424,7 +427,7 @@ fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch
     let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
     let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
     if cols > count * tiles {
-        for row in planes.iter_mut().flat_map(|p| p[..g.cin * cols].chunks_exact_mut(cols)) {
+        for row in planes.iter_mut().take(g.planes()).flat_map(|p| p[..g.cin * cols].chunks_exact_mut(cols)) {
             row[count * tiles..].fill(0.0);
         }
     }
@@ -899,19 +902,20 @@ mod tests {
         // (cin, cout, side, padding) -> the forward pass's tile, the input gradient's tile.
         let geom = |cin, cout, side: usize, pad: usize| {
             let o = side + 2 * pad - 2;
-            WinoGeom { n: 4, cin, cout, h: side, w: side, ph: pad, pw: pad, oh: o, ow: o, tile: Tile::F2 }.with_best_tile()
+            WinoGeom { n: 4, cin, cout, h: side, w: side, ph: pad, pw: pad, oh: o, ow: o, tile: Tile::F2 }.with_best_tile(Tile::F4)
         };
         for (cin, cout, side, pad, fwd, bwd) in [
-            (64, 64, 32, 1, Tile::F4, Tile::F4),  // vgg7 and resnet18's first blocks
-            (512, 512, 4, 1, Tile::F4, Tile::F4), // resnet18's last: one tile, 512 channels
-            (32, 80, 32, 1, Tile::F2, Tile::F4),  // a short forward sum
-            (80, 32, 32, 1, Tile::F4, Tile::F2),  // a short input-gradient sum
-            (64, 64, 2, 1, Tile::F2, Tile::F2),   // a 2x2 output
-            (72, 64, 8, 1, Tile::F4, Tile::F4),   // 4 tiles an image
-            (16, 16, 32, 1, Tile::F2, Tile::F2),  // short sums both ways
+            (128, 128, 32, 1, Tile::F4, Tile::F4), // vgg7's
+            (64, 64, 32, 1, Tile::F2, Tile::F2),   // 64 tiles an image at 64 outputs: F4 off the general path
+            (512, 512, 4, 1, Tile::F2, Tile::F2),  // one F4 tile an image: off the general path
+            (32, 128, 40, 1, Tile::F2, Tile::F4),  // a short forward sum
+            (128, 32, 40, 1, Tile::F4, Tile::F2),  // a short input-gradient sum
+            (64, 64, 2, 1, Tile::F2, Tile::F2),    // a 2x2 output
+            (72, 64, 8, 1, Tile::F2, Tile::F4),    // 4 tiles an image: general at 72 outputs, not at 64
+            (16, 16, 32, 1, Tile::F2, Tile::F2),   // short sums both ways
         ] {
             let g = geom(cin, cout, side, pad);
-            assert_eq!((g.tile, g.input_grad_of().tile), (fwd, bwd), "{cin}->{cout}, {side}x{side}");
+            assert_eq!((g.tile, g.input_grad_of(Tile::F4).tile), (fwd, bwd), "{cin}->{cout}, {side}x{side}");
         }
     }
 
