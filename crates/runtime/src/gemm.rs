@@ -67,14 +67,6 @@ fn cut(m: usize, k: usize, n: usize, threads: usize) -> Cut {
     }
 }
 
-/// The fewest columns, at least `c`, that put an `r x c` product (any `k`) on the general path
-/// ([`general_path`]); `None` for a single row, which no column count does.
-pub(crate) fn general_columns(r: usize, c: usize) -> Option<usize> {
-    let small = if r > SMALL_SIDE { 2 } else { SMALL_SIDE + 1 };
-    let c = c.max(small).max(256 / r.max(1) + 1);
-    Some(c).filter(|&c| general_path(r, c))
-}
-
 /// Whether an `r x c` product (any `k`) takes the `gemm` crate's general path, whose summation
 /// blocks depend on `k` alone: not a matrix-vector product (a side of 1), not the tiny path
 /// (`r * c <= 256`), not the small path (both sides at most 64).

@@ -32,7 +32,7 @@
 //! bits on any thread count and for any cut of a batch into slices.
 
 use super::Accum;
-use crate::gemm::{gemm, general_columns, general_path, Mat, MatMut};
+use crate::gemm::{gemm, general_path, Mat, MatMut};
 
 /// Operand values at or above this magnitude (and NaN, and the infinities) take the direct path:
 /// below it no sum of the transforms and products can overflow where the direct sum would not
@@ -153,14 +153,9 @@ impl WinoGeom {
         self.n.div_ceil(self.images_per_group())
     }
 
-    /// The columns of a transformed operand's planes for `count` images: their tiles, or more
-    /// where that few would take a product `[cout, cin] x [cin, tiles]` off the GEMM's general
-    /// path (the columns past the tiles are zero and their products unread). On the general
-    /// path each output element is the same sum whatever the column count, which keeps the
-    /// bits independent of how many images a group (or a thread's slice of a batch) has.
+    /// The columns of a transformed operand's planes for `count` images: their tiles.
     fn columns(&self, count: usize) -> usize {
-        let t = count * self.tiles();
-        general_columns(self.cout, t).unwrap_or(t)
+        count * self.tiles()
     }
 
     /// The length of one plane of a transformed operand with `rows` rows for `count` images:
@@ -169,11 +164,12 @@ impl WinoGeom {
         rows * self.columns(count) + PLANE_PAD
     }
 
-    /// Whether Winograd applies: a single image's products already on the GEMM's general path
-    /// (so [`columns`](Self::columns) never pads), and padding at most 2 so that the input
-    /// gradient's padding `2 - p` exists. (Padding the columns of smaller images would let
-    /// them take Winograd too, but their weight gradients, sums of few terms, then measured
-    /// far outside a direct sum's error bound: 20x on 2x2 images.)
+    /// Whether Winograd applies: a single image's products already on the GEMM's general path,
+    /// so a group of any size stays on it (where each output is the same sum whatever the
+    /// column count, which keeps the bits independent of grouping and threads), and padding at
+    /// most 2 so that the input gradient's padding `2 - p` exists. (Padding the columns of
+    /// smaller images with zeros would let them take Winograd too, but their weight gradients,
+    /// sums of few terms, measured far outside a direct sum's error bound: 20x on 2x2 images.)
     pub fn supported(&self) -> bool {
         self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_path(self.cout, self.tiles())
     }
@@ -419,18 +415,13 @@ fn scratch_len(g: &WinoGeom) -> usize {
 }
 
 /// `B^T d B` of the input tiles of images `x` (`count` images of `[cin, h, w]`) into `v`
-/// (`[planes, cin, columns]`, [`WinoGeom::columns`]: the tiles, then zeros). One channel at a time: its padded plane is split into
+/// (`[planes, cin, count * tiles]`, each plane followed by [`PLANE_PAD`] unused values). One channel at a time: its padded plane is split into
 /// column phases in `scratch`, then each row of tiles computes its transformed elements straight
 /// into their planes of `v`, a contiguous run of `tw` values each.
 fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
     let (tiles, tw, th, hw, m) = (g.tiles(), g.tw(), g.th(), g.h * g.w, g.tile.side());
     let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
     let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
-    if cols > count * tiles {
-        for row in planes.iter_mut().take(g.planes()).flat_map(|p| p[..g.cin * cols].chunks_exact_mut(cols)) {
-            row[count * tiles..].fill(0.0);
-        }
-    }
     // A padded row holds the input columns -pw .. m * tw + 2 - pw, in tw + 1 runs of m phases.
     let (half, rows) = (tw + 1, m * th + 2);
     let mut phases = phases_mut(scratch, m, rows * half);
@@ -542,7 +533,7 @@ fn input_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut 
     }
 }
 
-/// `A^T M A` of the products `m` (`[planes, cout, columns]`) stored into `count` output
+/// `A^T M A` of the products `m` (`[planes, cout, count * tiles]`) stored into `count` output
 /// images `y` (`[cout, oh, ow]` each) as `acc` says, with the bias `b` of each channel added
 /// first. One row of tiles at a time: its output rows are computed into `rows` (`m` rows of
 /// `m * tw`) from the contiguous runs of the row's products, and stored.
@@ -668,8 +659,7 @@ pub(crate) fn convolve_group(
 }
 
 /// `A D A^T` of the `m x m` output-gradient tiles of images `dy` (`count` images of
-/// `[cout, oh, ow]`, zero past the edges) into `z` (`[planes, cout, columns]`, the columns
-/// past the tiles unwritten), one
+/// `[cout, oh, ow]`, zero past the edges) into `z` (`[planes, cout, count * tiles]`), one
 /// channel at a time as [`input_transform`] does.
 fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
     let (tiles, tw, th, ohw, side) = (g.tiles(), g.tw(), g.th(), g.oh * g.ow, g.tile.side());
@@ -765,18 +755,16 @@ pub(crate) fn weight_grad_of_images(
     let mut start = first;
     while start < first + count {
         let c = ipg.min(first + count - start);
-        let (t_all, cols) = (c * g.tiles(), g.columns(c));
+        let cols = g.columns(c);
         input_transform(g, &x[start * x_img..][..c * x_img], c, v, scratch);
         output_grad_transform(g, &dy[start * y_img..][..c * y_img], c, z, scratch);
         let (vp, zp) = (g.plane_len(g.cin, c), g.plane_len(g.cout, c));
         let beta = if start == first { 0.0 } else { 1.0 };
-        // The sums run over the group's tiles alone (a fixed count for the group, whichever
-        // thread runs it), not over the columns past them.
         for e in 0..g.planes() {
             gemm(
                 1.0,
-                Mat::strided(&z[e * zp..][..g.cout * cols], g.cout, t_all, cols, 1),
-                Mat::strided(&v[e * vp..][..g.cin * cols], g.cin, t_all, cols, 1).t(),
+                Mat::new(&z[e * zp..][..g.cout * cols], g.cout, cols),
+                Mat::new(&v[e * vp..][..g.cin * cols], g.cin, cols).t(),
                 beta,
                 MatMut::new(&mut du[e * up..][..up], g.cout, g.cin),
                 None,
