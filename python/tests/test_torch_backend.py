@@ -31,6 +31,15 @@ ZOO = [
     ("mnist-cnn", "mnist"),
     ("vgg7", DatasetInfo(name="cifar10", num_classes=10, sample_shape=(3, 32, 32))),
 ]
+# A training step's gradients are a discontinuous function of the forward values wherever a ReLU
+# input or a max-pool pair lies within rounding of its kink: a float32 sum in another order (or by
+# another algorithm) may send a gradient the other way there, and the whole tensor moves by up to
+# several % of its largest value. vgg7 has about 1.8 million ReLU inputs at batch 4, so some sit
+# that close on most random batches. Measured on six random vgg7-shaped models and batches against
+# float64: PyTorch's own float32 gradients were 1e-2 off on two, the direct path's on two,
+# Winograd's on four (each 2e-6 to 2e-5 on the rest). vgg7's gradients are therefore compared on
+# a twin with smooth activations (`test_vgg7_shaped_training_step_on_both_engines`).
+KINKED = {"vgg7"}
 ONNX = sorted(
     str(p.relative_to(REPO))
     for folder in ("models", "ops", "trained", "pytorch")
@@ -100,8 +109,46 @@ def test_zoo_model_on_both_engines(model, dataset):
     (out_r, grads_r), (out_t, grads_t) = both(mg, train_step)
     close(out_r, out_t, f"{model} train forward")
     assert grads_r.keys() == grads_t.keys()
+    if model in KINKED:
+        return
     for name in grads_r:
         close(grads_r[name], grads_t[name], f"{model} gradient of {name}")
+
+
+def vgg7_shaped(act):
+    """vgg7's layers (three pairs of 3x3 convolutions with batch norm, 128-256-512 channels, two
+    1024-wide linears) with smooth activations and average pools, so that its gradients are a
+    continuous function of the forward values."""
+    nn = torch.nn
+    layers, cin = [], 3
+    for c in (128, 256, 512):
+        for a, b in ((cin, c), (c, c)):
+            layers += [nn.Conv2d(a, b, 3, padding=1), nn.BatchNorm2d(b), act()]
+        layers.append(nn.AvgPool2d(2))
+        cin = c
+    layers += [nn.Flatten(), nn.Linear(512 * 16, 1024), act(), nn.Linear(1024, 1024), act(), nn.Linear(1024, 10)]
+    return nn.Sequential(*layers)
+
+
+@pytest.mark.parametrize("conv_algo", ["fast", "exact", "winograd"])
+def test_vgg7_shaped_training_step_on_both_engines(conv_algo):
+    torch.manual_seed(0)
+    mg = MaseGraph(model=vgg7_shaped(torch.nn.SiLU), conv_algo=conv_algo)
+    x = batch((3, 32, 32))
+    y = torch.arange(len(x))
+    state = {k: v.clone() for k, v in mg.model.state_dict().items()}
+
+    def train_step(g, d):
+        g.model.load_state_dict(state)
+        g.model.train()
+        g.model.zero_grad()
+        F.cross_entropy(g.model(x.to(d)), y.to(d)).backward()
+        return {n: p.grad.clone() for n, p in g.model.named_parameters()}
+
+    grads_r, grads_t = both(mg, train_step)
+    assert grads_r.keys() == grads_t.keys()
+    for name in grads_r:
+        close(grads_r[name], grads_t[name], f"vgg7-shaped ({conv_algo}) gradient of {name}")
 
 
 @pytest.mark.parametrize("path", ONNX)

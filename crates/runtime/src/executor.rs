@@ -42,15 +42,16 @@ pub struct ExecOptions {
 /// How the executor computes convolutions. See `README.md`, "Convolution algorithms".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvAlgo {
-    /// Winograd F(2x2, 3x3) for the stride-1 3x3 convolutions of the shape classes where it
-    /// measured faster (forward and both gradients), the direct im2col + GEMM path otherwise.
-    /// The results differ from the direct sums by rounding only (see the README for the bound).
+    /// Winograd (F(4x4, 3x3), or F(2x2, 3x3) for small outputs and short sums) for the stride-1
+    /// 3x3 convolutions of the shape classes where it measured faster (forward and both
+    /// gradients), the direct im2col + GEMM path otherwise. The results differ from the direct
+    /// sums by rounding only (see the README for the bound).
     #[default]
     Fast,
     /// The direct im2col + GEMM path for every convolution.
     Exact,
-    /// Winograd F(2x2, 3x3) for every stride-1 3x3 convolution it applies to, whether or not it
-    /// measured faster for the shape (for tests and measurements).
+    /// Winograd, with the same choice of tile as `Fast`, for every stride-1 3x3 convolution it
+    /// applies to, whether or not it measured faster for the shape (for tests and measurements).
     Winograd,
 }
 

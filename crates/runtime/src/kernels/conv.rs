@@ -252,16 +252,13 @@ impl WinoConv {
         if algo == ConvAlgo::Exact || !square3 {
             return None;
         }
-        // F(4x4, 3x3) under `Winograd` alone: its gradients, through batch norm and ReLU in
-        // training, drift further from PyTorch's direct sums (doc/runtime.md).
-        let largest = if algo == ConvAlgo::Winograd { winograd::Tile::F4 } else { winograd::Tile::F2 };
         let tile = winograd::Tile::F2;
-        let f = WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow, tile }
-            .with_best_tile(largest);
+        let f =
+            WinoGeom { n: g.n, cin: g.cin, cout: g.cout, h: g.h, w: g.w, ph: g.ph, pw: g.pw, oh: g.oh, ow: g.ow, tile }.with_best_tile();
         let pays = |wg: &WinoGeom| algo == ConvAlgo::Winograd || winograd::pays(wg);
         let fwd = (f.supported() && pays(&f)).then_some(f);
         // The threshold is the layer's (symmetric in the channel counts), for every pass.
-        let bwd = (f.supported() && f.input_grad_of(largest).supported() && pays(&f)).then(|| f.input_grad_of(largest));
+        let bwd = (f.supported() && f.input_grad_of().supported() && pays(&f)).then(|| f.input_grad_of());
         let dw = (f.supported() && f.weight_grad_supported() && pays(&f)).then_some(f);
         if fwd.is_none() && bwd.is_none() && dw.is_none() {
             return None;
@@ -276,7 +273,7 @@ impl WinoConv {
             lens[3] = f.u_len();
         }
         // The weight gradient runs on as many workspaces as the direct path's partials allow.
-        let lanes = threads.clamp(1, f.groups().max(f.input_grad_of(largest).groups()).max(g.n.min(DW_GROUPS)));
+        let lanes = threads.clamp(1, f.groups().max(f.input_grad_of().groups()).max(g.n.min(DW_GROUPS)));
         Some(WinoConv {
             u: fwd.map_or_else(Vec::new, |f| vec![0.0; f.u_len()]),
             ub: bwd.map_or_else(Vec::new, |b| vec![0.0; b.u_len()]),

@@ -175,18 +175,18 @@ impl WinoGeom {
     }
 
     /// This geometry with the tile that needs fewer products for its output
-    /// ([`Tile::for_output`]), up to `largest`, where, for F(4x4, 3x3), the sums have at least
+    /// ([`Tile::for_output`]) where, for F(4x4, 3x3), the sums have at least
     /// [`F4_MIN_CHANNELS`] input channels; F(2x2, 3x3) otherwise.
-    pub fn with_best_tile(self, largest: Tile) -> WinoGeom {
+    pub fn with_best_tile(self) -> WinoGeom {
         let best = Tile::for_output(self.oh, self.ow);
-        let f4 = largest == Tile::F4 && self.cin >= F4_MIN_CHANNELS;
+        let f4 = self.cin >= F4_MIN_CHANNELS;
         let tile = if best == Tile::F4 && f4 && (WinoGeom { tile: Tile::F4, ..self }).supported() { Tile::F4 } else { Tile::F2 };
         WinoGeom { tile, ..self }
     }
 
     /// The input gradient of this convolution as a forward convolution of the output gradient,
-    /// with the best tile up to `largest` for its output (the input's size).
-    pub fn input_grad_of(&self, largest: Tile) -> WinoGeom {
+    /// with the best tile for its output (the input's size).
+    pub fn input_grad_of(&self) -> WinoGeom {
         WinoGeom {
             n: self.n,
             cin: self.cout,
@@ -199,7 +199,7 @@ impl WinoGeom {
             ow: self.w,
             tile: Tile::F2,
         }
-        .with_best_tile(largest)
+        .with_best_tile()
     }
 
     /// Length of the transformed weights, `[planes, cout, cin]`.
@@ -890,7 +890,7 @@ mod tests {
         // (cin, cout, side, padding) -> the forward pass's tile, the input gradient's tile.
         let geom = |cin, cout, side: usize, pad: usize| {
             let o = side + 2 * pad - 2;
-            WinoGeom { n: 4, cin, cout, h: side, w: side, ph: pad, pw: pad, oh: o, ow: o, tile: Tile::F2 }.with_best_tile(Tile::F4)
+            WinoGeom { n: 4, cin, cout, h: side, w: side, ph: pad, pw: pad, oh: o, ow: o, tile: Tile::F2 }.with_best_tile()
         };
         for (cin, cout, side, pad, fwd, bwd) in [
             (128, 128, 32, 1, Tile::F4, Tile::F4), // vgg7's
@@ -903,7 +903,7 @@ mod tests {
             (16, 16, 32, 1, Tile::F2, Tile::F2),   // short sums both ways
         ] {
             let g = geom(cin, cout, side, pad);
-            assert_eq!((g.tile, g.input_grad_of(Tile::F4).tile), (fwd, bwd), "{cin}->{cout}, {side}x{side}");
+            assert_eq!((g.tile, g.input_grad_of().tile), (fwd, bwd), "{cin}->{cout}, {side}x{side}");
         }
     }
 

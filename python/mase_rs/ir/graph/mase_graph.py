@@ -230,10 +230,10 @@ class MaseGraph:
     @property
     def conv_algo(self):
         """How the executor computes convolutions (forward, backward, `fit`): `"fast"` (the
-        default: Winograd F(2x2, 3x3) for the stride-1 3x3 convolutions where it measured
-        faster, direct sums elsewhere), `"exact"` (direct im2col + GEMM sums everywhere) or
-        `"winograd"` (Winograd wherever it applies, F(4x4, 3x3) where its sums have at least 64
-        channels: faster, with training gradients further from PyTorch's). Winograd differs from the direct sums by
+        default: Winograd for the stride-1 3x3 convolutions where it measured faster, F(4x4,
+        3x3) where the sums have at least 64 channels and F(2x2, 3x3) otherwise, direct sums
+        elsewhere), `"exact"` (direct im2col + GEMM sums everywhere) or `"winograd"` (Winograd,
+        with the same tiles, wherever it applies). Winograd differs from the direct sums by
         rounding only, within the error bound of a direct float32 sum; it is the same setting
         as `ch train --conv-algo`. Also a keyword of the constructor.
 
