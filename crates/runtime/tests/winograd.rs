@@ -6,7 +6,8 @@
 //! `C_out * 9` for the input gradient, `N * H_out * W_out` for the weight gradient) and
 //! `gamma_n = n u / (1 - n u)`, `u = 2^-24`: the error bound of a direct float32 sum of the same
 //! length. The Winograd results must also differ from the direct path's somewhere (so that
-//! Winograd did run), and be the same bits on any thread count.
+//! Winograd did run), and be the same bits on any thread count and for an image alone as in
+//! its batch.
 
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng, Tensor};
 use mase_runtime::{ConvAlgo, ExecOptions, Executor, Mode};
@@ -145,6 +146,14 @@ fn check(c: Case) {
     for threads in [2, 3] {
         assert!(fast == run(&c, &d, ConvAlgo::Winograd, threads), "{c:?}: {threads} threads must give the bits of one");
     }
+    // The last image alone (a group of one) gives the bits it has in the batch, as it must in
+    // an evaluation slice of any size.
+    let one = Case { n: 1, ..c };
+    let (x_img, y_img) = (c.cin * c.h * c.w, c.cout * oh * ow);
+    let last = Data { x: d.x[(c.n - 1) * x_img..].to_vec(), w: d.w.clone(), b: d.b.clone(), dy: d.dy[(c.n - 1) * y_img..].to_vec() };
+    let alone = run(&one, &last, ConvAlgo::Winograd, 1);
+    assert!(bits(&alone.y) == bits(&fast.y[(c.n - 1) * y_img..]), "{c:?}: the last image's forward pass alone");
+    assert!(bits(&alone.dx) == bits(&fast.dx[(c.n - 1) * x_img..]), "{c:?}: the last image's input gradient alone");
 }
 
 #[test]
