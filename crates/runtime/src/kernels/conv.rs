@@ -302,11 +302,19 @@ fn winograd_batch(
     epilogue: Option<&Epilogue>,
 ) {
     use rayon::prelude::*;
-    let (ipg, groups) = (g.images_per_group(), g.groups());
+    let work = g.n * g.cout * g.cin * 9 * g.oh * g.ow;
+    let shared = pool.is_some() && ws.len() > 1 && work >= crate::par::PAR_MIN_WORK;
+    // When the work is shared, groups no larger than a workspace's share of the batch, so that
+    // every workspace gets one and the transforms run in parallel too (vgg7's 8x8 layers at
+    // batch 32 are one group of the geometry's size). Each output is the same sum whatever its
+    // group's size: a single image's products are on the GEMM's general path already
+    // (`WinoGeom::supported`).
+    let share = if shared { g.n.div_ceil(ws.len()) } else { g.n };
+    let ipg = g.images_per_group().min(share).max(1);
+    let groups = g.n.div_ceil(ipg);
     let (x_img, y_img) = (g.cin * g.h * g.w, g.cout * g.oh * g.ow);
     let lanes = ws.len().clamp(1, groups.max(1));
     let per_lane = groups.div_ceil(lanes).max(1) * ipg;
-    let work = g.n * g.cout * g.cin * 9 * g.oh * g.ow;
     let parallel = lanes > 1 && work >= crate::par::PAR_MIN_WORK;
     let inner = if parallel { None } else { pool };
     let lane = |first: usize, ys: &mut [f32], [v, m, s, _]: &mut [Vec<f32>; 4]| {
