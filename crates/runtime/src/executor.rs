@@ -673,6 +673,8 @@ impl Executor {
                 Some(c) => (c.last, Some(&mut c.epilogue)),
                 None => (i, None),
             };
+            // A fused chain runs its nodes' output quantizers itself.
+            let chain = epilogue.is_some();
             // Quantized nodes read quantized copies of their inputs and parameters.
             quant[i].inputs(vals, &mut self.quant.rng);
             self.quant.swap_in(i, &mut self.params);
@@ -682,7 +684,9 @@ impl Executor {
                 Fwd { vals, ins: &ins[i], params: &mut self.params, train, pool: self.pool.as_ref(), rng: &mut self.rng, epilogue };
             kern.forward(&mut cx, &mut y);
             self.quant.swap_out(i, &mut self.params);
-            quant[out].output(vals, &mut y, &mut self.quant.rng);
+            if !chain {
+                quant[out].output(vals, &mut y, &mut self.quant.rng);
+            }
             vals[out] = y;
             if let Some(bad) = kern.take_bad_id() {
                 self.current = None;

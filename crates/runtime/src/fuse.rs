@@ -15,24 +15,43 @@
 //!
 //! Each fused value is computed by the same expressions in the same order as the unfused kernels
 //! (`BatchNorm::eval_coefficients`, [`crate::kernels::activation::relu`]), so the results are the
-//! same bits (`tests/fused.rs`). Quantization blocks fusion: a chain never extends past a node
-//! with an active quantization, except that the output quantizer of a chain's last node runs on
-//! the fused result, as it would on the unfused one.
+//! same bits (`tests/fused.rs`).
+//!
+//! **Output fake quantization.** A chain also runs the output quantizers (`data_out`) of its
+//! nodes, each where the unfused path runs it: the head's on the layer's result before the norm,
+//! the norm's after it, the ReLU's after the ReLU. A chain may even be the head alone, when it
+//! quantizes its output: the quantizer then runs on each image while it is in the cache instead
+//! of in a pass over the whole tensor. Only formats that quantize each value on its own and draw
+//! no random numbers are run this way ([`piecewise`]): quantizing a piece of the tensor then
+//! gives the bits of quantizing the whole. Any other quantization of a member (its input, its
+//! parameters, an output format whose blocks or rows span values) ends the chain before that
+//! member, and a head whose output format is not piecewise heads no chain.
 
 use crate::kernels::activation::relu;
 use crate::kernels::norm::{eval_coefficients, NormSlots};
 use crate::slots::ParamSlot;
 use crate::topo::Topo;
-use mase_ir::{Graph, Node, NodeId, Op};
+use mase_ir::{Graph, Node, NodeId, Op, QuantFormat, Rng};
+use mase_quant::Reach;
+
+/// Values an output quantizer of a chain takes at a time (a stack buffer of 4 KiB): its input
+/// is copied there, as the format's kernel writes to another slice than it reads.
+const QUANT_CHUNK: usize = 1024;
 
 /// The per-channel work a convolution or linear node applies to its output in an evaluation
 /// forward with epilogues.
 #[derive(Debug)]
 pub(crate) struct Epilogue {
+    /// The head's own output quantizer, run before the norm.
+    head_quant: Option<QuantFormat>,
     /// The batch norm's parameter slots and epsilon, when the chain has one.
     norm: Option<(NormSlots, f32)>,
+    /// The norm's output quantizer.
+    norm_quant: Option<QuantFormat>,
     /// Whether a ReLU follows.
     relu: bool,
+    /// The ReLU's output quantizer.
+    relu_quant: Option<QuantFormat>,
     /// Per-channel `x * scale + shift` of the norm, refreshed by [`Epilogue::prepare`].
     scale: Vec<f32>,
     shift: Vec<f32>,
@@ -46,9 +65,23 @@ impl Epilogue {
         }
     }
 
+    /// Whether the chain quantizes anything.
+    fn quantizes(&self) -> bool {
+        self.head_quant.is_some() || self.norm_quant.is_some() || self.relu_quant.is_some()
+    }
+
     /// Applies the chain to `y`, laid out `[images, channels, per_channel]`.
     pub fn apply_planes(&self, y: &mut [f32], per_channel: usize) {
         let c = self.scale.len().max(1);
+        if self.quantizes() {
+            return self.apply_steps(y, |y| {
+                for image in y.chunks_exact_mut(c * per_channel) {
+                    for (plane, (&a, &b)) in image.chunks_exact_mut(per_channel.max(1)).zip(self.scale.iter().zip(&self.shift)) {
+                        plane.iter_mut().for_each(|v| *v = *v * a + b);
+                    }
+                }
+            });
+        }
         for image in y.chunks_exact_mut(c * per_channel) {
             for (ch, plane) in image.chunks_exact_mut(per_channel.max(1)).enumerate() {
                 match self.norm {
@@ -68,6 +101,13 @@ impl Epilogue {
 
     /// Applies the chain to `y`, laid out `[rows, channels]` (a linear layer's output).
     pub fn apply_rows(&self, y: &mut [f32], channels: usize) {
+        if self.quantizes() {
+            return self.apply_steps(y, |y| {
+                for row in y.chunks_exact_mut(channels.max(1)) {
+                    row.iter_mut().zip(self.scale.iter().zip(&self.shift)).for_each(|(v, (&a, &b))| *v = *v * a + b);
+                }
+            });
+        }
         match self.norm {
             Some(_) => {
                 for row in y.chunks_exact_mut(channels.max(1)) {
@@ -81,6 +121,58 @@ impl Epilogue {
             }
             None => y.iter_mut().for_each(|v| *v = relu(*v)),
         }
+    }
+
+    /// Applies the chain one node at a time, as the unfused kernels do (each step a pass over
+    /// `y`, which the caller hands over in pieces small enough to stay in the cache): the head's
+    /// quantizer, the norm (`norm`, which knows the layout) and its quantizer, the ReLU and its
+    /// quantizer.
+    fn apply_steps(&self, y: &mut [f32], norm: impl Fn(&mut [f32])) {
+        quantize_piecewise(self.head_quant.as_ref(), y);
+        if self.norm.is_some() {
+            norm(y);
+            quantize_piecewise(self.norm_quant.as_ref(), y);
+        }
+        if self.relu {
+            y.iter_mut().for_each(|v| *v = relu(*v));
+            quantize_piecewise(self.relu_quant.as_ref(), y);
+        }
+    }
+}
+
+/// Quantizes `y` in place with `fmt`, a [`piecewise`] format, a chunk at a time.
+fn quantize_piecewise(fmt: Option<&QuantFormat>, y: &mut [f32]) {
+    let Some(fmt) = fmt else { return };
+    let mut buf = [0.0f32; QUANT_CHUNK];
+    // Piecewise formats draw nothing from it.
+    let mut rng = Rng::new(0);
+    for chunk in y.chunks_mut(QUANT_CHUNK) {
+        let x = &mut buf[..chunk.len()];
+        x.copy_from_slice(chunk);
+        if let Err(e) = mase_quant::quantize(fmt, x, &[x.len()], chunk, &mut rng) {
+            unreachable!("the fusion plan checked that this format quantizes any piece: {e}");
+        }
+    }
+}
+
+/// Whether quantizing the pieces of a tensor with `fmt` gives the bits of quantizing it whole:
+/// each value quantized on its own, no random numbers, and any shape accepted.
+fn piecewise(fmt: &QuantFormat) -> bool {
+    mase_quant::reach(fmt) == Reach::Value && !mase_quant::draws_random(fmt) && mase_quant::validate_for_shape(fmt, &[1]).is_ok()
+}
+
+/// What a node's quantization leaves a chain to do: `Some(None)` nothing, `Some(Some(f))` an
+/// output quantizer the chain runs ([`piecewise`]), `None` work a chain cannot take over (a
+/// quantized input or parameter, or an output format that is not piecewise).
+fn chain_quant(node: &Node) -> Option<Option<QuantFormat>> {
+    let Some(q) = node.quant.as_ref().filter(|q| q.is_active()) else { return Some(None) };
+    if q.data_in.iter().any(Option::is_some) || q.weight.is_some() || q.bias.is_some() {
+        return None;
+    }
+    match &q.data_out {
+        None => Some(None),
+        Some(f) if piecewise(f) => Some(Some(f.clone())),
+        Some(_) => None,
     }
 }
 
@@ -158,33 +250,52 @@ pub(crate) fn plan(graph: &Graph, topo: &Topo, shapes: &[Vec<usize>]) -> FusionP
                 }
             }
         }
-        // Forward: a convolution or linear layer followed by a norm and/or a ReLU.
+        // Forward: a convolution or linear layer followed by a norm and/or a ReLU, or quantizing
+        // its output.
         let rows = match &node.op {
             Op::Conv1d(_) | Op::Conv2d(_) => false,
             // A linear layer's channels are its last dimension, a norm's its second.
             Op::Linear { .. } => true,
             _ => continue,
         };
-        if node.quant.as_ref().is_some_and(|q| q.is_active() && q.data_out.is_some()) {
+        let head_quant = match node.quant.as_ref().filter(|q| q.is_active()).map(|q| &q.data_out) {
+            None | Some(None) => None,
+            Some(Some(fmt)) if piecewise(fmt) => Some(fmt.clone()),
+            Some(Some(_)) => continue,
+        };
+        let channels = shapes[i].get(1).copied().unwrap_or(0);
+        // The norm: the layer's only reader, unless it quantizes more than its output.
+        let norm = only_reader(graph, topo, i).and_then(|k| {
+            let member = graph.node(NodeId(k));
+            let spec = norm_of(&member.op, &topo.slots[k]).filter(|_| !rows || shapes[i].len() == 2)?;
+            Some((k, spec, chain_quant(member)?))
+        });
+        // The ReLU: the norm's only reader, or the layer's own; likewise.
+        let after = match &norm {
+            Some((k, ..)) => only_reader(graph, topo, *k),
+            None => only_reader(graph, topo, i),
+        };
+        let relu = after.and_then(|k| {
+            let member = graph.node(NodeId(k));
+            matches!(member.op, Op::Relu).then_some(())?;
+            Some((k, chain_quant(member)?))
+        });
+        let last = relu.as_ref().map(|r| r.0).or(norm.as_ref().map(|n| n.0));
+        if last.is_none() && head_quant.is_none() {
             continue;
         }
-        let Some(first) = only_reader(graph, topo, i) else { continue };
-        let channels = shapes[i].get(1).copied().unwrap_or(0);
-        let first_node = graph.node(NodeId(first));
-        let norm = norm_of(&first_node.op, &topo.slots[first]).filter(|_| !quantized(first_node) && (!rows || shapes[i].len() == 2));
-        // The candidate ReLU: the norm's only reader, or the layer's own.
-        let after = if norm.is_some() { only_reader(graph, topo, first) } else { Some(first) };
-        let relu = after.filter(|&k| matches!(graph.node(NodeId(k)).op, Op::Relu) && !quantized(graph.node(NodeId(k))));
-        let members: Vec<usize> = norm.map(|_| first).into_iter().chain(relu).collect();
-        let Some(&last) = members.last() else { continue };
-        f.stale[i] = true;
-        for &k in &members {
+        // A chain of the head alone writes the head's own (quantized) value.
+        let last = last.unwrap_or(i);
+        f.stale[i] = last != i;
+        for k in norm.iter().map(|n| n.0).chain(relu.iter().map(|r| r.0)) {
             f.inside[k] = true;
             f.stale[k] = k != last;
         }
-        let relu = relu.is_some();
+        let (norm, norm_quant) = norm.map_or((None, None), |(_, spec, q)| (Some(spec), q));
+        let (relu, relu_quant) = relu.map_or((false, None), |(_, q)| (true, q));
         let scale = vec![0.0; if norm.is_some() { channels } else { 0 }];
-        f.heads[i] = Some(Chain { epilogue: Epilogue { norm, relu, shift: scale.clone(), scale }, last });
+        f.heads[i] =
+            Some(Chain { epilogue: Epilogue { head_quant, norm, norm_quant, relu, relu_quant, shift: scale.clone(), scale }, last });
     }
     f
 }

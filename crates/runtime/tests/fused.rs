@@ -2,7 +2,8 @@
 //! norm and/or a ReLU, run with [`Fusion::On`] and [`Fusion::Off`]. The fused evaluation
 //! forward, and the training backward with the ReLU's gradient run inside the batch norm, must
 //! give the same bits as the unfused path (including NaN and the infinities in the input), and
-//! the same bits on one and two threads.
+//! the same bits on one and two threads. Output quantizers of the chain's nodes run inside the
+//! chain when their format quantizes each value on its own; other quantization ends the chain.
 
 use mase_ir::{ConvSpec, Graph, NodeId, NodeQuant, NormSpec, Op, QuantFormat, Rng};
 use mase_runtime::{init_params, ConvAlgo, ExecOptions, Executor, Fusion, Mode};
@@ -24,16 +25,26 @@ enum Tail {
     /// A batch norm whose output a ReLU and an addition both read (the norm is fused into the
     /// layer; the ReLU and the backward are not).
     NormShared,
+    /// Nothing: the layer feeds the flatten (a chain only when it quantizes its output).
+    Alone,
 }
 
-/// How the layer is quantized.
+/// How the chain's nodes are quantized.
 #[derive(Clone, Copy, Debug)]
 enum Quant {
     None,
-    /// Its input and weight (the chain still fuses).
+    /// The layer's input and weight (the chain still fuses).
     InputWeight,
-    /// Its output (nothing fuses).
+    /// The layer's output, `integer` 8/4 (run in the chain, before the norm).
     Output,
+    /// The layer's output, `mxint` in blocks of 4 (blocks span values: nothing fuses).
+    OutputBlocks,
+    /// The ReLU's output, `minifloat_ieee` 6/3 (infinities become NaN; run in the chain).
+    ReluOutput,
+    /// The norm's output `integer` 6/2 and the ReLU's `minifloat_ieee` 6/3 (both in the chain).
+    NormReluOutputs,
+    /// The norm's input (the chain ends before the norm: nothing fuses).
+    NormInput,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +109,7 @@ fn graph(c: &Case) -> (Graph, Vec<usize>, NodeId) {
             let r = g.call_module("relu", Op::Relu, &[n]);
             g.call_function("add", Op::Add, &[r, n])
         }
+        Tail::Alone => layer,
     };
     let flat = g.call_function("flatten", Op::Flatten { start_dim: 1, end_dim: -1 }, &[tail]);
     let features = match c.layer {
@@ -108,12 +120,24 @@ fn graph(c: &Case) -> (Graph, Vec<usize>, NodeId) {
     let fc = g.call_module("fc", Op::Linear { in_features: features, out_features: CLASSES, bias: true }, &[flat]);
     g.output(fc);
     let f = QuantFormat::Integer { width: 8, frac_width: 4, signed: true };
-    let q = match c.quant {
-        Quant::None => None,
-        Quant::InputWeight => Some(NodeQuant { data_in: vec![Some(f.clone())], weight: Some(f), ..Default::default() }),
-        Quant::Output => Some(NodeQuant { data_out: Some(f), ..Default::default() }),
+    let minifloat = QuantFormat::MinifloatIeee { width: 6, exponent_width: 3, exponent_bias: None };
+    let out = |fmt: QuantFormat| Some(NodeQuant { data_out: Some(fmt), ..Default::default() });
+    let (on_layer, on_norm, on_relu) = match c.quant {
+        Quant::None => (None, None, None),
+        Quant::InputWeight => (Some(NodeQuant { data_in: vec![Some(f.clone())], weight: Some(f), ..Default::default() }), None, None),
+        Quant::Output => (out(f), None, None),
+        Quant::OutputBlocks => (out(QuantFormat::Mxint { width: 8, block_size: 4, block_dim: -1 }), None, None),
+        Quant::ReluOutput => (None, None, out(minifloat)),
+        Quant::NormReluOutputs => (None, out(QuantFormat::Integer { width: 6, frac_width: 2, signed: true }), out(minifloat)),
+        Quant::NormInput => (None, Some(NodeQuant { data_in: vec![Some(f)], ..Default::default() }), None),
     };
-    g.node_mut(layer).quant = q;
+    g.node_mut(layer).quant = on_layer;
+    for (name, q) in [("bn", on_norm), ("relu", on_relu)] {
+        if let Some(q) = q {
+            let id = (0..g.len()).map(NodeId).find(|&n| g.node(n).name == name).expect("the case has the node it quantizes");
+            g.node_mut(id).quant = Some(q);
+        }
+    }
     (g, shape, layer)
 }
 
@@ -172,9 +196,10 @@ fn check(c: Case) {
 fn fused_epilogues_give_the_bits_of_the_unfused_kernels() {
     use ConvAlgo::{Exact, Fast, Winograd};
     use Layer::{Conv1d, Conv2d, Linear};
-    use Tail::{Norm, NormRelu, NormShared, Relu};
+    use Tail::{Alone, Norm, NormRelu, NormShared, Relu};
     let c2 = |cin, cout, k, pad| Conv2d { cin, cout, k, pad };
     let case = |layer, tail, bias, algo, quant, fused| Case { layer, tail, bias, algo, quant, fused };
+    let linear = Linear { inf: 10, outf: 7 };
     for c in [
         case(c2(3, 8, 3, 1), NormRelu, true, Exact, Quant::None, true),
         case(c2(3, 8, 3, 1), NormRelu, false, Exact, Quant::None, true),
@@ -186,13 +211,24 @@ fn fused_epilogues_give_the_bits_of_the_unfused_kernels() {
         case(c2(3, 5, 3, 1), Norm, true, Exact, Quant::None, true),
         case(c2(3, 5, 3, 1), NormShared, true, Exact, Quant::None, true),
         case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::InputWeight, true),
-        case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::Output, false),
+        case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::Output, true),
+        case(c2(4, 6, 3, 1), NormRelu, true, Winograd, Quant::Output, true),
+        case(c2(32, 32, 3, 1), NormRelu, false, Fast, Quant::NormReluOutputs, true),
+        case(c2(3, 5, 3, 1), Relu, true, Exact, Quant::ReluOutput, true),
+        case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::ReluOutput, true),
+        case(c2(3, 5, 3, 1), Alone, true, Exact, Quant::Output, false),
+        case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::OutputBlocks, false),
+        case(c2(3, 5, 3, 1), NormRelu, true, Exact, Quant::NormInput, false),
         case(Conv1d { cin: 3, cout: 4, k: 3 }, NormRelu, true, Fast, Quant::None, true),
-        case(Linear { inf: 10, outf: 7 }, NormRelu, true, Fast, Quant::None, true),
-        case(Linear { inf: 10, outf: 7 }, NormRelu, false, Fast, Quant::None, true),
-        case(Linear { inf: 10, outf: 7 }, Relu, true, Fast, Quant::None, true),
-        case(Linear { inf: 10, outf: 7 }, Norm, true, Fast, Quant::InputWeight, true),
-        case(Linear { inf: 10, outf: 7 }, NormRelu, true, Fast, Quant::Output, false),
+        case(Conv1d { cin: 3, cout: 4, k: 3 }, NormRelu, true, Fast, Quant::NormReluOutputs, true),
+        case(linear, NormRelu, true, Fast, Quant::None, true),
+        case(linear, NormRelu, false, Fast, Quant::None, true),
+        case(linear, Relu, true, Fast, Quant::None, true),
+        case(linear, Norm, true, Fast, Quant::InputWeight, true),
+        case(linear, NormRelu, true, Fast, Quant::Output, true),
+        case(linear, NormRelu, true, Fast, Quant::NormReluOutputs, true),
+        case(linear, Alone, true, Fast, Quant::Output, false),
+        case(linear, NormRelu, true, Fast, Quant::OutputBlocks, false),
     ] {
         check(c);
     }
