@@ -84,6 +84,22 @@ def batch(shape, n=4, seed=0):
     return torch.randn(n, *shape, generator=torch.Generator().manual_seed(seed))
 
 
+def training_step(mg, x, y):
+    """A training step for `both`: each engine starts from `mg`'s weights and running statistics
+    as they are now, and gives its output and the gradient of every parameter."""
+    state = {k: v.clone() for k, v in mg.model.state_dict().items()}
+
+    def step(g, d):
+        g.model.load_state_dict(state)
+        g.model.train()
+        g.model.zero_grad()
+        out = g.model(x.to(d))
+        F.cross_entropy(out, y.to(d)).backward()
+        return out.detach(), {n: p.grad.clone() for n, p in g.model.named_parameters()}
+
+    return step
+
+
 @pytest.mark.parametrize("model,dataset", ZOO, ids=[m for m, _ in ZOO])
 def test_zoo_model_on_both_engines(model, dataset):
     info = dataset if isinstance(dataset, DatasetInfo) else get_dataset_info(dataset)
@@ -95,18 +111,7 @@ def test_zoo_model_on_both_engines(model, dataset):
         rust, pt = both(mg, lambda g, d: g.model(x.to(d)))
     close(rust, pt, f"{model} eval")
 
-    state = {k: v.clone() for k, v in mg.model.state_dict().items()}
-
-    def train_step(g, d):
-        # Both engines from the same weights and running statistics.
-        g.model.load_state_dict(state)
-        g.model.train()
-        g.model.zero_grad()
-        out = g.model(x.to(d))
-        F.cross_entropy(out, y.to(d)).backward()
-        return out.detach(), {n: p.grad.clone() for n, p in g.model.named_parameters()}
-
-    (out_r, grads_r), (out_t, grads_t) = both(mg, train_step)
+    (out_r, grads_r), (out_t, grads_t) = both(mg, training_step(mg, x, y))
     close(out_r, out_t, f"{model} train forward")
     assert grads_r.keys() == grads_t.keys()
     if model in KINKED:
@@ -136,16 +141,7 @@ def test_vgg7_shaped_training_step_on_both_engines(conv_algo):
     mg = MaseGraph(model=vgg7_shaped(torch.nn.SiLU), conv_algo=conv_algo)
     x = batch((3, 32, 32))
     y = torch.arange(len(x))
-    state = {k: v.clone() for k, v in mg.model.state_dict().items()}
-
-    def train_step(g, d):
-        g.model.load_state_dict(state)
-        g.model.train()
-        g.model.zero_grad()
-        F.cross_entropy(g.model(x.to(d)), y.to(d)).backward()
-        return {n: p.grad.clone() for n, p in g.model.named_parameters()}
-
-    grads_r, grads_t = both(mg, train_step)
+    (_, grads_r), (_, grads_t) = both(mg, training_step(mg, x, y))
     assert grads_r.keys() == grads_t.keys()
     for name in grads_r:
         close(grads_r[name], grads_t[name], f"vgg7-shaped ({conv_algo}) gradient of {name}")
