@@ -124,9 +124,9 @@ impl Epilogue {
     }
 
     /// Applies the chain one node at a time, as the unfused kernels do (each step a pass over
-    /// `y`, which the caller hands over in pieces small enough to stay in the cache): the head's
-    /// quantizer, the norm (`norm`, which knows the layout) and its quantizer, the ReLU and its
-    /// quantizer.
+    /// `y`: a convolution hands over an image or a group of images while they are in the cache,
+    /// a linear layer its whole product): the head's quantizer, the norm (`norm`, which knows
+    /// the layout) and its quantizer, the ReLU and its quantizer.
     fn apply_steps(&self, y: &mut [f32], norm: impl Fn(&mut [f32])) {
         quantize_piecewise(self.head_quant.as_ref(), y);
         if self.norm.is_some() {
