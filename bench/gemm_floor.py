@@ -31,16 +31,21 @@ SHAPES = {
 }
 
 
-def best_time(m, k, n, reps):
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    for _ in range(10):
-        a @ b
+def best_of(f, reps, warmup=10):
+    """The best time of `reps` calls of `f`, after `warmup` untimed ones."""
+    for _ in range(warmup):
+        f()
     best = float("inf")
     for _ in range(reps):
         t = time.perf_counter()
-        a @ b
+        f()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def best_time(m, k, n, reps):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    return best_of(lambda: a @ b, reps)
 
 
 def bert_tiny_products(batch=64, seq=64, hidden=128, heads=2, inner=512, layers=2, classes=10):
@@ -65,14 +70,7 @@ def products_time(products, reps):
     for c, m, k, n in products:
         a, b = torch.randn(c, m, k), torch.randn(c, k, n)
         f = (lambda: torch.bmm(a, b)) if c > 1 else (lambda: a[0] @ b[0])
-        for _ in range(3):
-            f()
-        best = float("inf")
-        for _ in range(reps):
-            t = time.perf_counter()
-            f()
-            best = min(best, time.perf_counter() - t)
-        total += best
+        total += best_of(f, reps, warmup=3)
     return total
 
 

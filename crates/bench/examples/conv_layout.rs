@@ -128,18 +128,28 @@ fn to_nchw(x: &[f32], n: usize, c: usize, hw: usize, out: &mut [f32]) {
     }
 }
 
-/// The weights `[C_out, C_in, K, K]` as `[K, K, C_in, C_out]`.
-fn weights_hwio(w: &[f32], g: &Geom) -> Vec<f32> {
-    let (k, cin, cout) = (g.k, g.cin, g.cout);
+/// The weights `[C_out, C_in, K, K]` reordered: weight `(co, ci, tap)` goes to `at(tap, ci, co)`.
+fn weights_by_tap(w: &[f32], g: &Geom, at: impl Fn(usize, usize, usize) -> usize) -> Vec<f32> {
+    let kk = g.k * g.k;
     let mut out = vec![0.0; w.len()];
-    for co in 0..cout {
-        for ci in 0..cin {
-            for t in 0..k * k {
-                out[(t * cin + ci) * cout + co] = w[(co * cin + ci) * k * k + t];
+    for co in 0..g.cout {
+        for ci in 0..g.cin {
+            for t in 0..kk {
+                out[at(t, ci, co)] = w[(co * g.cin + ci) * kk + t];
             }
         }
     }
     out
+}
+
+/// The weights as `[K, K, C_in, C_out]` (NHWC products).
+fn weights_hwio(w: &[f32], g: &Geom) -> Vec<f32> {
+    weights_by_tap(w, g, |t, ci, co| (t * g.cin + ci) * g.cout + co)
+}
+
+/// The weights as `[K K, C_out, C_in]` (NCHW shifted products).
+fn weights_per_tap(w: &[f32], g: &Geom) -> Vec<f32> {
+    weights_by_tap(w, g, |t, ci, co| (t * g.cout + co) * g.cin + ci)
 }
 
 /// NHWC im2col: groups of whole images, one product per group.
@@ -198,20 +208,6 @@ fn nhwc_shifted(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32], padded: &mut [f32
             yi[oy * g.oh * cout..][..g.oh * cout].copy_from_slice(&wide[oy * pw * cout..][..g.oh * cout]);
         }
     }
-}
-
-/// The taps' weights `[C_out, C_in, K, K]` as `[K K, C_out, C_in]`.
-fn weights_per_tap(w: &[f32], g: &Geom) -> Vec<f32> {
-    let (k, cin, cout) = (g.k, g.cin, g.cout);
-    let mut out = vec![0.0; w.len()];
-    for co in 0..cout {
-        for ci in 0..cin {
-            for t in 0..k * k {
-                out[(t * cout + co) * cin + ci] = w[(co * cin + ci) * k * k + t];
-            }
-        }
-    }
-    out
 }
 
 /// NCHW shifted products (stride 1): per image, the padded planes and `K K` accumulating
