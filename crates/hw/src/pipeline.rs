@@ -1268,6 +1268,33 @@ mod tests {
     }
 
     #[test]
+    fn a_large_layer_writes_its_registers_in_bounded_blocks_each_register_in_one() {
+        // (inputs, outputs, reuse, blocks of the layer's statements): a folded layer has a ROM
+        // statement per lane, 128 x 32 of them in the last case. Each block holds at most
+        // `PROCESS_STATEMENTS` statements (one starts at four spaces of indent; `else`, `end`
+        // and `endcase` continue one), and no register
+        // (with its bit range) is assigned in two blocks, which would be two drivers.
+        for (k, n, r, blocks) in [(16, 8, 4, 1), (512, 32, 4, 13)] {
+            let text = pipelined_layer(&layer(k, n, r, vec![], vec![]), &Pipelining::clock(200.0)).text;
+            let mut owner: BTreeMap<String, usize> = BTreeMap::new();
+            let mut sizes = Vec::new();
+            for (b, block) in text.split("  always @(posedge clk) begin\n").skip(1).enumerate() {
+                let body = &block[..block.find("\n  end\n").expect("a block ends")];
+                let statement =
+                    |l: &&str| l.starts_with("    ") && !l.starts_with("     ") && !l.starts_with("    else") && !l.starts_with("    end");
+                sizes.push(body.lines().filter(statement).count());
+                for lhs in body.split(" <= ").map(|s| s.rsplit([' ', '(', ';']).next().unwrap_or("")).filter(|s| !s.is_empty()) {
+                    let first = *owner.entry(lhs.to_string()).or_insert(b);
+                    assert_eq!(first, b, "{k} -> {n}: `{lhs}` is assigned in blocks {first} and {b}");
+                }
+            }
+            let large: Vec<usize> = sizes.iter().copied().filter(|&c| c > 8).collect();
+            assert_eq!(large.len(), blocks, "{k} -> {n}: statements per block {sizes:?}");
+            assert!(sizes.iter().all(|&c| c <= PROCESS_STATEMENTS), "{k} -> {n}: {sizes:?}");
+        }
+    }
+
+    #[test]
     fn a_fifo_feeding_a_slice_reads_next_to_each_chunk_and_its_consumer_readies_are_registers() {
         // (multipliers, feeds slice, reads decided, readies ahead registered). 16 outputs of 10
         // bits are 160 bits, 5 chunks of the FIFO: feeding a slice, each chunk's read pointer
