@@ -1272,8 +1272,8 @@ mod tests {
         // (inputs, outputs, reuse, blocks of the layer's statements): a folded layer has a ROM
         // statement per lane, 128 x 32 of them in the last case. Each block holds at most
         // `PROCESS_STATEMENTS` statements (one starts at four spaces of indent; `else`, `end`
-        // and `endcase` continue one), and no register
-        // (with its bit range) is assigned in two blocks, which would be two drivers.
+        // and `endcase` continue one), and no register (with its bit range) is assigned in two
+        // blocks, which would be two drivers.
         for (k, n, r, blocks) in [(16, 8, 4, 1), (512, 32, 4, 13)] {
             let text = pipelined_layer(&layer(k, n, r, vec![], vec![]), &Pipelining::clock(200.0)).text;
             let mut owner: BTreeMap<String, usize> = BTreeMap::new();
