@@ -16,7 +16,8 @@
 //! `gamma_n * sum |terms|` with `n = C_in * 9` (forward) or `C_out * 9` (input gradient).
 //!
 //! usage: cargo run --release -p mase-bench --example conv_layers -- [--batch N] [--threads T] [--repeat R]
-//!        [--layers CIN:COUT:SIDE,...] (3x3, padding 1; vgg7's six layers by default)
+//!        [--layers CIN:COUT:SIDE[:K:STRIDE],...] (KxK, stride STRIDE, padding K / 2; 3x3 and stride 1
+//!        when omitted; vgg7's six layers by default)
 //!        [--algo fast|winograd] (the algorithm compared with the direct path; fast by default)
 
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
@@ -26,19 +27,27 @@ use std::time::Instant;
 /// `(in_channels, out_channels, side)` of vgg7's 3x3 convolutions on 32x32 images.
 const LAYERS: [(usize, usize, usize); 6] = [(3, 128, 32), (128, 128, 32), (128, 256, 16), (256, 256, 16), (256, 512, 8), (512, 512, 8)];
 
+/// One layer of `--layers`: `(in_channels, out_channels, input side, kernel, stride)`, padded by
+/// `kernel / 2`.
+type Layer = (usize, usize, usize, usize, usize);
+
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The layers of `--layers CIN:COUT:SIDE,...`, vgg7's by default.
-fn layers() -> Vec<(usize, usize, usize)> {
+/// The layers of `--layers CIN:COUT:SIDE[:K:STRIDE],...` (3x3, stride 1 when omitted), vgg7's
+/// by default.
+fn layers() -> Vec<Layer> {
     let args: Vec<String> = std::env::args().collect();
-    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else { return LAYERS.to_vec() };
+    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else {
+        return LAYERS.iter().map(|&(cin, cout, side)| (cin, cout, side, 3, 1)).collect();
+    };
     list.split(',')
         .map(|l| match l.split(':').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
-            Ok([cin, cout, side]) => (*cin, *cout, *side),
-            _ => panic!("--layers: expected CIN:COUT:SIDE, got {l}"),
+            Ok([cin, cout, side]) => (*cin, *cout, *side, 3, 1),
+            Ok([cin, cout, side, k, stride]) => (*cin, *cout, *side, *k, *stride),
+            _ => panic!("--layers: expected CIN:COUT:SIDE[:K:STRIDE], got {l}"),
         })
         .collect()
 }
@@ -158,27 +167,28 @@ fn main() {
     let mut totals = [[0.0f64; 3]; 2];
     let mut flops_total = 0.0;
     let cell = |s: f64, flops: f64| format!("{:>7.1} {:>6.1} {:>4.0}%", s * 1e3, flops / s / 1e9, 100.0 * flops / s / 1e9 / peak);
-    for (cin, cout, side) in layers() {
+    for (cin, cout, side, k, stride) in layers() {
         let mut g = Graph::new();
         let x = g.placeholder("x");
-        let y = g.call_module("conv", Op::Conv2d(ConvSpec::new(2, cin, cout, 3, 1, 1)), &[x]);
+        let y = g.call_module("conv", Op::Conv2d(ConvSpec::new(2, cin, cout, k, stride, k / 2)), &[x]);
         g.output(y);
         let params = init_params(&g, &mut rng);
         let shape = [batch, cin, side, side];
         let xs = random(batch * cin * side * side, &mut rng);
-        let dy = random(batch * cout * side * side, &mut rng);
+        let out = (side + 2 * (k / 2) - k) / stride + 1;
+        let dy = random(batch * cout * out * out, &mut rng);
         let exact = measure(&g, &params, ConvAlgo::Exact, (threads, repeat), (&xs, &shape, &dy));
         let fast = measure(&g, &params, other, (threads, repeat), (&xs, &shape, &dy));
         let (sy, sdx) = abs_sums(&g, &params, &xs, &shape, &dy);
-        let flops = 2.0 * (batch * cout * cin * 9 * side * side) as f64;
+        let flops = 2.0 * (batch * cout * cin * k * k * out * out) as f64;
         flops_total += flops;
-        let name = format!("{cin}->{cout}@{side}");
+        let name = if (k, stride) == (3, 1) { format!("{cin}->{cout}@{side}") } else { format!("{cin}->{cout}@{side}k{k}s{stride}") };
         for (i, (algo, m)) in [("exact", &exact), (other.name(), &fast)].into_iter().enumerate() {
             let err = if i == 1 {
                 format!(
                     "{:>7.3} {:>7.3}",
-                    err_over_bound(&fast.y, &exact.y, &sy, cin * 9 + 1),
-                    err_over_bound(&fast.dx, &exact.dx, &sdx, cout * 9)
+                    err_over_bound(&fast.y, &exact.y, &sy, cin * k * k + 1),
+                    err_over_bound(&fast.dx, &exact.dx, &sdx, cout * k * k)
                 )
             } else {
                 String::new()

@@ -194,14 +194,30 @@ fn images_per_product(g: &ConvGeom) -> usize {
 }
 
 /// The column matrix `[kkg, count * ohw]` of `count` images side by side (image `j`'s columns
-/// at `j * ohw` in every row) into `wide`.
-fn im2col_images(g: &ConvGeom, x: &[f32], count: usize, wide: &mut [f32]) {
-    let (hw, khkw, width) = (g.hw(), g.kh * g.kw, count * g.ohw());
+/// at `j * ohw` in every row, rows `ld` values apart) into `wide`.
+fn im2col_images(g: &ConvGeom, x: &[f32], count: usize, wide: &mut [f32], ld: usize) {
+    let (hw, khkw) = (g.hw(), g.kh * g.kw);
     for j in 0..count {
         for c in 0..g.cin {
             let xc = &x[(j * g.cin + c) * hw..][..hw];
-            im2col_channel_strided(g, xc, &mut wide[c * khkw * width + j * g.ohw()..], width);
+            im2col_channel_strided(g, xc, &mut wide[c * khkw * ld + j * g.ohw()..], ld);
         }
+    }
+}
+
+/// The row stride of a column matrix `width` values wide that the weight gradient reads
+/// transposed (`dY x col^T`): `width`, or 16 values (a cache line) more where `width` is a
+/// multiple of 128. The GEMM packs a transposed operand by walking down its columns, and rows a
+/// multiple of 512 bytes apart fall on few sets of the L1 cache: on a Zen 5 core the product of
+/// resnet18's 64 -> 64 layers on 32x32 images (1,024 values, 4 KiB, per row) ran at 64 GFLOP/s
+/// with rows 1,024 values apart and at 206 with 1,040 (`examples/dw_shapes.rs`); 512- and
+/// 768-wide rows lost 1.2-1.8x too, other widths nothing. The forward and input-gradient
+/// products read the column matrix row by row and measured the same either way.
+fn transposed_stride(width: usize) -> usize {
+    if width % 128 == 0 {
+        width + 16
+    } else {
+        width
     }
 }
 
@@ -341,12 +357,16 @@ impl Conv {
     pub fn new(g: ConvGeom, weight: usize, bias: Option<usize>, threads: usize, algo: ConvAlgo) -> Conv {
         let per_product = images_per_product(&g);
         let len = if per_product > 1 {
-            // The images' column matrix, then their outputs (or output gradients) side by side.
-            (g.kkg() + g.cout) * per_product * g.ohw()
-        } else if g.is_direct() {
+            // The images' column matrix (rows as the weight gradient reads them), then their
+            // outputs (or output gradients) side by side.
+            let width = per_product * g.ohw();
+            g.kkg() * transposed_stride(width) + g.cout * width
+        } else if g.is_direct() && transposed_stride(g.ohw()) == g.ohw() {
             0
         } else {
-            g.cin * g.kh * g.kw * g.ohw()
+            // A direct convolution's image is copied here for the weight gradient when its rows
+            // need the wider stride.
+            g.cin * g.kh * g.kw * transposed_stride(g.ohw())
         };
         // More workspaces than images would never be used.
         let lanes = threads.clamp(1, g.n.max(1));
@@ -372,18 +392,19 @@ fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, coun
     if per_product > 1 {
         // Runs of `per_product` images from `first`: dW [cout, kkg] (=|+=) dY [cout, run * ohw]
         // x col^T [run * ohw, kkg], with the images side by side in both.
-        let (wide, dys) = col.split_at_mut(kkg * per_product * ohw);
+        let (wide, dys) = col.split_at_mut(kkg * transposed_stride(per_product * ohw));
         let mut start = first;
         while start < first + count {
             let run = per_product.min(first + count - start);
             let width = run * ohw;
-            im2col_images(g, &x[start * g.cin * hw..], run, &mut wide[..kkg * width]);
+            let ld = transposed_stride(width);
+            im2col_images(g, &x[start * g.cin * hw..], run, &mut wide[..kkg * ld], ld);
             side_by_side(&dy[start * g.cout * ohw..][..run * g.cout * ohw], run, g.cout, ohw, &mut dys[..g.cout * width]);
             let beta = if start == first { 0.0 } else { 1.0 };
             gemm(
                 1.0,
                 Mat::new(dys, g.cout, width),
-                Mat::new(wide, kkg, width).t(),
+                Mat::strided(wide, kkg, width, ld, 1).t(),
                 beta,
                 MatMut::new(&mut dw[..g.cout * kkg], g.cout, kkg),
                 None,
@@ -392,14 +413,15 @@ fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, coun
         }
         return;
     }
+    let ld = transposed_stride(ohw);
     for i in first..first + count {
         let xi = &x[i * g.cin * hw..][..g.cin * hw];
         let dyi = &dy[i * g.cout * ohw..][..g.cout * ohw];
-        let cols: &[f32] = if g.is_direct() {
-            xi
+        let (cols, ld): (&[f32], usize) = if g.is_direct() && ld == ohw {
+            (xi, ohw)
         } else {
-            im2col(g, xi, col, None);
-            col
+            im2col_strided(g, xi, col, ld);
+            (col, ld)
         };
         let beta = if i == first { 0.0 } else { 1.0 };
         for gi in 0..g.groups {
@@ -407,7 +429,7 @@ fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, coun
             gemm(
                 1.0,
                 Mat::new(&dyi[gi * cog * ohw..], cog, ohw),
-                Mat::new(&cols[gi * kkg * ohw..], kkg, ohw).t(),
+                Mat::strided(&cols[gi * kkg * ld..], kkg, ohw, ld, 1).t(),
                 beta,
                 MatMut::new(&mut dw[gi * cog * kkg..][..cog * kkg], cog, kkg),
                 None,
@@ -470,9 +492,18 @@ fn over_batch<F>(
     }
 }
 
+/// Fills `col` from one image with rows `ld` values apart, on the calling thread.
+fn im2col_strided(g: &ConvGeom, xi: &[f32], col: &mut [f32], ld: usize) {
+    let (hw, rows) = (g.hw(), g.kh * g.kw);
+    for c in 0..g.cin {
+        im2col_channel_strided(g, &xi[c * hw..][..hw], &mut col[c * rows * ld..], ld);
+    }
+}
+
 /// Fills `col` from one image, splitting the channels over the pool when the image is large.
 fn im2col(g: &ConvGeom, xi: &[f32], col: &mut [f32], pool: Option<&rayon::ThreadPool>) {
     let (hw, rows) = (g.hw(), g.kh * g.kw * g.ohw());
+    let col = &mut col[..g.cin * rows];
     for_each_chunk(pool, col.len(), col, rows, |c, out| im2col_channel(g, &xi[c * hw..][..hw], out));
 }
 
@@ -503,13 +534,13 @@ impl Kernel for Conv {
             // Runs of `per_product` images from a multiple of it (`over_batch` aligns the lanes),
             // side by side in one product; each output column is the sum it is per image.
             over_batch(cx.pool, g.n, work, y, g.cout * ohw, per_product, &mut self.cols, |first, count, ys, col| {
-                let (wide, prod) = col.split_at_mut(kkg * per_product * ohw);
+                let (wide, prod) = col.split_at_mut(kkg * transposed_stride(per_product * ohw));
                 let mut done = 0;
                 while done < count {
                     let run = per_product.min(count - done);
                     let width = run * ohw;
                     let (wide, prod) = (&mut wide[..kkg * width], &mut prod[..g.cout * width]);
-                    im2col_images(&g, &x[(first + done) * g.cin * hw..], run, wide);
+                    im2col_images(&g, &x[(first + done) * g.cin * hw..], run, wide, width);
                     let beta = bias_prefill(prod, bias, width);
                     gemm(1.0, Mat::new(w, g.cout, kkg), Mat::new(wide, kkg, width), beta, MatMut::new(prod, g.cout, width), inner);
                     for j in 0..run {
@@ -746,6 +777,62 @@ fn col2im_channel_t(g: &ConvGeom, dcolt: &[f32], c: usize, dxc: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The weight gradient of `n` images of one geometry against a direct f64 sum, within the
+    /// float32 error bound of a sum of its length; `padded` says whether the column matrix the
+    /// product reads has rows wider than its width (`transposed_stride`).
+    fn check_weight_grad(spec: mase_ir::ConvSpec, n: usize, side: usize, padded: bool) {
+        let (cin, cout, k, s, p) = (spec.in_channels, spec.out_channels, spec.kernel[0], spec.stride[0], spec.padding[0]);
+        let o = (side + 2 * p - k) / s + 1;
+        let g = ConvGeom::new(&spec, &[n, cin, side, side], &[n, cout, o, o]);
+        let width = images_per_product(&g) * g.ohw();
+        assert_eq!(transposed_stride(width) != width, padded, "{spec:?} on {side}x{side}: rows {width} wide");
+        let mut rng = mase_ir::Rng::new(side as u64);
+        let x: Vec<f32> = (0..n * cin * side * side).map(|_| rng.uniform() - 0.5).collect();
+        let dy: Vec<f32> = (0..n * cout * o * o).map(|_| rng.uniform() - 0.5).collect();
+        let conv = Conv::new(g, 0, None, 1, ConvAlgo::Exact);
+        let mut col = conv.cols[0].clone();
+        let mut dw = vec![f32::NAN; cout * g.kkg()];
+        weight_grad_of_images(&g, &x, &dy, 0, n, &mut col, &mut dw);
+        let (cig, cog) = (cin / spec.groups, cout / spec.groups);
+        for co in 0..cout {
+            for (ci, ky, kx) in (0..cig).flat_map(|ci| (0..k).flat_map(move |ky| (0..k).map(move |kx| (ci, ky, kx)))) {
+                let c = co / cog * cig + ci;
+                let (mut sum, mut abs) = (0.0f64, 0.0f64);
+                for (i, oy, ox) in (0..n).flat_map(|i| (0..o).flat_map(move |oy| (0..o).map(move |ox| (i, oy, ox)))) {
+                    let (iy, ix) = ((oy * s + ky) as isize - p as isize, (ox * s + kx) as isize - p as isize);
+                    if iy < 0 || ix < 0 || iy >= side as isize || ix >= side as isize {
+                        continue;
+                    }
+                    let t = f64::from(dy[((i * cout + co) * o + oy) * o + ox])
+                        * f64::from(x[((i * cin + c) * side + iy as usize) * side + ix as usize]);
+                    sum += t;
+                    abs += t.abs();
+                }
+                let got = f64::from(dw[(co * cig + ci) * k * k + ky * k + kx]);
+                let bound = (n * o * o) as f64 * f64::from(f32::EPSILON) * abs;
+                assert!((got - sum).abs() <= bound, "{spec:?} on {side}x{side}: dW[{co}, {ci}, {ky}, {kx}] = {got}, want {sum}");
+            }
+        }
+    }
+
+    #[test]
+    fn weight_gradients_with_widened_column_rows_are_the_direct_sums() {
+        let conv = |cin, cout, k, s, p| mase_ir::ConvSpec::new(2, cin, cout, k, s, p);
+        // 16x16 outputs (256 columns, widened to 272), per image.
+        check_weight_grad(conv(3, 5, 3, 1, 1), 3, 16, true);
+        // A 1x1 stride-1 convolution, whose image is its column matrix: copied into wider rows.
+        check_weight_grad(conv(4, 6, 1, 1, 0), 2, 16, true);
+        // Groups, each reading its own rows of the widened matrix.
+        check_weight_grad(mase_ir::ConvSpec { groups: 2, ..conv(4, 6, 3, 1, 1) }, 2, 16, true);
+        // 8x8 outputs, four images side by side (256 columns, widened).
+        check_weight_grad(conv(3, 4, 3, 1, 1), 8, 8, true);
+        // Stride 2 on 32x32: 16x16 outputs, widened.
+        check_weight_grad(conv(2, 3, 3, 2, 1), 2, 32, true);
+        // 10x10 outputs, three images side by side (300 columns): rows as wide as the matrix.
+        check_weight_grad(conv(3, 4, 3, 1, 1), 6, 10, false);
+        check_weight_grad(conv(4, 6, 1, 1, 0), 2, 10, false);
+    }
 
     #[test]
     fn both_column_gradient_layouts_give_the_same_input_gradient() {
