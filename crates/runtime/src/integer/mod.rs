@@ -361,7 +361,7 @@ impl Executor {
                         ins: &ins[i],
                         params: &mut self.params,
                         train: false,
-                        pool: self.pool.as_ref(),
+                        pool: self.pool.as_deref(),
                         rng: &mut self.rng,
                         epilogue: None,
                     };
