@@ -25,8 +25,11 @@ use rayon::prelude::*;
 pub(crate) const MIN_SLICE_ROWS: usize = 65;
 
 /// Work of a batch (multiply-adds plus values written) below which waking the pool costs more
-/// than a second thread saves.
-const MIN_SPLIT_WORK: usize = 1 << 19;
+/// than a second thread saves. On a 2-core Zen 5 VM (2026-12-07), where waking a pool thread
+/// takes tens of microseconds, a jsc-three-layer batch of 256 rows (about 1.2 M of work, 17 us
+/// on one thread) ran at 6-15 M rows/s cut in two against 14-15 M whole, while tfc's (15 M of
+/// work) ran 1.6x faster cut; the limit sits between them (it was `1 << 19`, which cut both).
+const MIN_SPLIT_WORK: usize = 1 << 22;
 
 /// The single-threaded copies of an executor that run the slices.
 #[derive(Default)]

@@ -58,13 +58,15 @@ fn check(what: &str, graph: &Graph, sample: &[usize], classes: usize, rows: usiz
 #[test]
 fn slices_give_the_bits_of_one_thread() {
     let tagger = zoo("jsc-three-layer", &[16], 5);
-    check("jsc-three-layer, 256 rows", &tagger, &[16], 5, 256, true);
-    check("jsc-three-layer, 131 rows (slices of 66 and 65)", &tagger, &[16], 5, 131, true);
-    check("jsc-three-layer, 129 rows (a slice would have 64)", &tagger, &[16], 5, 129, false);
+    let tfc = zoo("tfc", &[1, 28, 28], 10);
+    check("jsc-three-layer, 1024 rows", &tagger, &[16], 5, 1024, true);
+    check("jsc-three-layer, 256 rows (too little work)", &tagger, &[16], 5, 256, false);
+    check("tfc, 131 rows (slices of 66 and 65)", &tfc, &[1, 28, 28], 10, 131, true);
+    check("tfc, 129 rows (a slice would have 64)", &tfc, &[1, 28, 28], 10, 129, false);
     check("jsc-tiny, 256 rows (too little work)", &zoo("jsc-tiny", &[16], 5), &[16], 5, 256, false);
-    check("tfc, 200 rows", &zoo("tfc", &[1, 28, 28], 10), &[1, 28, 28], 10, 200, true);
+    check("tfc, 200 rows", &tfc, &[1, 28, 28], 10, 200, true);
     check("mnist-cnn, 130 rows", &zoo("mnist-cnn", &[1, 28, 28], 10), &[1, 28, 28], 10, 130, true);
-    check("jsc-three-layer, integer fake-quant", &common::quantize_linears(tagger.clone(), 8, 4), &[16], 5, 256, true);
+    check("jsc-three-layer, integer fake-quant", &common::quantize_linears(tagger.clone(), 8, 4), &[16], 5, 1024, true);
 }
 
 #[test]
@@ -79,14 +81,14 @@ fn graphs_that_mix_samples_are_never_cut() {
         g.output(s);
         g
     };
-    check("softmax over the classes", &softmax_over(1), &[16], 5, 256, true);
-    check("softmax over the batch", &softmax_over(0), &[16], 5, 256, false);
+    check("softmax over the classes", &softmax_over(1), &[16], 5, 1024, true);
+    check("softmax over the batch", &softmax_over(0), &[16], 5, 1024, false);
 
     let blocks = QuantFormat::BlockFp { width: 8, exponent_width: 8, exponent_bias: None, block_size: vec![16, 1], skip_first_dim: false };
     let blocked = common::with_quant(tagger.clone(), |n| {
         matches!(n.op, Op::Linear { .. }).then(|| NodeQuant { data_in: vec![Some(blocks.clone())], ..Default::default() })
     });
-    check("block_fp blocks across samples", &blocked, &[16], 5, 256, false);
+    check("block_fp blocks across samples", &blocked, &[16], 5, 1024, false);
 
     let stochastic = QuantFormat::Binary { stochastic: true, bipolar: true };
     let random = common::with_quant(tagger, |n| {
@@ -94,7 +96,7 @@ fn graphs_that_mix_samples_are_never_cut() {
     });
     let params = init_params(&random, &mut Rng::new(1));
     let mut exec = Executor::new(&random, &params, ExecOptions { threads: 2, seed: 0 }).unwrap();
-    let (x, shape) = batch(&[16], 256, 2);
+    let (x, shape) = batch(&[16], 1024, 2);
     exec.infer(&x, &shape).unwrap();
     assert!(exec.value(NodeId(0)).is_some(), "stochastic quantizers draw from the executor's stream: not cut");
 }
@@ -112,11 +114,11 @@ fn reductions_are_cut_only_when_they_keep_the_batch() {
         g.output(y);
         g
     };
-    check("mean over the classes", &centred(Op::Mean, &[1]), &[16], 5, 256, true);
-    check("amax over the classes (dim -1)", &centred(Op::Amax, &[-1]), &[16], 5, 256, true);
-    check("mean over the batch", &centred(Op::Mean, &[0]), &[16], 5, 256, false);
-    check("sum over the batch (dim -2)", &centred(Op::Sum, &[-2, 1]), &[16], 5, 256, false);
-    check("mean of every element", &centred(Op::Mean, &[]), &[16], 5, 256, false);
+    check("mean over the classes", &centred(Op::Mean, &[1]), &[16], 5, 1024, true);
+    check("amax over the classes (dim -1)", &centred(Op::Amax, &[-1]), &[16], 5, 1024, true);
+    check("mean over the batch", &centred(Op::Mean, &[0]), &[16], 5, 1024, false);
+    check("sum over the batch (dim -2)", &centred(Op::Sum, &[-2, 1]), &[16], 5, 1024, false);
+    check("mean of every element", &centred(Op::Mean, &[]), &[16], 5, 1024, false);
 }
 
 /// Brevitas' TFC exports scale the input by a rank-0 constant (`Mul` by a scalar): a batch-free
@@ -132,7 +134,7 @@ fn rank_zero_constants_do_not_stop_the_cut() {
     g.output(b);
     let mut params = init_params(&g, &mut Rng::new(1));
     params.insert("scale", mase_ir::Tensor::scalar(2.0), false);
-    let (x, shape) = batch(&[16], 256, 2);
+    let (x, shape) = batch(&[16], 1024, 2);
     let want = reference(&g, &params, &x, &shape);
     for threads in [2, 3] {
         let mut exec = Executor::new(&g, &params, ExecOptions { threads, seed: 0 }).unwrap();
