@@ -705,8 +705,16 @@ impl Executor {
             self.quant.swap_in(i, &mut self.params);
             // The output buffer is lent out so the kernel can read every other buffer.
             let mut y = std::mem::take(&mut vals[out]);
-            let mut cx =
-                Fwd { vals, ins: &ins[i], params: &mut self.params, train, pool: self.pool.as_deref(), rng: &mut self.rng, epilogue };
+            let mut cx = Fwd {
+                vals,
+                ins: &ins[i],
+                params: &mut self.params,
+                train,
+                pool: self.pool.as_deref(),
+                rng: &mut self.rng,
+                epilogue,
+                params_generation: Some(self.generation),
+            };
             kern.forward(&mut cx, &mut y);
             self.quant.swap_out(i, &mut self.params);
             if !chain {

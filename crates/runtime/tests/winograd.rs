@@ -229,3 +229,49 @@ fn exact_mode_and_changing_it_rebuild_the_plans() {
     assert_eq!(exact, run(&c, &d, ConvAlgo::Exact, 1).y);
     assert_ne!(fast, exact);
 }
+
+#[test]
+fn transformed_weights_follow_every_change_of_the_parameters() {
+    // The forward pass keeps its transformed weights while the parameters stay the same; after
+    // `set_param`, `load_params` or an optimizer step it must transform the new ones: each
+    // evaluation must give the bits of a fresh executor holding the same parameters.
+    let c = Case { n: 2, cin: 16, cout: 72, h: 9, w: 8, pad: 1, bias: true };
+    let (d, other) = (data(&c, 11), data(&c, 12));
+    let mut g = Graph::new();
+    let x = g.placeholder("x");
+    let y = g.call_module("conv", Op::Conv2d(ConvSpec::new(2, c.cin, c.cout, 3, 1, 1)), &[x]);
+    let pooled = g.call_function("mean", Op::Mean(mase_ir::ReduceSpec::new(&[2, 3], false)), &[y]);
+    g.output(pooled);
+    let mut params = ParamStore::new();
+    params.insert("conv.weight", Tensor::new(vec![c.cout, c.cin, 3, 3], d.w.clone()).unwrap(), true);
+    params.insert("conv.bias", Tensor::new(vec![c.cout], d.b.clone()).unwrap(), true);
+    let shape = [c.n, c.cin, c.h, c.w];
+    let fresh = |p: &ParamStore| {
+        let mut e = Executor::new(&g, p, ExecOptions { threads: 1, seed: 0 }).unwrap();
+        e.set_conv_algo(ConvAlgo::Winograd);
+        bits(e.forward(&d.x, &shape, Mode::Eval).unwrap())
+    };
+    let mut exec = Executor::new(&g, &params, ExecOptions { threads: 1, seed: 0 }).unwrap();
+    exec.set_conv_algo(ConvAlgo::Winograd);
+    let eval = |exec: &mut Executor| bits(exec.forward(&d.x, &shape, Mode::Eval).unwrap());
+    let first = eval(&mut exec);
+    assert_eq!(first, fresh(&params));
+    assert_eq!(eval(&mut exec), first, "the same parameters, the same bits");
+
+    exec.set_param("conv.weight", &other.w).unwrap();
+    let after_set = eval(&mut exec);
+    assert_ne!(after_set, first);
+    assert_eq!(after_set, fresh(&exec.params()), "after set_param");
+
+    exec.load_params(&params).unwrap();
+    assert_eq!(eval(&mut exec), first, "after load_params");
+
+    let mut opt = mase_runtime::Optimizer::new(
+        mase_runtime::OptimizerKind::Sgd { momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false },
+        0.1,
+    );
+    exec.train_step(&d.x, &shape, &[3, 5], &mut opt).unwrap();
+    let after_step = eval(&mut exec);
+    assert_ne!(after_step, first);
+    assert_eq!(after_step, fresh(&exec.params()), "after an optimizer step");
+}

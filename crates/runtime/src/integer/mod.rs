@@ -364,6 +364,7 @@ impl Executor {
                         pool: self.pool.as_deref(),
                         rng: &mut self.rng,
                         epilogue: None,
+                        params_generation: None,
                     };
                     kern.forward(&mut cx, &mut y);
                     self.quant.swap_out(i, &mut self.params);

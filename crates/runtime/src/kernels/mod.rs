@@ -96,6 +96,10 @@ pub(crate) struct Fwd<'a> {
     /// The fused epilogue a convolution or linear kernel applies to its output (`crate::fuse`),
     /// in an evaluation forward that fuses; the output buffer is then the chain's last node's.
     pub epilogue: Option<&'a mut crate::fuse::Epilogue>,
+    /// The executor's parameter generation, bumped whenever a parameter or buffer changes; a
+    /// kernel may keep what it derives from its parameters while this stays the same. `None`
+    /// where the caller does not track it (derive again every time).
+    pub params_generation: Option<u64>,
 }
 
 impl Fwd<'_> {
