@@ -20,9 +20,9 @@
 //!        when omitted; vgg7's six layers by default)
 //!        [--algo fast|winograd] (the algorithm compared with the direct path; fast by default)
 
+use mase_bench::example::{arg, best};
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
-use std::time::Instant;
 
 /// `(in_channels, out_channels, side)` of vgg7's 3x3 convolutions on 32x32 images.
 const LAYERS: [(usize, usize, usize); 6] = [(3, 128, 32), (128, 128, 32), (128, 256, 16), (256, 256, 16), (256, 512, 8), (512, 512, 8)];
@@ -30,11 +30,6 @@ const LAYERS: [(usize, usize, usize); 6] = [(3, 128, 32), (128, 128, 32), (128, 
 /// One layer of `--layers`: `(in_channels, out_channels, input side, kernel, stride)`, padded by
 /// `kernel / 2`.
 type Layer = (usize, usize, usize, usize, usize);
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// The layers of `--layers CIN:COUT:SIDE[:K:STRIDE],...` (3x3, stride 1 when omitted), vgg7's
 /// by default.
@@ -50,17 +45,6 @@ fn layers() -> Vec<Layer> {
             _ => panic!("--layers: expected CIN:COUT:SIDE[:K:STRIDE], got {l}"),
         })
         .collect()
-}
-
-/// Seconds of the fastest of `repeat` runs of `f`.
-fn best(repeat: usize, mut f: impl FnMut()) -> f64 {
-    (0..repeat.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
 }
 
 fn random(n: usize, rng: &mut Rng) -> Vec<f32> {

@@ -26,6 +26,7 @@
 //! usage: cargo run --release -p mase-bench --example conv_layout -- [--batch N] [--threads T] [--repeat R]
 //!        [--layers CIN:COUT:SIDE[:K:STRIDE],...] (padding K/2; vgg7's and resnet18's 3x3 layers by default)
 
+use mase_bench::example::arg;
 use mase_ir::{ConvSpec, Graph, Op, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
 use rayon::ThreadPool;
@@ -54,11 +55,6 @@ const LAYERS: [Layer; 13] = [
 /// Rows of patches (output positions) per NHWC im2col product, about: whole images are grouped
 /// until a group has this many.
 const GROUP_ROWS: usize = 1024;
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// The layers of `--layers`, the default list otherwise.
 fn layers() -> Vec<Layer> {

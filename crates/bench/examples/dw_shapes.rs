@@ -9,9 +9,9 @@
 //! usage: cargo run --release -p mase-bench --example dw_shapes -- [--images N] [--repeat R]
 //!        [--shapes COUT:KKG:OHW,...] (resnet18's and vgg7's layers on 32x32 images by default)
 
+use mase_bench::example::{arg, best};
 use mase_ir::Rng;
 use mase_runtime::{gemm, Mat, MatMut};
-use std::time::Instant;
 
 /// `(cout, kkg, ohw)`: resnet18's 3x3 layers of 64, 128, 256 and 512 channels on 32x32, 16x16,
 /// 8x8 (four images side by side) and 4x4 (sixteen side by side) images, vgg7's 128-channel
@@ -27,11 +27,6 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (64, 576, 784),
 ];
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 /// The shapes of `--shapes COUT:KKG:OHW,...`, [`SHAPES`] by default.
 fn shapes() -> Vec<(usize, usize, usize)> {
     let args: Vec<String> = std::env::args().collect();
@@ -42,17 +37,6 @@ fn shapes() -> Vec<(usize, usize, usize)> {
             _ => panic!("--shapes: expected COUT:KKG:OHW, got {l}"),
         })
         .collect()
-}
-
-/// Seconds of the fastest of `repeat` runs of `f`.
-fn best(repeat: usize, mut f: impl FnMut()) -> f64 {
-    (0..repeat.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
 }
 
 fn main() {

@@ -11,6 +11,7 @@
 //!
 //! usage: cargo run --release -p mase-bench --example gemm_isa -- [--repeat R]
 
+use mase_bench::example::arg;
 use mase_ir::Rng;
 use mase_runtime::{gemm_with, GemmIsa, Mat, MatMut};
 use std::time::Instant;
@@ -88,11 +89,6 @@ fn shapes() -> Vec<Shape> {
 
 fn random(n: usize, rng: &mut Rng) -> Vec<f32> {
     (0..n).map(|_| rng.uniform() - 0.5).collect()
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The operands of `s` as views, `A` and `B` from `a` and `b`.

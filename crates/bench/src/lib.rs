@@ -8,6 +8,7 @@
 pub mod cases;
 pub mod data;
 pub mod error;
+pub mod example;
 pub mod protocol;
 pub mod report;
 

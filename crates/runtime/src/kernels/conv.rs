@@ -72,6 +72,11 @@ impl ConvGeom {
     fn is_direct(&self) -> bool {
         self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.ph == 0 && self.pw == 0
     }
+    /// A direct convolution whose weight gradient reads the image as it is: its rows need no
+    /// wider stride ([`transposed_stride`]), so it is not copied into the column workspace.
+    fn weight_grad_reads_image(&self) -> bool {
+        self.is_direct() && transposed_stride(self.ohw()) == self.ohw()
+    }
 
     /// Output columns `ox` whose input column `ox * sw + x0` lies inside `0..w`.
     fn valid_cols(&self, x0: isize) -> (usize, usize) {
@@ -84,13 +89,10 @@ impl ConvGeom {
     }
 }
 
-/// Unrolls one channel `xc` (`[h, w]`) into its `kh * kw` rows of the column matrix.
-fn im2col_channel(g: &ConvGeom, xc: &[f32], out: &mut [f32]) {
-    im2col_channel_strided(g, xc, out, g.ohw());
-}
-
-/// [`im2col_channel`] into rows `stride` values apart (the rows of several images side by side).
-fn im2col_channel_strided(g: &ConvGeom, xc: &[f32], out: &mut [f32], stride: usize) {
+/// Unrolls one channel `xc` (`[h, w]`) into its `kh * kw` rows of the column matrix, rows
+/// `stride` values apart (wider than `ohw` for the rows of several images side by side, or for
+/// [`transposed_stride`]).
+fn im2col_channel(g: &ConvGeom, xc: &[f32], out: &mut [f32], stride: usize) {
     let ohw = g.ohw();
     for ky in 0..g.kh {
         for kx in 0..g.kw {
@@ -200,7 +202,7 @@ fn im2col_images(g: &ConvGeom, x: &[f32], count: usize, wide: &mut [f32], ld: us
     for j in 0..count {
         for c in 0..g.cin {
             let xc = &x[(j * g.cin + c) * hw..][..hw];
-            im2col_channel_strided(g, xc, &mut wide[c * khkw * ld + j * g.ohw()..], ld);
+            im2col_channel(g, xc, &mut wide[c * khkw * ld + j * g.ohw()..], ld);
         }
     }
 }
@@ -366,7 +368,7 @@ impl Conv {
             // outputs (or output gradients) side by side.
             let width = per_product * g.ohw();
             g.kkg() * transposed_stride(width) + g.cout * width
-        } else if g.is_direct() && transposed_stride(g.ohw()) == g.ohw() {
+        } else if g.weight_grad_reads_image() {
             0
         } else {
             // A direct convolution's image is copied here for the weight gradient when its rows
@@ -422,10 +424,10 @@ fn weight_grad_of_images(g: &ConvGeom, x: &[f32], dy: &[f32], first: usize, coun
     for i in first..first + count {
         let xi = &x[i * g.cin * hw..][..g.cin * hw];
         let dyi = &dy[i * g.cout * ohw..][..g.cout * ohw];
-        let (cols, ld): (&[f32], usize) = if g.is_direct() && ld == ohw {
+        let (cols, ld): (&[f32], usize) = if g.weight_grad_reads_image() {
             (xi, ohw)
         } else {
-            im2col_strided(g, xi, col, ld);
+            im2col(g, xi, col, ld, None);
             (col, ld)
         };
         let beta = if i == first { 0.0 } else { 1.0 };
@@ -497,19 +499,12 @@ fn over_batch<F>(
     }
 }
 
-/// Fills `col` from one image with rows `ld` values apart, on the calling thread.
-fn im2col_strided(g: &ConvGeom, xi: &[f32], col: &mut [f32], ld: usize) {
-    let (hw, rows) = (g.hw(), g.kh * g.kw);
-    for c in 0..g.cin {
-        im2col_channel_strided(g, &xi[c * hw..][..hw], &mut col[c * rows * ld..], ld);
-    }
-}
-
-/// Fills `col` from one image, splitting the channels over the pool when the image is large.
-fn im2col(g: &ConvGeom, xi: &[f32], col: &mut [f32], pool: Option<&rayon::ThreadPool>) {
-    let (hw, rows) = (g.hw(), g.kh * g.kw * g.ohw());
+/// Fills `col` from one image with rows `ld` values apart, splitting the channels over the pool
+/// when the image is large.
+fn im2col(g: &ConvGeom, xi: &[f32], col: &mut [f32], ld: usize, pool: Option<&rayon::ThreadPool>) {
+    let (hw, rows) = (g.hw(), g.kh * g.kw * ld);
     let col = &mut col[..g.cin * rows];
-    for_each_chunk(pool, col.len(), col, rows, |c, out| im2col_channel(g, &xi[c * hw..][..hw], out));
+    for_each_chunk(pool, col.len(), col, rows, |c, out| im2col_channel(g, &xi[c * hw..][..hw], out, ld));
 }
 
 impl Kernel for Conv {
@@ -525,7 +520,7 @@ impl Kernel for Conv {
         });
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.fwd.filter(|_| winograd::transformable(x) && winograd::transformable(w)) {
-                if wc.u_generation.is_none() || wc.u_generation != cx.params_generation {
+                if cx.params_generation.is_none() || wc.u_generation != cx.params_generation {
                     winograd::transform_weights(&wg, w, false, &mut wc.u);
                     wc.u_generation = cx.params_generation;
                 }
@@ -573,7 +568,7 @@ impl Kernel for Conv {
                 let cols: &[f32] = if g.is_direct() {
                     xi
                 } else {
-                    im2col(&g, xi, col, inner);
+                    im2col(&g, xi, col, ohw, inner);
                     col
                 };
                 for gi in 0..g.groups {
