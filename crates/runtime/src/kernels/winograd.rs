@@ -57,6 +57,12 @@ const F4_MIN_CHANNELS: usize = 64;
 /// lines per set; one line more per plane spreads them over the sets.
 const PLANE_PAD: usize = 16;
 
+/// The fewest columns of a transformed operand: a group of one image of one tile (F(4x4, 3x3)
+/// on a 4x4 output) gets a zero column beside its own, so that its products stay on the GEMM's
+/// general path (a single column would be a matrix-vector product, summed in another order)
+/// and give the bits the image has in any larger group.
+const MIN_COLUMNS: usize = 2;
+
 /// The most planes a transformed operand has (F(4x4, 3x3)'s 6x6 tiles).
 const MAX_PLANES: usize = 36;
 
@@ -143,6 +149,36 @@ impl WinoGeom {
         self.tile.planes()
     }
 
+    /// Whether the transforms run over tiles gathered from padded planes (rows of fewer than
+    /// [`BLOCK`] tiles: resnet18's and vgg7's 16x16 and smaller layers) rather than along the
+    /// runs of a row's tiles.
+    fn gathers(&self) -> bool {
+        self.tw() < BLOCK
+    }
+
+    /// Rows of a zero-padded input plane covering every tile: `m th + 2`.
+    fn padded_rows(&self) -> usize {
+        self.tile.side() * self.th() + 2
+    }
+
+    /// Columns of a zero-padded input plane covering every tile: `m tw + 2`.
+    fn padded_cols(&self) -> usize {
+        self.tile.side() * self.tw() + 2
+    }
+
+    /// Length of one zero-padded input plane.
+    fn padded_len(&self) -> usize {
+        self.padded_rows() * self.padded_cols()
+    }
+
+    /// Where column `col` (image `col / tiles`, tile `col % tiles`) finds its tile in padded
+    /// planes of a group's images, `len` apart, with rows of `cols`.
+    fn window(&self, col: usize, len: usize, cols: usize) -> usize {
+        let (j, t) = (col / self.tiles(), col % self.tiles());
+        let m = self.tile.side();
+        j * len + m * (t / self.tw()) * cols + m * (t % self.tw())
+    }
+
     /// Images per group: enough for the tile's group size, at most the batch.
     pub fn images_per_group(&self) -> usize {
         self.tile.group_tiles().div_ceil(self.tiles().max(1)).clamp(1, self.n.max(1))
@@ -153,9 +189,10 @@ impl WinoGeom {
         self.n.div_ceil(self.images_per_group())
     }
 
-    /// The columns of a transformed operand's planes for `count` images: their tiles.
+    /// The columns of a transformed operand's planes for `count` images: their tiles, and at
+    /// least [`MIN_COLUMNS`] (the unused column of a group of one single-tile image is zero).
     fn columns(&self, count: usize) -> usize {
-        count * self.tiles()
+        (count * self.tiles()).max(MIN_COLUMNS)
     }
 
     /// The length of one plane of a transformed operand with `rows` rows for `count` images:
@@ -170,8 +207,11 @@ impl WinoGeom {
     /// most 2 so that the input gradient's padding `2 - p` exists. (Padding the columns of
     /// smaller images with zeros would let them take Winograd too, but their weight gradients,
     /// sums of few terms, measured far outside a direct sum's error bound: 20x on 2x2 images.)
+    /// Images whose output is one tile take it only where a side of the output is more than 2
+    /// (F(4x4, 3x3) on resnet18's 4x4 layers), their single column padded to [`MIN_COLUMNS`].
     pub fn supported(&self) -> bool {
-        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && general_path(self.cout, self.tiles())
+        let one_small_tile = self.tiles() == 1 && self.oh.min(self.ow) <= 2;
+        self.ph <= 2 && self.pw <= 2 && self.oh > 0 && self.ow > 0 && !one_small_tile && general_path(self.cout, self.columns(1))
     }
 
     /// This geometry with the tile that needs fewer products for its output
@@ -216,9 +256,13 @@ impl WinoGeom {
     }
 
     /// Whether the weight gradient's products (`[cout, cin]`, summed over tiles) are on the GEMM's
-    /// general path, where their sums depend on the tile count alone.
+    /// general path, where their sums depend on the tile count alone, and images have more
+    /// than one tile: where an image is one tile, each kernel tap's sum shares the rounding of
+    /// the whole tile's terms, and `tests/winograd.rs` measured 1.46 times a direct sum's error
+    /// bound on 3x3 outputs (such layers keep the direct weight gradient, which measured as
+    /// fast on resnet18's 4x4 layers).
     pub fn weight_grad_supported(&self) -> bool {
-        general_path(self.cout, self.cin)
+        general_path(self.cout, self.cin) && self.tiles() > 1
     }
 }
 
@@ -339,6 +383,14 @@ fn planes_mut(data: &mut [f32], plane: usize) -> [&mut [f32]; MAX_PLANES] {
     std::array::from_fn(|_| planes.next().unwrap_or_default())
 }
 
+/// Zeroes the columns from `used` on of each `rows x cols` plane: the padding to
+/// [`MIN_COLUMNS`], which the weight gradient's products sum over.
+fn zero_unused_columns(planes: &mut [&mut [f32]; MAX_PLANES], rows: usize, cols: usize, used: usize) {
+    for plane in planes.iter_mut().filter(|p| !p.is_empty()) {
+        (0..rows).for_each(|r| plane[r * cols + used..(r + 1) * cols].fill(0.0));
+    }
+}
+
 /// The `m` column phases of [`split_columns`] in `scratch`, `len` each; the rest empty.
 fn phases_mut(scratch: &mut [f32], m: usize, len: usize) -> [&mut [f32]; 4] {
     let mut bufs = scratch[..m * len].chunks_exact_mut(len.max(1));
@@ -408,10 +460,12 @@ fn scatter<const M: usize>(rest: &[f32], first: usize, dst: &mut [&mut [f32]; 4]
 }
 
 /// Scratch the transforms need: the column phases of one padded input plane
-/// ([`split_columns`]), which also holds the output rows of [`output_transform`].
+/// ([`split_columns`]), which also holds the output rows of [`output_transform`], or the
+/// padded planes of a group's images where the transforms gather their tiles.
 fn scratch_len(g: &WinoGeom) -> usize {
     let m = g.tile.side();
-    m * (m * g.th() + 2) * (g.tw() + 1)
+    let gathered = if g.gathers() { g.images_per_group() * g.padded_len() } else { 0 };
+    (m * (m * g.th() + 2) * (g.tw() + 1)).max(gathered)
 }
 
 /// `B^T d B` of the input tiles of images `x` (`count` images of `[cin, h, w]`) into `v`
@@ -419,6 +473,15 @@ fn scratch_len(g: &WinoGeom) -> usize {
 /// column phases in `scratch`, then each row of tiles computes its transformed elements straight
 /// into their planes of `v`, a contiguous run of `tw` values each.
 fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
+    if g.gathers() {
+        input_transform_gathered(g, x, count, v, scratch);
+    } else {
+        input_transform_rows(g, x, count, v, scratch);
+    }
+}
+
+/// [`input_transform`] along the runs of each row's tiles.
+fn input_transform_rows(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
     let (tiles, tw, th, hw, m) = (g.tiles(), g.tw(), g.th(), g.h * g.w, g.tile.side());
     let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
     let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
@@ -446,6 +509,60 @@ fn input_transform(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch
                 }
             }
         }
+    }
+    zero_unused_columns(&mut planes, g.cin, cols, count * tiles);
+}
+
+/// [`input_transform`] for images with rows of fewer than [`BLOCK`] tiles, which the rows'
+/// runs would compute one tile at a time: each channel of the group's images is copied,
+/// zero-padded, into `scratch` ([`pad_plane`]), and the transforms run over `BLOCK`
+/// consecutive columns at a time (tiles of several rows and images), each lane's tile read
+/// from there. The same operations on each tile as the runs of rows, so the same bits.
+fn input_transform_gathered(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
+    let (hw, used) = (g.h * g.w, count * g.tiles());
+    let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
+    let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
+    let (padded, pc) = (g.padded_len(), g.padded_cols());
+    let full = used / BLOCK * BLOCK;
+    for c in 0..g.cin {
+        for j in 0..count {
+            let dst = &mut scratch[j * padded..][..padded];
+            pad_plane(&x[(j * g.cin + c) * hw..][..hw], (g.h, g.w), (g.ph, g.pw), (g.padded_rows(), pc), dst);
+        }
+        let pads = &scratch[..count * padded];
+        let base = c * cols;
+        for col in (0..full).step_by(BLOCK) {
+            let at: [usize; BLOCK] = std::array::from_fn(|l| g.window(col + l, padded, pc));
+            match g.tile {
+                Tile::F2 => store_planes(&input_math_f2::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
+                Tile::F4 => store_planes(&input_math_f4::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
+            }
+        }
+        for col in full..used {
+            let at = [g.window(col, padded, pc)];
+            match g.tile {
+                Tile::F2 => store_planes(&input_math_f2::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
+                Tile::F4 => store_planes(&input_math_f4::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
+            }
+        }
+    }
+    zero_unused_columns(&mut planes, g.cin, cols, used);
+}
+
+/// The `S x S` input tiles whose first elements are at `at` (one per lane) of the padded planes
+/// `pads`, rows `pc` apart: `d[r][s][lane]`.
+#[inline(always)]
+fn gather<const L: usize, const S: usize>(pads: &[f32], at: &[usize; L], pc: usize) -> [[[f32; L]; S]; S] {
+    std::array::from_fn(|r| std::array::from_fn(|s| std::array::from_fn(|l| pads[at[l] + r * pc + s])))
+}
+
+/// Copies the plane `src` (`h x w`) into `dst`, a `rows x cols` plane in which it starts at
+/// row `top` and column `left`, zero elsewhere (cut at `dst`'s edges).
+fn pad_plane(src: &[f32], (h, w): (usize, usize), (top, left): (usize, usize), (rows, cols): (usize, usize), dst: &mut [f32]) {
+    dst.fill(0.0);
+    let n = w.min(cols.saturating_sub(left));
+    for (iy, row) in src.chunks_exact(w).enumerate().take(h.min(rows.saturating_sub(top))) {
+        dst[(iy + top) * cols + left..][..n].copy_from_slice(&row[..n]);
     }
 }
 
@@ -490,7 +607,14 @@ fn scale<const L: usize>(c: f32, a: [f32; L]) -> [f32; L] {
 fn input_tiles_f2<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
     // Column s of the tiles: phase 0 at tx, phase 1 at tx, phase 0 at tx + 1, phase 1 at tx + 1.
     let cols = |p: &[&[f32]; 4]| [load::<L>(p[0], tx), load::<L>(p[1], tx), load::<L>(p[0], tx + 1), load::<L>(p[1], tx + 1)];
-    let [r0, r1, r2, r3] = [cols(&rows[0]), cols(&rows[1]), cols(&rows[2]), cols(&rows[3])];
+    let d = [cols(&rows[0]), cols(&rows[1]), cols(&rows[2]), cols(&rows[3])];
+    store_planes(&input_math_f2(&d), tx, out);
+}
+
+/// `B^T d B` of `L` 4x4 input tiles, one per lane (`d[r][s]`: row `r`, column `s`), as the 16
+/// elements of the transformed tiles.
+#[inline(always)]
+fn input_math_f2<const L: usize>([r0, r1, r2, r3]: &[[[f32; L]; 4]; 4]) -> [[f32; L]; 16] {
     // B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]; rows first.
     let t: [[[f32; L]; 4]; 4] = [
         std::array::from_fn(|s| sub(r0[s], r2[s])),
@@ -498,10 +622,20 @@ fn input_tiles_f2<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut 
         std::array::from_fn(|s| sub(r2[s], r1[s])),
         std::array::from_fn(|s| sub(r1[s], r3[s])),
     ];
+    let mut e = [[0.0; L]; 16];
     for (r, [t0, t1, t2, t3]) in t.into_iter().enumerate() {
         for (k, v) in [sub(t0, t2), add(t1, t2), sub(t2, t1), sub(t1, t3)].into_iter().enumerate() {
-            out[4 * r + k][tx..tx + L].copy_from_slice(&v);
+            e[4 * r + k] = v;
         }
+    }
+    e
+}
+
+/// Stores the elements `e` of `L` transformed tiles at `at .. at + L` of the first `P` planes.
+#[inline(always)]
+fn store_planes<const L: usize, const P: usize>(e: &[[f32; L]; P], at: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    for (plane, v) in out.iter_mut().zip(e) {
+        plane[at..at + L].copy_from_slice(v);
     }
 }
 
@@ -524,13 +658,22 @@ fn input_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut 
         [load(p[0], tx), load(p[1], tx), load(p[2], tx), load(p[3], tx), load(p[0], tx + 1), load(p[1], tx + 1)]
     };
     let d: [[[f32; L]; 6]; 6] = std::array::from_fn(|r| cols(&rows[r]));
+    store_planes(&input_math_f4(&d), tx, out);
+}
+
+/// `B^T d B` of `L` 6x6 input tiles, one per lane (`d[r][s]`: row `r`, column `s`), as the 36
+/// elements of the transformed tiles.
+#[inline(always)]
+fn input_math_f4<const L: usize>(d: &[[[f32; L]; 6]; 6]) -> [[f32; L]; 36] {
     // B^T on each column (the rows of the tile combined), then on each row of the result.
     let by_col: [[[f32; L]; 6]; 6] = std::array::from_fn(|s| bt_f4(std::array::from_fn(|r| d[r][s])));
+    let mut e = [[0.0; L]; 36];
     for i in 0..6 {
         for (k, v) in bt_f4(std::array::from_fn(|s| by_col[s][i])).into_iter().enumerate() {
-            out[6 * i + k][tx..tx + L].copy_from_slice(&v);
+            e[6 * i + k] = v;
         }
     }
+    e
 }
 
 /// `A^T M A` of the products `m` (`[planes, cout, count * tiles]`) stored into `count` output
@@ -538,6 +681,15 @@ fn input_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 6], tx: usize, out: &mut 
 /// first. One row of tiles at a time: its output rows are computed into `rows` (`m` rows of
 /// `m * tw`) from the contiguous runs of the row's products, and stored.
 fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>, y: &mut [f32], acc: Accum, rows: &mut [f32]) {
+    if g.gathers() {
+        output_transform_gathered(g, m, count, bias, y, acc);
+    } else {
+        output_transform_rows(g, m, count, bias, y, acc, rows);
+    }
+}
+
+/// [`output_transform`] along the runs of each row's tiles, through the output rows `rows`.
+fn output_transform_rows(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>, y: &mut [f32], acc: Accum, rows: &mut [f32]) {
     let (tiles, tw, ohw, side) = (g.tiles(), g.tw(), g.oh * g.ow, g.tile.side());
     let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
     let rw = side * tw;
@@ -575,11 +727,68 @@ fn output_transform(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>,
     }
 }
 
+/// [`output_transform`] for images with rows of fewer than [`BLOCK`] tiles (as
+/// [`input_transform_gathered`]): `BLOCK` consecutive columns of the products at a time, each
+/// lane's output tile stored into its image.
+fn output_transform_gathered(g: &WinoGeom, m: &[f32], count: usize, bias: Option<&[f32]>, y: &mut [f32], acc: Accum) {
+    let (cols, plane, used) = (g.columns(count), g.plane_len(g.cout, count), count * g.tiles());
+    let full = used / BLOCK * BLOCK;
+    for k in 0..g.cout {
+        let b = bias.map_or(0.0, |b| b[k]);
+        let base = k * cols;
+        for col in (0..full).step_by(BLOCK) {
+            match g.tile {
+                Tile::F2 => store_tiles(g, &output_math_f2::<BLOCK>(&load_planes(m, plane, base + col), b), k, col, y, acc),
+                Tile::F4 => store_tiles(g, &output_math_f4::<BLOCK>(&load_planes(m, plane, base + col), b), k, col, y, acc),
+            }
+        }
+        for col in full..used {
+            match g.tile {
+                Tile::F2 => store_tiles(g, &output_math_f2::<1>(&load_planes(m, plane, base + col), b), k, col, y, acc),
+                Tile::F4 => store_tiles(g, &output_math_f4::<1>(&load_planes(m, plane, base + col), b), k, col, y, acc),
+            }
+        }
+    }
+}
+
+/// `L` consecutive values from `at` of each of the first `P` planes of `m`, `plane` apart.
+#[inline(always)]
+fn load_planes<const L: usize, const P: usize>(m: &[f32], plane: usize, at: usize) -> [[f32; L]; P] {
+    std::array::from_fn(|e| load::<L>(m, e * plane + at))
+}
+
+/// Stores the output tiles `t` (`[row][column]`, one per lane) of the columns `col ..` of
+/// output channel `k` into their images of `y`, as `acc` says, cut at the output's edges.
+#[inline(always)]
+fn store_tiles<const L: usize, const M: usize>(g: &WinoGeom, t: &[[[f32; L]; M]; M], k: usize, col: usize, y: &mut [f32], acc: Accum) {
+    let (tiles, tw, ohw) = (g.tiles(), g.tw(), g.oh * g.ow);
+    for l in 0..L {
+        let (j, tile) = ((col + l) / tiles, (col + l) % tiles);
+        let (oy0, ox0) = (M * (tile / tw), M * (tile % tw));
+        let yk = &mut y[(j * g.cout + k) * ohw..][..ohw];
+        for (a, row) in t.iter().enumerate().take(g.oh.saturating_sub(oy0)) {
+            let dst = &mut yk[(oy0 + a) * g.ow + ox0..];
+            for (c, v) in row.iter().enumerate().take(g.ow - ox0) {
+                match acc {
+                    Accum::Write => dst[c] = v[l],
+                    Accum::Add => dst[c] += v[l],
+                }
+            }
+        }
+    }
+}
+
 /// `A^T M A` of the `L` 4x4 product tiles `tx .. tx + L` of a row of tiles (F(2x2, 3x3)), plus
 /// `b`: `e` are the row's runs of the 16 product planes, `out` its two output rows.
 #[inline(always)]
 fn output_tiles_f2<const L: usize>(e: &[&[f32]; MAX_PLANES], tx: usize, b: f32, out: &mut [&mut [f32]; 4]) {
     let m: [[f32; L]; 16] = std::array::from_fn(|i| load::<L>(e[i], tx));
+    store_rows(&output_math_f2(&m, b), tx, out);
+}
+
+/// `A^T M A + b` of `L` 4x4 product tiles `m`, one per lane: the 2x2 outputs `[row][column]`.
+#[inline(always)]
+fn output_math_f2<const L: usize>(m: &[[f32; L]; 16], b: f32) -> [[[f32; L]; 2]; 2] {
     // A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; columns first.
     let t: [[f32; L]; 8] = std::array::from_fn(|i| {
         let r = i / 2;
@@ -591,12 +800,24 @@ fn output_tiles_f2<const L: usize>(e: &[&[f32]; MAX_PLANES], tx: usize, b: f32, 
         }
     });
     let bias = [b; L];
+    let mut y = [[[0.0; L]; 2]; 2];
     for s in 0..2 {
         let (t0, t1, t2, t3) = (t[s], t[2 + s], t[4 + s], t[6 + s]);
-        let (y0, y1) = (add(bias, add(add(t0, t1), t2)), add(bias, sub(sub(t1, t2), t3)));
-        for l in 0..L {
-            out[0][2 * (tx + l) + s] = y0[l];
-            out[1][2 * (tx + l) + s] = y1[l];
+        y[0][s] = add(bias, add(add(t0, t1), t2));
+        y[1][s] = add(bias, sub(sub(t1, t2), t3));
+    }
+    y
+}
+
+/// Stores `L` output tiles `y` (`[row][column]`, one tile per lane) as the tiles `tx .. tx + L`
+/// of the output rows `out`.
+#[inline(always)]
+fn store_rows<const L: usize, const M: usize>(y: &[[[f32; L]; M]; M], tx: usize, out: &mut [&mut [f32]; 4]) {
+    for (a, row) in y.iter().enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            for l in 0..L {
+                out[a][M * (tx + l) + c] = v[l];
+            }
         }
     }
 }
@@ -613,17 +834,23 @@ fn at_f4<const L: usize>([v0, v1, v2, v3, v4, v5]: [[f32; L]; 6]) -> [[f32; L]; 
 /// `b`: `e` are the row's runs of the 36 product planes, `out` its four output rows.
 #[inline(always)]
 fn output_tiles_f4<const L: usize>(e: &[&[f32]; MAX_PLANES], tx: usize, b: f32, out: &mut [&mut [f32]; 4]) {
+    let m: [[f32; L]; 36] = std::array::from_fn(|i| load::<L>(e[i], tx));
+    store_rows(&output_math_f4(&m, b), tx, out);
+}
+
+/// `A^T M A + b` of `L` 6x6 product tiles `m`, one per lane: the 4x4 outputs `[row][column]`.
+#[inline(always)]
+fn output_math_f4<const L: usize>(m: &[[f32; L]; 36], b: f32) -> [[[f32; L]; 4]; 4] {
     // A^T on each row of the tile (its columns combined), then on each column of the result.
-    let by_row: [[[f32; L]; 4]; 6] = std::array::from_fn(|i| at_f4(std::array::from_fn(|k| load::<L>(e[6 * i + k], tx))));
+    let by_row: [[[f32; L]; 4]; 6] = std::array::from_fn(|i| at_f4(std::array::from_fn(|k| m[6 * i + k])));
     let bias = [b; L];
+    let mut y = [[[0.0; L]; 4]; 4];
     for c in 0..4 {
-        for (a, y) in at_f4(std::array::from_fn(|i| by_row[i][c])).into_iter().enumerate() {
-            let y = add(bias, y);
-            for l in 0..L {
-                out[a][4 * (tx + l) + c] = y[l];
-            }
+        for (a, v) in at_f4(std::array::from_fn(|i| by_row[i][c])).into_iter().enumerate() {
+            y[a][c] = add(bias, v);
         }
     }
+    y
 }
 
 /// The convolution `g` of `count` images `x` into `y` (stored as `acc` says) with the
@@ -662,6 +889,15 @@ pub(crate) fn convolve_group(
 /// `[cout, oh, ow]`, zero past the edges) into `z` (`[planes, cout, count * tiles]`), one
 /// channel at a time as [`input_transform`] does.
 fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
+    if g.gathers() {
+        output_grad_transform_gathered(g, dy, count, z, scratch);
+    } else {
+        output_grad_transform_rows(g, dy, count, z, scratch);
+    }
+}
+
+/// [`output_grad_transform`] along the runs of each row's tiles.
+fn output_grad_transform_rows(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
     let (tiles, tw, th, ohw, side) = (g.tiles(), g.tw(), g.th(), g.oh * g.ow, g.tile.side());
     let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
     let mut planes = planes_mut(&mut z[..g.planes() * plane], plane);
@@ -689,6 +925,41 @@ fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], 
             }
         }
     }
+    zero_unused_columns(&mut planes, g.cout, cols, count * tiles);
+}
+
+/// [`output_grad_transform`] for images with rows of fewer than [`BLOCK`] tiles (as
+/// [`input_transform_gathered`]): each channel's output gradients, zero past their edges, in
+/// `scratch`, and `BLOCK` consecutive columns at a time gathered from there.
+fn output_grad_transform_gathered(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
+    let (ohw, used, m) = (g.oh * g.ow, count * g.tiles(), g.tile.side());
+    let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
+    let mut planes = planes_mut(&mut z[..g.planes() * plane], plane);
+    let (rows, pc) = (m * g.th(), m * g.tw());
+    let padded = rows * pc;
+    let full = used / BLOCK * BLOCK;
+    for k in 0..g.cout {
+        for j in 0..count {
+            pad_plane(&dy[(j * g.cout + k) * ohw..][..ohw], (g.oh, g.ow), (0, 0), (rows, pc), &mut scratch[j * padded..][..padded]);
+        }
+        let pads = &scratch[..count * padded];
+        let base = k * cols;
+        for col in (0..full).step_by(BLOCK) {
+            let at: [usize; BLOCK] = std::array::from_fn(|l| g.window(col + l, padded, pc));
+            match g.tile {
+                Tile::F2 => store_planes(&output_grad_math_f2::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
+                Tile::F4 => store_planes(&output_grad_math_f4::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
+            }
+        }
+        for col in full..used {
+            let at = [g.window(col, padded, pc)];
+            match g.tile {
+                Tile::F2 => store_planes(&output_grad_math_f2::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
+                Tile::F4 => store_planes(&output_grad_math_f4::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
+            }
+        }
+    }
+    zero_unused_columns(&mut planes, g.cout, cols, used);
 }
 
 /// `A D A^T` of the `L` 2x2 output-gradient tiles `tx .. tx + L` of a row of tiles
@@ -696,15 +967,25 @@ fn output_grad_transform(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], 
 /// planes.
 #[inline(always)]
 fn output_grad_tiles_f2<const L: usize>(rows: &[[&[f32]; 4]; 4], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    let d = [[load::<L>(rows[0][0], tx), load::<L>(rows[0][1], tx)], [load::<L>(rows[1][0], tx), load::<L>(rows[1][1], tx)]];
+    store_planes(&output_grad_math_f2(&d), tx, out);
+}
+
+/// `A D A^T` of `L` 2x2 output-gradient tiles, one per lane (`d[r][s]`), as the 16 elements of
+/// the transformed tiles.
+#[inline(always)]
+fn output_grad_math_f2<const L: usize>([[a, b], [c, d]]: &[[[f32; L]; 2]; 2]) -> [[f32; L]; 16] {
     // A = [[1, 0], [1, 1], [1, -1], [0, -1]]; rows first, then columns.
-    let (a, b, c, d) = (load::<L>(rows[0][0], tx), load::<L>(rows[0][1], tx), load::<L>(rows[1][0], tx), load::<L>(rows[1][1], tx));
+    let (a, b, c, d) = (*a, *b, *c, *d);
     let neg = |v: [f32; L]| v.map(|x| -x);
     let rows4 = [(a, b), (add(a, c), add(b, d)), (sub(a, c), sub(b, d)), (neg(c), neg(d))];
+    let mut e = [[0.0; L]; 16];
     for (r, (p, q)) in rows4.into_iter().enumerate() {
         for (k, v) in [p, add(p, q), sub(p, q), neg(q)].into_iter().enumerate() {
-            out[4 * r + k][tx..tx + L].copy_from_slice(&v);
+            e[4 * r + k] = v;
         }
     }
+    e
 }
 
 /// `A v` for F(4x4, 3x3): `A = [[1, 0, 0, 0], [1, 1, 1, 1], [1, -1, 1, -1], [1, 2, 4, 8],
@@ -721,13 +1002,23 @@ fn a_f4<const L: usize>([v0, v1, v2, v3]: [[f32; L]; 4]) -> [[f32; L]; 6] {
 /// planes.
 #[inline(always)]
 fn output_grad_tiles_f4<const L: usize>(rows: &[[&[f32]; 4]; 4], tx: usize, out: &mut [&mut [f32]; MAX_PLANES]) {
+    let d: [[[f32; L]; 4]; 4] = std::array::from_fn(|r| std::array::from_fn(|s| load::<L>(rows[r][s], tx)));
+    store_planes(&output_grad_math_f4(&d), tx, out);
+}
+
+/// `A D A^T` of `L` 4x4 output-gradient tiles, one per lane (`d[r][s]`), as the 36 elements of
+/// the transformed tiles.
+#[inline(always)]
+fn output_grad_math_f4<const L: usize>(d: &[[[f32; L]; 4]; 4]) -> [[f32; L]; 36] {
     // A on each column of the tile (its rows combined), then on each row of the result.
-    let by_col: [[[f32; L]; 6]; 4] = std::array::from_fn(|s| a_f4(std::array::from_fn(|r| load::<L>(rows[r][s], tx))));
+    let by_col: [[[f32; L]; 6]; 4] = std::array::from_fn(|s| a_f4(std::array::from_fn(|r| d[r][s])));
+    let mut e = [[0.0; L]; 36];
     for r in 0..6 {
         for (k, v) in a_f4(std::array::from_fn(|s| by_col[s][r])).into_iter().enumerate() {
-            out[6 * r + k][tx..tx + L].copy_from_slice(&v);
+            e[6 * r + k] = v;
         }
     }
+    e
 }
 
 /// `G^T v` for F(4x4, 3x3) (see [`g_f4`]).
@@ -835,6 +1126,61 @@ mod tests {
         (y, dw)
     }
 
+    /// Gathering each lane's tile from padded planes computes what the runs of the rows compute,
+    /// bit for bit, in the input, output and output-gradient transforms: both tiles, paddings 0-2, partial
+    /// tiles, rows of fewer and of more than `BLOCK` tiles, one image (a zero column beside
+    /// its one tile) and several.
+    #[test]
+    fn gathered_tiles_give_the_bits_of_the_rows() {
+        let cases = [
+            // (tile, count, cin, cout, h, w, pad)
+            (Tile::F2, 3, 5, 4, 7, 6, 1),
+            (Tile::F2, 2, 3, 3, 19, 21, 0),
+            (Tile::F2, 1, 2, 3, 3, 3, 1),
+            (Tile::F4, 3, 4, 5, 9, 7, 1),
+            (Tile::F4, 1, 3, 2, 4, 4, 1),
+            (Tile::F4, 2, 2, 3, 10, 14, 2),
+            (Tile::F4, 2, 3, 2, 35, 34, 1),
+            (Tile::F4, 5, 2, 2, 8, 8, 0),
+        ];
+        let mut rng = mase_ir::Rng::new(7);
+        for (tile, count, cin, cout, h, w, pad) in cases {
+            let (oh, ow) = (h + 2 * pad - 2, w + 2 * pad - 2);
+            let g = WinoGeom { n: count, cin, cout, h, w, ph: pad, pw: pad, oh, ow, tile };
+            let scratch = (tile.side() * g.padded_rows() * (g.tw() + 1)).max(count * g.padded_len());
+            let x: Vec<f32> = (0..count * cin * h * w).map(|_| rng.normal() as f32).collect();
+            let mut runs = [vec![f32::NAN; g.planes() * g.plane_len(cin, count)], vec![f32::NAN; g.planes() * g.plane_len(cin, count)]];
+            input_transform_rows(&g, &x, count, &mut runs[0], &mut vec![0.0; scratch]);
+            input_transform_gathered(&g, &x, count, &mut runs[1], &mut vec![0.0; scratch]);
+            let plane = g.plane_len(cin, count);
+            let used = |v: &[f32]| -> Vec<u32> {
+                (0..g.planes() * plane).filter(|i| i % plane < cin * g.columns(count)).map(|i| v[i].to_bits()).collect()
+            };
+            assert_eq!(used(&runs[0]), used(&runs[1]), "input transform of {tile:?} {count} x {cin} x {h} x {w}, padding {pad}");
+
+            let dy: Vec<f32> = (0..count * cout * oh * ow).map(|_| rng.normal() as f32).collect();
+            let plane = g.plane_len(cout, count);
+            let mut zs = [vec![f32::NAN; g.planes() * plane], vec![f32::NAN; g.planes() * plane]];
+            output_grad_transform_rows(&g, &dy, count, &mut zs[0], &mut vec![0.0; scratch]);
+            output_grad_transform_gathered(&g, &dy, count, &mut zs[1], &mut vec![0.0; scratch]);
+            let used = |v: &[f32]| -> Vec<u32> {
+                (0..g.planes() * plane).filter(|i| i % plane < cout * g.columns(count)).map(|i| v[i].to_bits()).collect()
+            };
+            assert_eq!(used(&zs[0]), used(&zs[1]), "output-gradient transform of {tile:?} {count} x {cout} x {oh} x {ow}");
+
+            let m: Vec<f32> = (0..g.planes() * g.plane_len(cout, count)).map(|_| rng.normal() as f32).collect();
+            let bias: Vec<f32> = (0..cout).map(|_| rng.normal() as f32).collect();
+            let start: Vec<f32> = (0..count * cout * oh * ow).map(|_| rng.normal() as f32).collect();
+            for acc in [Accum::Write, Accum::Add] {
+                let mut ys = [start.clone(), start.clone()];
+                output_transform_rows(&g, &m, count, Some(&bias), &mut ys[0], acc, &mut vec![0.0; scratch]);
+                output_transform_gathered(&g, &m, count, Some(&bias), &mut ys[1], acc);
+                let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&ys[0]), bits(&ys[1]), "output transform of {tile:?} {count} x {cout} x {oh} x {ow}, {acc:?}");
+            }
+        }
+    }
+
     /// `0.25 + sum w[ky][kx] x[oy + ky][ox + kx]` and `dW[t] = sum dy[oy][ox] x[oy + ky][ox + kx]`.
     fn direct(side: usize, x: &[f32], w: &[f32], dy: &[f32]) -> (Vec<f32>, Vec<f32>) {
         let o = side - 2;
@@ -895,7 +1241,8 @@ mod tests {
         for (cin, cout, side, pad, fwd, bwd) in [
             (128, 128, 32, 1, Tile::F4, Tile::F4), // vgg7's
             (64, 64, 32, 1, Tile::F2, Tile::F2),   // 64 tiles an image at 64 outputs: F4 off the general path
-            (512, 512, 4, 1, Tile::F2, Tile::F2),  // one F4 tile an image: off the general path
+            (512, 512, 4, 1, Tile::F4, Tile::F4),  // one F4 tile an image, a zero column beside it
+            (96, 96, 4, 1, Tile::F2, Tile::F2),    // one F4 tile at 96 outputs: off the general path even so
             (32, 128, 40, 1, Tile::F2, Tile::F4),  // a short forward sum
             (128, 32, 40, 1, Tile::F4, Tile::F2),  // a short input-gradient sum
             (64, 64, 2, 1, Tile::F2, Tile::F2),    // a 2x2 output
