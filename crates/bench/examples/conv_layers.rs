@@ -19,6 +19,8 @@
 //!        [--layers CIN:COUT:SIDE[:K:STRIDE],...] (KxK, stride STRIDE, padding K / 2; 3x3 and stride 1
 //!        when omitted; vgg7's six layers by default)
 //!        [--algo fast|winograd] (the algorithm compared with the direct path; fast by default)
+//!        [--forward train|eval] (the timed forward passes' mode; eval keeps Winograd's
+//!        transformed weights between batches; train by default)
 
 use mase_bench::example::{arg, best};
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
@@ -71,8 +73,10 @@ fn measure(
     exec.set_conv_algo(algo);
     exec.forward(xs, shape, Mode::Train).expect("forward");
     exec.backward(dy).expect("backward");
+    let mode = forward_mode();
+    exec.forward(xs, shape, mode).expect("forward");
     let fwd = best(repeat, || {
-        exec.forward(xs, shape, Mode::Train).expect("forward");
+        exec.forward(xs, shape, mode).expect("forward");
     });
     let y = exec.forward(xs, shape, Mode::Train).expect("forward").to_vec();
     let dw = best(repeat, || exec.backward(dy).expect("backward"));
@@ -115,6 +119,18 @@ fn err_over_bound(a: &[f32], b: &[f32], s: &[f32], terms: usize) -> f64 {
     let nu = terms as f64 * f64::from(f32::EPSILON) / 2.0;
     let gamma = nu / (1.0 - nu);
     a.iter().zip(b).zip(s).map(|((&a, &b), &s)| (a as f64 - b as f64).abs() / (gamma * s as f64).max(f64::MIN_POSITIVE)).fold(0.0, f64::max)
+}
+
+/// The mode of the timed forward passes, `--forward train|eval` (`train` by default): an
+/// evaluation forward keeps Winograd's transformed weights between batches, a training one
+/// transforms them again (the weights change every step).
+fn forward_mode() -> Mode {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--forward").and_then(|i| args.get(i + 1)).map(String::as_str) {
+        None | Some("train") => Mode::Train,
+        Some("eval") => Mode::Eval,
+        Some(other) => panic!("--forward: expected train or eval, got {other}"),
+    }
 }
 
 /// The algorithm of `--algo` (`fast` by default).

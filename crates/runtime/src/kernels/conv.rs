@@ -521,7 +521,7 @@ impl Kernel for Conv {
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.fwd.filter(|_| winograd::transformable(x) && winograd::transformable(w)) {
                 if cx.params_generation.is_none() || wc.u_generation != cx.params_generation {
-                    winograd::transform_weights(&wg, w, false, &mut wc.u);
+                    winograd::transform_weights(&wg, w, false, &mut wc.u, cx.pool);
                     wc.u_generation = cx.params_generation;
                 }
                 winograd_batch(cx.pool, &wg, &wc.u, x, bias, y, Accum::Write, &mut wc.ws, epilogue);
@@ -658,7 +658,7 @@ impl Kernel for Conv {
         let dy = cx.dy;
         if let Some(wc) = &mut self.wino {
             if let Some(wg) = wc.bwd.filter(|_| winograd::transformable(dy) && winograd::transformable(w)) {
-                winograd::transform_weights(&wg, w, true, &mut wc.ub);
+                winograd::transform_weights(&wg, w, true, &mut wc.ub, cx.pool);
                 winograd_batch(cx.pool, &wg, &wc.ub, dy, None, dx, acc, &mut wc.ws, None);
                 return;
             }

@@ -33,6 +33,7 @@
 
 use super::Accum;
 use crate::gemm::{gemm, general_path, Mat, MatMut};
+use std::ops::Range;
 
 /// Operand values at or above this magnitude (and NaN, and the infinities) take the direct path:
 /// below it no sum of the transforms and products can overflow where the direct sum would not
@@ -350,12 +351,36 @@ fn kernel_transform_f4(k: &[[f32; LANES]; 9], out: &mut [[f32; LANES]; MAX_PLANE
 /// The transformed weights `u` (`[planes, cout, cin]`) of the convolution `g` from a PyTorch
 /// weight `w`. With `flip`, `w` is the weight of the convolution whose input gradient `g` is
 /// (`[g.cin, g.cout, 3, 3]`), read flipped in both directions with its channel axes swapped.
-/// `LANES` input channels at a time, so that each output plane gets a contiguous run.
-pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f32]) {
+/// The output channels are shared out over `pool`'s threads (each kernel's transform is the same
+/// whoever computes it): a training step transforms every Winograd layer's weights twice, 9.4 M
+/// values each time for a 512-channel layer.
+pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f32], pool: Option<&rayon::ThreadPool>) {
     let plane = g.cout * g.cin;
+    let planes = planes_mut(&mut u[..g.planes() * plane], plane);
+    match pool {
+        Some(p) if p.current_num_threads() > 1 && g.u_len() >= crate::par::PAR_MIN_WORK => {
+            p.install(|| transform_weight_rows(g, w, flip, planes, 0..g.cout, p.current_num_threads()))
+        }
+        _ => transform_weight_rows(g, w, flip, planes, 0..g.cout, 1),
+    }
+}
+
+/// The output channels `rows` of [`transform_weights`] into `planes`, each plane's rows `rows`,
+/// cut into `parts` pieces that run side by side (`rayon::join`).
+fn transform_weight_rows(g: &WinoGeom, w: &[f32], flip: bool, planes: [&mut [f32]; MAX_PLANES], rows: Range<usize>, parts: usize) {
+    if parts > 1 && rows.len() > 1 {
+        let mid = rows.start + rows.len() * (parts / 2) / parts;
+        let (left, right) = split_planes(planes, (mid - rows.start) * g.cin);
+        rayon::join(
+            || transform_weight_rows(g, w, flip, left, rows.start..mid, parts / 2),
+            || transform_weight_rows(g, w, flip, right, mid..rows.end, parts - parts / 2),
+        );
+        return;
+    }
+    let mut planes = planes;
     let mut k = [[0.0f32; LANES]; 9];
     let mut out = [[0.0f32; LANES]; MAX_PLANES];
-    for o in 0..g.cout {
+    for o in rows.clone() {
         for i0 in (0..g.cin).step_by(LANES) {
             let n = LANES.min(g.cin - i0);
             for l in 0..n {
@@ -369,11 +394,23 @@ pub(crate) fn transform_weights(g: &WinoGeom, w: &[f32], flip: bool, u: &mut [f3
                 Tile::F2 => kernel_transform_f2(&k, &mut out),
                 Tile::F4 => kernel_transform_f4(&k, &mut out),
             }
-            for (e, run) in out.iter().take(g.planes()).enumerate() {
-                u[e * plane + o * g.cin + i0..][..n].copy_from_slice(&run[..n]);
+            for (dst, run) in planes.iter_mut().zip(&out).take(g.planes()) {
+                dst[(o - rows.start) * g.cin + i0..][..n].copy_from_slice(&run[..n]);
             }
         }
     }
+}
+
+/// Each plane cut at `at` (or its end): the planes' heads and their tails.
+fn split_planes(planes: [&mut [f32]; MAX_PLANES], at: usize) -> ([&mut [f32]; MAX_PLANES], [&mut [f32]; MAX_PLANES]) {
+    let mut halves = planes.into_iter().map(|p| p.split_at_mut(at.min(p.len())));
+    let mut tails: [&mut [f32]; MAX_PLANES] = std::array::from_fn(|_| &mut [][..]);
+    let heads = std::array::from_fn(|e| {
+        let (head, tail) = halves.next().unwrap_or_default();
+        tails[e] = tail;
+        head
+    });
+    (heads, tails)
 }
 
 /// The planes of a transformed operand `[planes, channels, t_all]`, each `plane` long; those
@@ -1117,7 +1154,7 @@ mod tests {
         let o = side - 2;
         let g = WinoGeom { n: 1, cin: 1, cout: 1, h: side, w: side, ph: 0, pw: 0, oh: o, ow: o, tile };
         let mut u = vec![0.0; g.u_len()];
-        transform_weights(&g, w, false, &mut u);
+        transform_weights(&g, w, false, &mut u, None);
         let [vl, ml, sl, _] = g.workspace_len();
         let (mut v, mut m, mut s, mut y) = (vec![0.0; vl], vec![0.0; ml], vec![0.0; sl], vec![0.0; o * o]);
         convolve_group(&g, &u, x, 1, Some(&[0.25]), &mut y, Accum::Write, (&mut v, &mut m, &mut s), None);
