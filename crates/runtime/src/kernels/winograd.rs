@@ -556,34 +556,71 @@ fn input_transform_rows(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], sc
 /// consecutive columns at a time (tiles of several rows and images), each lane's tile read
 /// from there. The same operations on each tile as the runs of rows, so the same bits.
 fn input_transform_gathered(g: &WinoGeom, x: &[f32], count: usize, v: &mut [f32], scratch: &mut [f32]) {
-    let (hw, used) = (g.h * g.w, count * g.tiles());
-    let (cols, plane) = (g.columns(count), g.plane_len(g.cin, count));
-    let mut planes = planes_mut(&mut v[..g.planes() * plane], plane);
-    let (padded, pc) = (g.padded_len(), g.padded_cols());
+    let padded = (g.padded_rows(), g.padded_cols());
+    let plane = g.plane_len(g.cin, count);
+    transform_gathered(g, Gathered::Input, (x, count, g.cin), ((g.h, g.w), (g.ph, g.pw), padded), &mut v[..g.planes() * plane], scratch);
+}
+
+/// The transforms that gather their tiles from padded planes.
+#[derive(Clone, Copy)]
+enum Gathered {
+    /// `B^T d B` of the input tiles.
+    Input,
+    /// `A D A^T` of the output-gradient tiles.
+    OutputGrad,
+}
+
+/// The gathered transform `kind` of `count` images of `channels` planes `src` (each
+/// `h x w`) into the planes of `t` (`[planes, channels, columns]`): each channel's planes copied
+/// into `scratch` as `rows x cols` planes in which they start at row `top` and column `left`,
+/// then `BLOCK` columns at a time (and the rest one at a time) gathered from there.
+fn transform_gathered(
+    g: &WinoGeom,
+    kind: Gathered,
+    (src, count, channels): (&[f32], usize, usize),
+    ((h, w), (top, left), (rows, pc)): ((usize, usize), (usize, usize), (usize, usize)),
+    t: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let (hw, used, padded) = (h * w, count * g.tiles(), rows * pc);
+    let cols = g.columns(count);
+    let mut planes = planes_mut(t, t.len() / g.planes());
     let full = used / BLOCK * BLOCK;
-    for c in 0..g.cin {
+    for c in 0..channels {
         for j in 0..count {
-            let dst = &mut scratch[j * padded..][..padded];
-            pad_plane(&x[(j * g.cin + c) * hw..][..hw], (g.h, g.w), (g.ph, g.pw), (g.padded_rows(), pc), dst);
+            pad_plane(&src[(j * channels + c) * hw..][..hw], (h, w), (top, left), (rows, pc), &mut scratch[j * padded..][..padded]);
         }
         let pads = &scratch[..count * padded];
         let base = c * cols;
         for col in (0..full).step_by(BLOCK) {
             let at: [usize; BLOCK] = std::array::from_fn(|l| g.window(col + l, padded, pc));
-            match g.tile {
-                Tile::F2 => store_planes(&input_math_f2::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
-                Tile::F4 => store_planes(&input_math_f4::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
-            }
+            gathered_tiles(kind, g.tile, pads, &at, pc, base + col, &mut planes);
         }
         for col in full..used {
-            let at = [g.window(col, padded, pc)];
-            match g.tile {
-                Tile::F2 => store_planes(&input_math_f2::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
-                Tile::F4 => store_planes(&input_math_f4::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
-            }
+            gathered_tiles(kind, g.tile, pads, &[g.window(col, padded, pc)], pc, base + col, &mut planes);
         }
     }
-    zero_unused_columns(&mut planes, g.cin, cols, used);
+    zero_unused_columns(&mut planes, channels, cols, used);
+}
+
+/// The transform `kind` of the `L` tiles at `at` of the padded planes `pads` (rows `pc`
+/// apart), stored at `col .. col + L` of each plane.
+#[inline(always)]
+fn gathered_tiles<const L: usize>(
+    kind: Gathered,
+    tile: Tile,
+    pads: &[f32],
+    at: &[usize; L],
+    pc: usize,
+    col: usize,
+    planes: &mut [&mut [f32]; MAX_PLANES],
+) {
+    match (kind, tile) {
+        (Gathered::Input, Tile::F2) => store_planes(&input_math_f2::<L>(&gather(pads, at, pc)), col, planes),
+        (Gathered::Input, Tile::F4) => store_planes(&input_math_f4::<L>(&gather(pads, at, pc)), col, planes),
+        (Gathered::OutputGrad, Tile::F2) => store_planes(&output_grad_math_f2::<L>(&gather(pads, at, pc)), col, planes),
+        (Gathered::OutputGrad, Tile::F4) => store_planes(&output_grad_math_f4::<L>(&gather(pads, at, pc)), col, planes),
+    }
 }
 
 /// The `S x S` input tiles whose first elements are at `at` (one per lane) of the padded planes
@@ -969,34 +1006,10 @@ fn output_grad_transform_rows(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f
 /// [`input_transform_gathered`]): each channel's output gradients, zero past their edges, in
 /// `scratch`, and `BLOCK` consecutive columns at a time gathered from there.
 fn output_grad_transform_gathered(g: &WinoGeom, dy: &[f32], count: usize, z: &mut [f32], scratch: &mut [f32]) {
-    let (ohw, used, m) = (g.oh * g.ow, count * g.tiles(), g.tile.side());
-    let (cols, plane) = (g.columns(count), g.plane_len(g.cout, count));
-    let mut planes = planes_mut(&mut z[..g.planes() * plane], plane);
-    let (rows, pc) = (m * g.th(), m * g.tw());
-    let padded = rows * pc;
-    let full = used / BLOCK * BLOCK;
-    for k in 0..g.cout {
-        for j in 0..count {
-            pad_plane(&dy[(j * g.cout + k) * ohw..][..ohw], (g.oh, g.ow), (0, 0), (rows, pc), &mut scratch[j * padded..][..padded]);
-        }
-        let pads = &scratch[..count * padded];
-        let base = k * cols;
-        for col in (0..full).step_by(BLOCK) {
-            let at: [usize; BLOCK] = std::array::from_fn(|l| g.window(col + l, padded, pc));
-            match g.tile {
-                Tile::F2 => store_planes(&output_grad_math_f2::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
-                Tile::F4 => store_planes(&output_grad_math_f4::<BLOCK>(&gather(pads, &at, pc)), base + col, &mut planes),
-            }
-        }
-        for col in full..used {
-            let at = [g.window(col, padded, pc)];
-            match g.tile {
-                Tile::F2 => store_planes(&output_grad_math_f2::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
-                Tile::F4 => store_planes(&output_grad_math_f4::<1>(&gather(pads, &at, pc)), base + col, &mut planes),
-            }
-        }
-    }
-    zero_unused_columns(&mut planes, g.cout, cols, used);
+    let m = g.tile.side();
+    let plane = g.plane_len(g.cout, count);
+    let padded = (m * g.th(), m * g.tw());
+    transform_gathered(g, Gathered::OutputGrad, (dy, count, g.cout), ((g.oh, g.ow), (0, 0), padded), &mut z[..g.planes() * plane], scratch);
 }
 
 /// `A D A^T` of the `L` 2x2 output-gradient tiles `tx .. tx + L` of a row of tiles
