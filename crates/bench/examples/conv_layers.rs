@@ -22,7 +22,7 @@
 //!        [--forward train|eval] (the timed forward passes' mode; eval keeps Winograd's
 //!        transformed weights between batches; train by default)
 
-use mase_bench::example::{arg, best};
+use mase_bench::example::{arg, best, word};
 use mase_ir::{ConvSpec, Graph, Op, ParamStore, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
 
@@ -36,8 +36,7 @@ type Layer = (usize, usize, usize, usize, usize);
 /// The layers of `--layers CIN:COUT:SIDE[:K:STRIDE],...` (3x3, stride 1 when omitted), vgg7's
 /// by default.
 fn layers() -> Vec<Layer> {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else {
+    let Some(list) = word("--layers") else {
         return LAYERS.iter().map(|&(cin, cout, side)| (cin, cout, side, 3, 1)).collect();
     };
     list.split(',')
@@ -125,8 +124,7 @@ fn err_over_bound(a: &[f32], b: &[f32], s: &[f32], terms: usize) -> f64 {
 /// evaluation forward keeps Winograd's transformed weights between batches, a training one
 /// transforms them again (the weights change every step).
 fn forward_mode() -> Mode {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--forward").and_then(|i| args.get(i + 1)).map(String::as_str) {
+    match word("--forward").as_deref() {
         None | Some("train") => Mode::Train,
         Some("eval") => Mode::Eval,
         Some(other) => panic!("--forward: expected train or eval, got {other}"),
@@ -135,8 +133,7 @@ fn forward_mode() -> Mode {
 
 /// The algorithm of `--algo` (`fast` by default).
 fn algo() -> ConvAlgo {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--algo").and_then(|i| args.get(i + 1)).map(String::as_str) {
+    match word("--algo").as_deref() {
         None | Some("fast") => ConvAlgo::Fast,
         Some("winograd") => ConvAlgo::Winograd,
         Some(other) => panic!("--algo: expected fast or winograd, got {other}"),

@@ -26,7 +26,7 @@
 //! usage: cargo run --release -p mase-bench --example conv_layout -- [--batch N] [--threads T] [--repeat R]
 //!        [--layers CIN:COUT:SIDE[:K:STRIDE],...] (padding K/2; vgg7's and resnet18's 3x3 layers by default)
 
-use mase_bench::example::arg;
+use mase_bench::example::{arg, word};
 use mase_ir::{ConvSpec, Graph, Op, Rng};
 use mase_runtime::{gemm, init_params, ConvAlgo, ExecOptions, Executor, Mat, MatMut, Mode};
 use rayon::ThreadPool;
@@ -58,8 +58,7 @@ const GROUP_ROWS: usize = 1024;
 
 /// The layers of `--layers`, the default list otherwise.
 fn layers() -> Vec<Layer> {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(list) = args.iter().position(|a| a == "--layers").and_then(|i| args.get(i + 1)) else { return LAYERS.to_vec() };
+    let Some(list) = word("--layers") else { return LAYERS.to_vec() };
     list.split(',')
         .map(|l| match l.split(':').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
             Ok([cin, cout, side]) => (*cin, *cout, *side, 3, 1),

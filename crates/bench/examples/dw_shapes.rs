@@ -9,7 +9,7 @@
 //! usage: cargo run --release -p mase-bench --example dw_shapes -- [--images N] [--repeat R]
 //!        [--shapes COUT:KKG:OHW,...] (resnet18's and vgg7's layers on 32x32 images by default)
 
-use mase_bench::example::{arg, best};
+use mase_bench::example::{arg, best, word};
 use mase_ir::Rng;
 use mase_runtime::{gemm, Mat, MatMut};
 
@@ -29,8 +29,7 @@ const SHAPES: [(usize, usize, usize); 8] = [
 
 /// The shapes of `--shapes COUT:KKG:OHW,...`, [`SHAPES`] by default.
 fn shapes() -> Vec<(usize, usize, usize)> {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(list) = args.iter().position(|a| a == "--shapes").and_then(|i| args.get(i + 1)) else { return SHAPES.to_vec() };
+    let Some(list) = word("--shapes") else { return SHAPES.to_vec() };
     list.split(',')
         .map(|l| match l.split(':').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
             Ok([cout, kkg, ohw]) => (*cout, *kkg, *ohw),

@@ -1,4 +1,4 @@
-//! What the measurement examples (`crates/bench/examples`) share: their numeric flags and the
+//! What the measurement examples (`crates/bench/examples`) share: their flags and the
 //! best-of-several timing.
 
 use std::time::Instant;
@@ -8,6 +8,12 @@ use std::time::Instant;
 pub fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The value of the flag `name` (`--algo winograd`) on the command line, if given.
+pub fn word(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
 }
 
 /// Seconds of the fastest of `repeat` runs of `f` (one run at least).
